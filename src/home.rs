@@ -1,0 +1,46 @@
+//! Where bub keeps its files: `$BUB_HOME`, by default `~/.bub`.
+//!
+//! ```text
+//! $BUB_HOME/bub.db          tapes (SQLite, WAL)
+//! $BUB_HOME/tapes/          JSONL archives written by `tape.reset archive=true`
+//! ```
+
+use std::path::{Path, PathBuf};
+
+/// The bub home directory and the files under it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BubHome {
+    root: PathBuf,
+}
+
+impl BubHome {
+    /// `$BUB_HOME` if set and non-empty, else `~/.bub` (or `./.bub` without a home).
+    pub fn from_env() -> BubHome {
+        match std::env::var_os("BUB_HOME").filter(|value| !value.is_empty()) {
+            Some(root) => BubHome::at(root),
+            None => BubHome::at(
+                std::env::home_dir()
+                    .unwrap_or_else(|| PathBuf::from("."))
+                    .join(".bub"),
+            ),
+        }
+    }
+
+    pub fn at(root: impl Into<PathBuf>) -> BubHome {
+        BubHome { root: root.into() }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The SQLite database holding every tape.
+    pub fn database(&self) -> PathBuf {
+        self.root.join("bub.db")
+    }
+
+    /// Where tape archives go.
+    pub fn archive_dir(&self) -> PathBuf {
+        self.root.join("tapes")
+    }
+}

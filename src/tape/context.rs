@@ -1,0 +1,176 @@
+//! Turning tape entries into the chat messages a model reads.
+//!
+//! The model context is the last anchor and every entry after it, mapped by
+//! [`default_context`]:
+//! - an anchor becomes an assistant note `[Anchor created: <name>]: <state JSON>`;
+//! - a message passes as it is;
+//! - a tool call becomes an assistant message with empty content and `tool_calls`;
+//! - each tool result becomes a `tool` message carrying the `tool_call_id` and
+//!   `name` of the call at the same position; non-string results are JSON text;
+//! - `system`, `event` and `error` entries, and any entry with
+//!   `meta.context = false`, never appear.
+//!
+//! Messages are OpenAI chat-completion objects (`serde_json::Value`), the shape
+//! message entries are stored in; model clients for other APIs convert from it.
+
+use super::entry::{Entry, EntryKind};
+use serde_json::{Value, json};
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+/// A chat message in OpenAI chat-completion shape.
+pub type ChatMessage = Value;
+
+/// Chooses and maps the entries of a context. Entries with `meta.context = false`
+/// are removed before a selector sees them.
+pub type ContextSelector = Arc<dyn Fn(&[Entry]) -> Vec<ChatMessage> + Send + Sync>;
+
+/// The default selector, as described in the module docs.
+pub fn default_context(entries: &[Entry]) -> Vec<ChatMessage> {
+    let mut messages = Vec::with_capacity(entries.len());
+    // Calls waiting for their results, oldest first: results match by position.
+    let mut pending: VecDeque<(Value, Value)> = VecDeque::new();
+    for entry in entries.iter().filter(|e| e.in_context()) {
+        match entry.kind {
+            EntryKind::Anchor => messages.push(anchor_note(entry)),
+            EntryKind::Message => messages.push(Value::Object(entry.payload.clone())),
+            EntryKind::ToolCall => {
+                let calls = entry
+                    .payload
+                    .get("calls")
+                    .cloned()
+                    .unwrap_or_else(|| json!([]));
+                pending = calls
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|call| {
+                        let id = call.get("id").cloned().unwrap_or(Value::Null);
+                        let name = call
+                            .pointer("/function/name")
+                            .cloned()
+                            .unwrap_or(Value::Null);
+                        (id, name)
+                    })
+                    .collect();
+                messages.push(json!({"role": "assistant", "content": "", "tool_calls": calls}));
+            }
+            EntryKind::ToolResult => {
+                for result in entry
+                    .payload
+                    .get("results")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    let (id, name) = pending.pop_front().unwrap_or((Value::Null, Value::Null));
+                    let content = match result {
+                        Value::String(text) => text.clone(),
+                        other => other.to_string(),
+                    };
+                    messages.push(json!({"role": "tool", "content": content, "tool_call_id": id, "name": name}));
+                }
+            }
+            EntryKind::System | EntryKind::Event | EntryKind::Error => {}
+        }
+    }
+    messages
+}
+
+fn anchor_note(entry: &Entry) -> ChatMessage {
+    let name = entry.name().unwrap_or("anchor");
+    let state = entry.payload.get("state").cloned().unwrap_or(Value::Null);
+    json!({"role": "assistant", "content": format!("[Anchor created: {name}]: {state}")})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tape::entry::NewEntry;
+
+    fn context_of(entries: Vec<NewEntry>) -> Vec<ChatMessage> {
+        let entries: Vec<Entry> = entries
+            .into_iter()
+            .enumerate()
+            .map(|(i, e)| e.into_entry(i as u64 + 1))
+            .collect();
+        default_context(&entries)
+    }
+
+    fn call(id: &str, name: &str) -> Value {
+        json!({"id": id, "type": "function", "function": {"name": name, "arguments": "{}"}})
+    }
+
+    #[test]
+    fn anchor_becomes_an_assistant_note_with_its_state() {
+        let messages = context_of(vec![NewEntry::anchor(
+            "phase/2",
+            json!({"summary": "done"}),
+        )]);
+        assert_eq!(
+            messages,
+            vec![
+                json!({"role": "assistant", "content": "[Anchor created: phase/2]: {\"summary\":\"done\"}"})
+            ]
+        );
+    }
+
+    #[test]
+    fn message_passes_as_it_is() {
+        let message =
+            json!({"role": "user", "content": [{"type": "text", "text": "hi"}], "name": "ada"});
+        assert_eq!(
+            context_of(vec![NewEntry::message(message.clone()).unwrap()]),
+            vec![message]
+        );
+    }
+
+    #[test]
+    fn tool_call_becomes_assistant_tool_calls() {
+        let calls = vec![call("c1", "fs_read")];
+        assert_eq!(
+            context_of(vec![NewEntry::tool_call(calls.clone())]),
+            vec![json!({"role": "assistant", "content": "", "tool_calls": calls})]
+        );
+    }
+
+    #[test]
+    fn tool_results_match_their_calls_by_position() {
+        let messages = context_of(vec![
+            NewEntry::tool_call(vec![call("c1", "fs_read"), call("c2", "bash")]),
+            NewEntry::tool_result(vec![json!("file text"), json!({"exit": 0})]),
+        ]);
+        assert_eq!(
+            messages[1],
+            json!({"role": "tool", "content": "file text", "tool_call_id": "c1", "name": "fs_read"})
+        );
+        assert_eq!(
+            messages[2],
+            json!({"role": "tool", "content": "{\"exit\":0}", "tool_call_id": "c2", "name": "bash"})
+        );
+    }
+
+    #[test]
+    fn system_event_and_error_entries_never_appear() {
+        let messages = context_of(vec![
+            NewEntry::system("you are bub"),
+            NewEntry::event("run", json!({"status": "ok"})),
+            NewEntry::error("provider", "rate limited", None),
+            NewEntry::chat("user", "hello"),
+        ]);
+        assert_eq!(messages, vec![json!({"role": "user", "content": "hello"})]);
+    }
+
+    #[test]
+    fn entries_marked_out_of_context_never_appear() {
+        let messages = context_of(vec![
+            NewEntry::chat("user", "secret").hidden_from_context(),
+            NewEntry::anchor("spill/x/chunk/0", json!({})).hidden_from_context(),
+            NewEntry::chat("user", "visible"),
+        ]);
+        assert_eq!(
+            messages,
+            vec![json!({"role": "user", "content": "visible"})]
+        );
+    }
+}

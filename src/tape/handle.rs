@@ -1,0 +1,309 @@
+//! [`Tape`]: one tape of a store, with the operations the runtime builds on —
+//! handoff, bootstrap anchor, info, reset with archive, context, sidecars, forks.
+
+use super::archive;
+use super::context::{ChatMessage, ContextSelector, default_context};
+use super::entry::{Entry, EntryKind, NewEntry};
+use super::error::TapeResult;
+use super::fork::Fork;
+use super::name::TapeName;
+use super::query::TapeQuery;
+use super::spill::SpillSettings;
+use super::store::TapeStore;
+use crate::home::BubHome;
+use serde_json::{Value, json};
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// The anchor every tape gets before its first turn.
+pub const BOOTSTRAP_ANCHOR: &str = "session/start";
+
+/// Settings shared by the tapes of one runtime.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TapeSettings {
+    /// Where `reset(archive = true)` writes its JSONL files.
+    pub archive_dir: PathBuf,
+    pub spill: SpillSettings,
+}
+
+impl Default for TapeSettings {
+    fn default() -> TapeSettings {
+        TapeSettings {
+            archive_dir: BubHome::from_env().archive_dir(),
+            spill: SpillSettings::default(),
+        }
+    }
+}
+
+/// A handle on one tape. Cheap to clone; all state lives in the store.
+#[derive(Clone)]
+pub struct Tape {
+    store: Arc<dyn TapeStore>,
+    name: TapeName,
+    settings: Arc<TapeSettings>,
+}
+
+/// What `tape.info` reports.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct TapeInfo {
+    pub name: String,
+    pub entries: u64,
+    pub anchors: u64,
+    pub last_anchor: Option<String>,
+    pub entries_since_last_anchor: u64,
+    /// Total tokens of the latest model call (`run` event with usage).
+    pub last_token_usage: Option<u64>,
+}
+
+impl fmt::Display for TapeInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "name: {}", self.name)?;
+        writeln!(f, "entries: {}", self.entries)?;
+        writeln!(f, "anchors: {}", self.anchors)?;
+        writeln!(
+            f,
+            "last_anchor: {}",
+            self.last_anchor.as_deref().unwrap_or("-")
+        )?;
+        writeln!(
+            f,
+            "entries_since_last_anchor: {}",
+            self.entries_since_last_anchor
+        )?;
+        match self.last_token_usage {
+            Some(tokens) => write!(f, "last_token_usage: {tokens}"),
+            None => write!(f, "last_token_usage: -"),
+        }
+    }
+}
+
+/// What a reset did.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ResetReport {
+    /// The archive of the tape, when one was asked for.
+    pub archived: Option<PathBuf>,
+    /// Each sidecar reset with it, and its archive.
+    pub sidecars: Vec<(TapeName, Option<PathBuf>)>,
+}
+
+impl Tape {
+    /// A handle on `name` in `store`, with settings from the environment.
+    pub fn new(store: Arc<dyn TapeStore>, name: TapeName) -> Tape {
+        Tape {
+            store,
+            name,
+            settings: Arc::new(TapeSettings::default()),
+        }
+    }
+
+    pub fn with_settings(mut self, settings: TapeSettings) -> Tape {
+        self.settings = Arc::new(settings);
+        self
+    }
+
+    pub fn name(&self) -> &TapeName {
+        &self.name
+    }
+
+    pub fn store(&self) -> &Arc<dyn TapeStore> {
+        &self.store
+    }
+
+    pub fn settings(&self) -> &TapeSettings {
+        &self.settings
+    }
+
+    /// The same tape name on another store (a fork shares settings this way).
+    pub(crate) fn on_store(&self, store: Arc<dyn TapeStore>) -> Tape {
+        Tape {
+            store,
+            name: self.name.clone(),
+            settings: self.settings.clone(),
+        }
+    }
+
+    /// The sidecar tape `<name>__sidecar__<sidecar>`, in the same store.
+    pub fn sidecar(&self, sidecar: &str) -> Tape {
+        Tape {
+            store: self.store.clone(),
+            name: self.name.sidecar(sidecar),
+            settings: self.settings.clone(),
+        }
+    }
+
+    pub async fn append(&self, entry: NewEntry) -> TapeResult<Entry> {
+        let mut stored = self.store.append(&self.name, vec![entry]).await?;
+        Ok(stored.remove(0))
+    }
+
+    /// Appends several entries atomically, with consecutive ids.
+    pub async fn append_all(&self, entries: Vec<NewEntry>) -> TapeResult<Vec<Entry>> {
+        self.store.append(&self.name, entries).await
+    }
+
+    /// Appends an event `{name, data}`.
+    pub async fn append_event(&self, name: &str, data: Value) -> TapeResult<Entry> {
+        self.append(NewEntry::event(name, data)).await
+    }
+
+    pub async fn read(&self, query: &TapeQuery) -> TapeResult<Vec<Entry>> {
+        self.store.read(&self.name, query).await
+    }
+
+    /// Writes an anchor and a `handoff` event, so the next context starts here.
+    pub async fn handoff(&self, name: &str, state: Value) -> TapeResult<Entry> {
+        let stored = self
+            .append_all(vec![
+                NewEntry::anchor(name, state.clone()),
+                NewEntry::event("handoff", json!({"name": name, "state": state})),
+            ])
+            .await?;
+        Ok(stored
+            .into_iter()
+            .next()
+            .expect("append returns what it was given"))
+    }
+
+    /// Writes the bootstrap anchor `session/start` if the tape has no anchor yet.
+    /// Returns whether it wrote one.
+    pub async fn ensure_bootstrap_anchor(&self) -> TapeResult<bool> {
+        if self.store.stats(&self.name).await?.last_anchor.is_some() {
+            return Ok(false);
+        }
+        self.handoff(BOOTSTRAP_ANCHOR, json!({"owner": "human"}))
+            .await?;
+        Ok(true)
+    }
+
+    /// The last `limit` anchors, oldest first.
+    pub async fn anchors(&self, limit: usize) -> TapeResult<Vec<Entry>> {
+        let mut anchors = self
+            .read(
+                &TapeQuery::all()
+                    .kinds([EntryKind::Anchor])
+                    .newest_first()
+                    .limit(limit),
+            )
+            .await?;
+        anchors.reverse();
+        Ok(anchors)
+    }
+
+    pub async fn info(&self) -> TapeResult<TapeInfo> {
+        let stats = self.store.stats(&self.name).await?;
+        let last_run = self
+            .read(
+                &TapeQuery::all()
+                    .kinds([EntryKind::Event])
+                    .named("run")
+                    .newest_first()
+                    .limit(1),
+            )
+            .await?;
+        let last_token_usage = last_run
+            .first()
+            .and_then(|run| run.data()?.pointer("/usage/total_tokens")?.as_u64());
+        Ok(TapeInfo {
+            name: self.name.to_string(),
+            entries: stats.entries,
+            anchors: stats.anchors,
+            last_anchor: stats
+                .last_anchor
+                .as_ref()
+                .and_then(|a| a.name().map(str::to_string)),
+            entries_since_last_anchor: stats
+                .last_anchor
+                .map_or(stats.entries, |a| stats.last_id - a.id),
+            last_token_usage,
+        })
+    }
+
+    /// The model context with the default mapping (see [`super::context`]).
+    pub async fn context(&self) -> TapeResult<Vec<ChatMessage>> {
+        Ok(default_context(
+            &self.read(&TapeQuery::last_anchor()).await?,
+        ))
+    }
+
+    /// The model context with a custom selector.
+    pub async fn context_with(&self, selector: &ContextSelector) -> TapeResult<Vec<ChatMessage>> {
+        let entries: Vec<Entry> = self
+            .read(&TapeQuery::last_anchor())
+            .await?
+            .into_iter()
+            .filter(Entry::in_context)
+            .collect();
+        Ok(selector(&entries))
+    }
+
+    /// Clears the tape and its sidecars, optionally archiving each to a JSONL
+    /// file first, then writes a fresh `session/start` anchor whose state records
+    /// where the archive went. When an archive cannot be written nothing of that
+    /// tape is cleared.
+    pub async fn reset(&self, archive: bool) -> TapeResult<ResetReport> {
+        let mut report = ResetReport::default();
+        let sidecars = self.sidecar_names().await?;
+        if archive {
+            report.archived = Some(archive::archive(self, &self.settings.archive_dir).await?);
+        }
+        self.store.reset(&self.name).await?;
+        let mut state = json!({"owner": "human"});
+        if let Some(path) = &report.archived {
+            state["archived"] = json!(path.display().to_string());
+        }
+        self.handoff(BOOTSTRAP_ANCHOR, state).await?;
+
+        for name in sidecars {
+            let sidecar = Tape {
+                store: self.store.clone(),
+                name,
+                settings: self.settings.clone(),
+            };
+            let archived = match archive {
+                true => match archive::archive(&sidecar, &self.settings.archive_dir).await {
+                    Ok(path) => Some(path),
+                    Err(error) => {
+                        self.append(
+                            NewEntry::event(
+                                "sidecar.reset",
+                                json!({"sidecar": sidecar.name.as_str(), "status": "skipped", "error": error.to_string()}),
+                            )
+                            .hidden_from_context(),
+                        )
+                        .await?;
+                        continue;
+                    }
+                },
+                false => None,
+            };
+            self.store.reset(&sidecar.name).await?;
+            let mut data = json!({"sidecar": sidecar.name.as_str(), "status": "ok"});
+            if let Some(path) = &archived {
+                data["archived"] = json!(path.display().to_string());
+            }
+            self.append(NewEntry::event("sidecar.reset", data).hidden_from_context())
+                .await?;
+            report.sidecars.push((sidecar.name, archived));
+        }
+        Ok(report)
+    }
+
+    /// Opens a fork: writes through the returned fork's tape stay in memory until
+    /// [`Fork::merge`]; reads see this tape followed by them.
+    pub fn fork(&self) -> Fork {
+        Fork::open(self)
+    }
+
+    /// The names of this tape's sidecars that hold entries.
+    pub async fn sidecar_names(&self) -> TapeResult<Vec<TapeName>> {
+        Ok(self
+            .store
+            .list()
+            .await?
+            .into_iter()
+            .filter_map(|summary| TapeName::new(summary.name).ok())
+            .filter(|name| name != &self.name && name.belongs_to(&self.name))
+            .collect())
+    }
+}

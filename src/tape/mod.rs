@@ -1,0 +1,62 @@
+//! Tapes: the append-only history of each session.
+//!
+//! A tape is an ordered list of [`Entry`] values (messages, tool calls and
+//! results, anchors, events…) kept by a [`TapeStore`]. Nothing on a tape is
+//! changed; an anchor marks where the model context is rebuilt from, so a long
+//! conversation costs only what came after its last anchor.
+//!
+//! # Layout
+//! - [`entry`]: `Entry`, `NewEntry`, `EntryKind`.
+//! - [`name`]: `TapeName` and sidecar naming.
+//! - [`query`]: `TapeQuery` (anchor scopes, dates, kinds, names, text, limit).
+//! - [`store`]: the `TapeStore` trait; [`sqlite`] and [`memory`] implement it.
+//! - [`handle`]: `Tape`, the per-tape operations (handoff, info, reset, context).
+//! - [`context`]: entries → chat messages.
+//! - [`fork`]: in-memory overlays merged back when a run ends.
+//! - [`spill`]: oversized tool results in the `spill` sidecar.
+//! - [`archive`]: JSON-lines export.
+//!
+//! # Example
+//! ```
+//! use bub::tape::{InMemoryTapeStore, NewEntry, Tape, TapeName};
+//! use serde_json::json;
+//! use std::sync::Arc;
+//!
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! let tape = Tape::new(Arc::new(InMemoryTapeStore::new()), TapeName::new("customer-42")?);
+//! tape.ensure_bootstrap_anchor().await?;
+//! tape.append(NewEntry::chat("user", "Where is order A123?")).await?;
+//! tape.handoff("triage", json!({"summary": "asked about A123"})).await?;
+//! tape.append(NewEntry::chat("user", "And B456?")).await?;
+//!
+//! let context = tape.context().await?;
+//! assert_eq!(context.len(), 2); // the triage note, then the new question
+//! assert_eq!(context[1]["content"], "And B456?");
+//! # Ok::<(), bub::tape::TapeError>(())
+//! # }).unwrap();
+//! ```
+
+pub mod archive;
+pub mod context;
+pub mod entry;
+pub mod error;
+pub mod fork;
+pub mod handle;
+pub mod memory;
+pub mod name;
+pub mod query;
+pub mod spill;
+pub mod sqlite;
+pub mod store;
+
+pub use context::{ChatMessage, ContextSelector, default_context};
+pub use entry::{Entry, EntryKind, JsonObject, NewEntry};
+pub use error::{TapeError, TapeResult};
+pub use fork::{Fork, ForkStore, MergeReport};
+pub use handle::{BOOTSTRAP_ANCHOR, ResetReport, Tape, TapeInfo, TapeSettings};
+pub use memory::InMemoryTapeStore;
+pub use name::TapeName;
+pub use query::{Scope, TapeQuery};
+pub use spill::{SpillOutcome, SpillPage, SpillReadError, SpillSettings};
+pub use sqlite::{Durability, SqliteTapeStore};
+pub use store::{TapeStats, TapeStore, TapeSummary};

@@ -1,0 +1,578 @@
+//! The SQLite tape store: one database file, WAL mode, migrations embedded.
+//!
+//! All writes go through a single connection (a pool of one), so id assignment
+//! never races inside the process and never meets `SQLITE_BUSY`; other processes
+//! (an operator's `bub tape` while the gateway runs) wait on the busy timeout.
+//! Reads use a separate pool and see a consistent snapshot per query.
+//!
+//! Before migrating, the file is checked to be a SQLite database that is either
+//! empty or already bub's, so pointing `BUB_HOME` at the wrong file never adds
+//! tables to somebody else's database.
+
+use super::entry::{Entry, EntryKind, JsonObject, NewEntry, format_date, parse_date};
+use super::error::{TapeError, TapeResult};
+use super::name::TapeName;
+use super::query::{Scope, TapeQuery, TextMatcher};
+use super::store::{TapeStats, TapeStore, TapeSummary, check_batch};
+use async_trait::async_trait;
+use chrono::Utc;
+use futures_util::TryStreamExt;
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
+};
+use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection, SqlitePool};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
+
+/// Rows per multi-row INSERT (7 parameters each, well under SQLite's limit).
+const INSERT_CHUNK: usize = 1000;
+
+/// How long a write waits for another process holding the database.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How durable a commit is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// Every commit is synced to disk before `append` returns (`synchronous=FULL`).
+    #[default]
+    Full,
+    /// Commits survive a crash of the process but the last ones may be lost on
+    /// power failure (`synchronous=NORMAL`); several times faster on slow disks.
+    Normal,
+}
+
+/// A tape store in one SQLite file.
+#[derive(Clone)]
+pub struct SqliteTapeStore {
+    path: PathBuf,
+    writer: SqlitePool,
+    reader: SqlitePool,
+}
+
+impl SqliteTapeStore {
+    /// Opens (creating if needed) the database at `path` with full durability.
+    pub async fn open(path: impl AsRef<Path>) -> TapeResult<SqliteTapeStore> {
+        SqliteTapeStore::open_with(path, Durability::Full).await
+    }
+
+    /// Opens the database at `path`, creating the file and its directory.
+    pub async fn open_with(
+        path: impl AsRef<Path>,
+        durability: Durability,
+    ) -> TapeResult<SqliteTapeStore> {
+        let path = path.as_ref().to_path_buf();
+        let open_error = |message: String| TapeError::Open {
+            path: path.clone(),
+            message,
+        };
+        if let Some(dir) = path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| {
+                open_error(format!("cannot create directory {}: {e}", dir.display()))
+            })?;
+        }
+        check_file_header(&path).map_err(open_error)?;
+
+        let options = SqliteConnectOptions::new()
+            .filename(&path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(match durability {
+                Durability::Full => SqliteSynchronous::Full,
+                Durability::Normal => SqliteSynchronous::Normal,
+            })
+            .foreign_keys(true)
+            .busy_timeout(BUSY_TIMEOUT);
+        let writer = SqlitePoolOptions::new()
+            .max_connections(1)
+            .min_connections(1)
+            .acquire_timeout(Duration::from_secs(60))
+            .connect_with(options.clone())
+            .await
+            .map_err(|e| open_error(describe_open_error(&e)))?;
+        check_schema_owner(&writer).await.map_err(open_error)?;
+        MIGRATOR
+            .run(&writer)
+            .await
+            .map_err(|e| open_error(describe_migrate_error(&e)))?;
+        let reader = SqlitePoolOptions::new()
+            .max_connections(4)
+            .acquire_timeout(Duration::from_secs(60))
+            .connect_with(options.read_only(true))
+            .await
+            .map_err(|e| open_error(describe_open_error(&e)))?;
+        Ok(SqliteTapeStore {
+            path,
+            writer,
+            reader,
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Closes both pools, waiting for running statements.
+    pub async fn close(&self) {
+        self.reader.close().await;
+        self.writer.close().await;
+    }
+
+    fn backend_error(
+        &self,
+        tape: &TapeName,
+        operation: &'static str,
+    ) -> impl Fn(sqlx::Error) -> TapeError + '_ {
+        let tape = tape.to_string();
+        move |source| TapeError::Backend {
+            tape: tape.clone(),
+            operation,
+            location: self.location(),
+            source: Box::new(source),
+        }
+    }
+
+    fn decode(&self, tape: &TapeName, row: &SqliteRow) -> TapeResult<Entry> {
+        let id: i64 = row.get("entry_id");
+        let corrupt = |reason: String| TapeError::Corrupt {
+            tape: tape.clone(),
+            id: id as u64,
+            location: self.location(),
+            reason,
+        };
+        let kind_text: String = row.get("kind");
+        let kind = EntryKind::parse(&kind_text)
+            .ok_or_else(|| corrupt(format!("unknown kind {kind_text:?}")))?;
+        let object = |column: &str| -> TapeResult<JsonObject> {
+            let text: String = row.get(column);
+            serde_json::from_str(&text)
+                .map_err(|e| corrupt(format!("{column} is not a JSON object: {e}")))
+        };
+        let date_text: String = row.get("date");
+        let date = parse_date(&date_text)
+            .ok_or_else(|| corrupt(format!("date {date_text:?} is not RFC 3339")))?;
+        Ok(Entry {
+            id: id as u64,
+            kind,
+            payload: object("payload")?,
+            meta: object("meta")?,
+            date,
+        })
+    }
+}
+
+#[async_trait]
+impl TapeStore for SqliteTapeStore {
+    async fn append(&self, tape: &TapeName, entries: Vec<NewEntry>) -> TapeResult<Vec<Entry>> {
+        check_batch(tape, &entries)?;
+        if entries.is_empty() {
+            return Ok(Vec::new());
+        }
+        let failed = self.backend_error(tape, "append");
+        let now = format_date(&Utc::now());
+        let count = entries.len() as i64;
+        let mut tx = self
+            .writer
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(&failed)?;
+        let bumped: Option<(i64, i64)> = sqlx::query_as(
+            "UPDATE tapes SET last_entry_id = last_entry_id + $1, updated_at = $2 WHERE name = $3 \
+             RETURNING id, last_entry_id",
+        )
+        .bind(count)
+        .bind(&now)
+        .bind(tape.as_str())
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(&failed)?;
+        let (tape_id, last_id) = match bumped {
+            Some(row) => row,
+            None => sqlx::query_as(
+                "INSERT INTO tapes (name, last_entry_id, created_at, updated_at) VALUES ($1, $2, $3, $3) \
+                 RETURNING id, last_entry_id",
+            )
+            .bind(tape.as_str())
+            .bind(count)
+            .bind(&now)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(&failed)?,
+        };
+        let first_id = (last_id - count + 1) as u64;
+        let stored: Vec<Entry> = entries
+            .into_iter()
+            .enumerate()
+            .map(|(i, e)| e.into_entry(first_id + i as u64))
+            .collect();
+        for chunk in stored.chunks(INSERT_CHUNK) {
+            let mut insert = QueryBuilder::<Sqlite>::new(
+                "INSERT INTO tape_entries (tape_id, entry_id, kind, name, payload, meta, date) ",
+            );
+            insert.push_values(chunk, |mut row, entry| {
+                row.push_bind(tape_id)
+                    .push_bind(entry.id as i64)
+                    .push_bind(entry.kind.as_str())
+                    .push_bind(entry.name().map(str::to_string))
+                    .push_bind(serde_json::Value::Object(entry.payload.clone()).to_string())
+                    .push_bind(serde_json::Value::Object(entry.meta.clone()).to_string())
+                    .push_bind(format_date(&entry.date));
+            });
+            insert.build().execute(&mut *tx).await.map_err(&failed)?;
+        }
+        tx.commit().await.map_err(&failed)?;
+        Ok(stored)
+    }
+
+    async fn read(&self, tape: &TapeName, query: &TapeQuery) -> TapeResult<Vec<Entry>> {
+        let failed = self.backend_error(tape, "read");
+        let mut tx = self.reader.begin().await.map_err(&failed)?;
+        let Some(tape_id) = tape_id(&mut tx, tape).await.map_err(&failed)? else {
+            // An empty tape: anchor scopes fail the same way as on a tape without anchors.
+            return query.apply(tape, &[]);
+        };
+        let (from, to) = resolve_scope(&mut tx, tape, tape_id, &query.scope).await?;
+
+        let mut select = QueryBuilder::<Sqlite>::new(
+            "SELECT entry_id, kind, payload, meta, date FROM tape_entries WHERE tape_id = ",
+        );
+        select.push_bind(tape_id);
+        if let Some(from) = from {
+            select.push(" AND entry_id >= ").push_bind(from);
+        }
+        if let Some(to) = to {
+            select.push(" AND entry_id < ").push_bind(to);
+        }
+        if let Some(after) = query.after_id {
+            select.push(" AND entry_id > ").push_bind(after as i64);
+        }
+        if !query.kinds.is_empty() {
+            select.push(" AND kind IN (");
+            let mut kinds = select.separated(", ");
+            for kind in &query.kinds {
+                kinds.push_bind(kind.as_str());
+            }
+            select.push(")");
+        }
+        if let Some(name) = &query.name {
+            select.push(" AND name = ").push_bind(name.clone());
+        }
+        if let Some(since) = &query.since {
+            select.push(" AND date >= ").push_bind(format_date(since));
+        }
+        if let Some(until) = &query.until {
+            select.push(" AND date < ").push_bind(format_date(until));
+        }
+        select.push(if query.newest_first {
+            " ORDER BY entry_id DESC"
+        } else {
+            " ORDER BY entry_id ASC"
+        });
+
+        let limit = query.limit.unwrap_or(usize::MAX);
+        let mut found = Vec::new();
+        match query.text.as_deref() {
+            // Text is matched here rather than in SQL so that every store agrees on
+            // Unicode case folding; rows stream, so memory stays at `limit` entries.
+            Some(text) => {
+                let matcher = TextMatcher::new(text);
+                let mut rows = select.build().fetch(&mut *tx);
+                while found.len() < limit {
+                    let Some(row) = rows.try_next().await.map_err(&failed)? else {
+                        break;
+                    };
+                    let entry = self.decode(tape, &row)?;
+                    if matcher.matches(&entry) {
+                        found.push(entry);
+                    }
+                }
+            }
+            None => {
+                if let Some(limit) = query.limit {
+                    select.push(" LIMIT ").push_bind(limit as i64);
+                }
+                for row in select.build().fetch_all(&mut *tx).await.map_err(&failed)? {
+                    found.push(self.decode(tape, &row)?);
+                }
+            }
+        }
+        Ok(found)
+    }
+
+    async fn stats(&self, tape: &TapeName) -> TapeResult<TapeStats> {
+        let failed = self.backend_error(tape, "stats");
+        let mut tx = self.reader.begin().await.map_err(&failed)?;
+        let Some(tape_id) = tape_id(&mut tx, tape).await.map_err(&failed)? else {
+            return Ok(TapeStats::default());
+        };
+        let last_id: i64 = sqlx::query_scalar("SELECT last_entry_id FROM tapes WHERE id = $1")
+            .bind(tape_id)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(&failed)?;
+        let anchors: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM tape_entries WHERE tape_id = $1 AND kind = 'anchor'",
+        )
+        .bind(tape_id)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(&failed)?;
+        let last_anchor = sqlx::query(
+            "SELECT entry_id, kind, payload, meta, date FROM tape_entries \
+             WHERE tape_id = $1 AND kind = 'anchor' ORDER BY entry_id DESC LIMIT 1",
+        )
+        .bind(tape_id)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(&failed)?;
+        Ok(TapeStats {
+            // ids are gapless from 1, so the last id is the count
+            entries: last_id as u64,
+            anchors: anchors as u64,
+            last_id: last_id as u64,
+            last_anchor: last_anchor.map(|row| self.decode(tape, &row)).transpose()?,
+        })
+    }
+
+    async fn list(&self) -> TapeResult<Vec<TapeSummary>> {
+        let rows: Vec<(String, i64, String)> =
+            sqlx::query_as("SELECT name, last_entry_id, updated_at FROM tapes ORDER BY name")
+                .fetch_all(&self.reader)
+                .await
+                .map_err(|source| TapeError::Backend {
+                    tape: "*".into(),
+                    operation: "list",
+                    location: self.location(),
+                    source: Box::new(source),
+                })?;
+        Ok(rows
+            .into_iter()
+            .map(|(name, entries, updated)| TapeSummary {
+                name,
+                entries: entries as u64,
+                updated: if entries > 0 {
+                    parse_date(&updated)
+                } else {
+                    None
+                },
+            })
+            .collect())
+    }
+
+    async fn reset(&self, tape: &TapeName) -> TapeResult<()> {
+        let failed = self.backend_error(tape, "reset");
+        let mut tx = self
+            .writer
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(&failed)?;
+        if let Some(tape_id) = tape_id(&mut tx, tape).await.map_err(&failed)? {
+            sqlx::query("DELETE FROM tape_entries WHERE tape_id = $1")
+                .bind(tape_id)
+                .execute(&mut *tx)
+                .await
+                .map_err(&failed)?;
+            sqlx::query("UPDATE tapes SET last_entry_id = 0, updated_at = $1 WHERE id = $2")
+                .bind(format_date(&Utc::now()))
+                .bind(tape_id)
+                .execute(&mut *tx)
+                .await
+                .map_err(&failed)?;
+        }
+        tx.commit().await.map_err(&failed)
+    }
+
+    fn location(&self) -> String {
+        format!("sqlite:{}", self.path.display())
+    }
+}
+
+async fn tape_id(conn: &mut SqliteConnection, tape: &TapeName) -> Result<Option<i64>, sqlx::Error> {
+    sqlx::query_scalar("SELECT id FROM tapes WHERE name = $1")
+        .bind(tape.as_str())
+        .fetch_optional(conn)
+        .await
+}
+
+/// The id range `[from, to)` a scope covers, found with index probes only.
+async fn resolve_scope(
+    conn: &mut SqliteConnection,
+    tape: &TapeName,
+    tape_id: i64,
+    scope: &Scope,
+) -> TapeResult<(Option<i64>, Option<i64>)> {
+    let not_found = |anchor: Option<&str>| TapeError::AnchorNotFound {
+        tape: tape.clone(),
+        anchor: anchor.map(str::to_string),
+    };
+    let failed = |source: sqlx::Error| TapeError::Backend {
+        tape: tape.to_string(),
+        operation: "read",
+        location: "sqlite".into(),
+        source: Box::new(source),
+    };
+    let last_named = async |conn: &mut SqliteConnection, name: &str| {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT entry_id FROM tape_entries WHERE tape_id = $1 AND name = $2 AND kind = 'anchor' \
+             ORDER BY entry_id DESC LIMIT 1",
+        )
+        .bind(tape_id)
+        .bind(name)
+        .fetch_optional(conn)
+        .await
+    };
+    match scope {
+        Scope::All => Ok((None, None)),
+        Scope::LastAnchor => {
+            let from = last_anchor_id(conn, tape_id)
+                .await
+                .map_err(failed)?
+                .ok_or_else(|| not_found(None))?;
+            Ok((Some(from), None))
+        }
+        Scope::AfterAnchor(name) => {
+            let from = last_named(conn, name)
+                .await
+                .map_err(failed)?
+                .ok_or_else(|| not_found(Some(name)))?;
+            Ok((Some(from), None))
+        }
+        Scope::BetweenAnchors { start, end } => {
+            let from = last_named(conn, start)
+                .await
+                .map_err(failed)?
+                .ok_or_else(|| not_found(Some(start)))?;
+            let to: Option<i64> = sqlx::query_scalar(
+                "SELECT entry_id FROM tape_entries WHERE tape_id = $1 AND name = $2 AND kind = 'anchor' \
+                 AND entry_id > $3 ORDER BY entry_id ASC LIMIT 1",
+            )
+            .bind(tape_id)
+            .bind(end)
+            .bind(from)
+            .fetch_optional(conn)
+            .await
+            .map_err(failed)?;
+            Ok((Some(from), to))
+        }
+    }
+}
+
+/// The id of the tape's last anchor: one probe of `tape_entries_by_kind`.
+pub(crate) async fn last_anchor_id(
+    conn: &mut SqliteConnection,
+    tape_id: i64,
+) -> Result<Option<i64>, sqlx::Error> {
+    sqlx::query_scalar(LAST_ANCHOR_SQL)
+        .bind(tape_id)
+        .fetch_optional(conn)
+        .await
+}
+
+const LAST_ANCHOR_SQL: &str = "SELECT entry_id FROM tape_entries WHERE tape_id = $1 AND kind = 'anchor' ORDER BY entry_id DESC LIMIT 1";
+
+/// Refuses files that are not SQLite databases before SQLite gets to them, with
+/// a message that says what the file seems to be.
+fn check_file_header(path: &Path) -> Result<(), String> {
+    use std::io::Read;
+    let mut header = [0u8; 16];
+    let mut file = match std::fs::File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(format!("cannot read the database file: {e}")),
+    };
+    let read = file
+        .read(&mut header)
+        .map_err(|e| format!("cannot read the database file: {e}"))?;
+    if read == 0 || header == *b"SQLite format 3\0" {
+        return Ok(());
+    }
+    Err(
+        "this file is not a SQLite database (it is corrupt or belongs to another program); \
+         move it away or point BUB_HOME elsewhere"
+            .to_string(),
+    )
+}
+
+/// Refuses a SQLite database that holds tables but not bub's.
+async fn check_schema_owner(pool: &SqlitePool) -> Result<(), String> {
+    let tables: Vec<String> = sqlx::query_scalar(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'",
+    )
+    .fetch_all(pool)
+    .await
+    .map_err(|e| describe_open_error(&e))?;
+    let ours = ["_sqlx_migrations", "tapes", "tape_entries"];
+    if tables.is_empty()
+        || tables.iter().any(|t| t == "tapes") && tables.iter().all(|t| ours.contains(&t.as_str()))
+    {
+        return Ok(());
+    }
+    Err(format!(
+        "this SQLite database belongs to another program (it has tables {}); bub will not change it — \
+         point BUB_HOME elsewhere",
+        tables.join(", ")
+    ))
+}
+
+fn describe_open_error(error: &sqlx::Error) -> String {
+    let text = error.to_string();
+    if text.contains("not a database") || text.contains("malformed") {
+        "this file is not a usable SQLite database (corrupt, or another program's file)".to_string()
+    } else if text.contains("unable to open")
+        || text.contains("readonly")
+        || text.contains("read-only")
+    {
+        format!("cannot open the database for writing ({text}); check the directory's permissions")
+    } else {
+        text
+    }
+}
+
+fn describe_migrate_error(error: &sqlx::migrate::MigrateError) -> String {
+    use sqlx::migrate::MigrateError;
+    match error {
+        MigrateError::VersionMissing(version) => format!(
+            "the database was written by a newer bub (schema version {version} is unknown to this build); \
+             upgrade bub"
+        ),
+        MigrateError::VersionMismatch(version) => {
+            format!(
+                "schema version {version} in the database differs from this build's; the file was edited"
+            )
+        }
+        MigrateError::Execute(e) | MigrateError::ExecuteMigration(e, _) => describe_open_error(e),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The last-anchor lookup must be an index probe, never a scan of the tape.
+    #[tokio::test]
+    async fn last_anchor_lookup_uses_the_kind_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteTapeStore::open(dir.path().join("bub.db"))
+            .await
+            .unwrap();
+        let plan: Vec<String> = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "EXPLAIN QUERY PLAN {LAST_ANCHOR_SQL}"
+        )))
+        .bind(1_i64)
+        .fetch_all(&store.reader)
+        .await
+        .unwrap()
+        .iter()
+        .map(|row| row.get::<String, _>("detail"))
+        .collect();
+        let plan = plan.join("; ");
+        assert!(
+            plan.contains("USING COVERING INDEX tape_entries_by_kind"),
+            "plan: {plan}"
+        );
+        assert!(!plan.contains("TEMP B-TREE"), "plan sorts: {plan}");
+    }
+}

@@ -5,7 +5,7 @@
 //! construction, so "a payload that is not an object" is caught where the value is
 //! built ([`NewEntry::new`]) rather than deep inside a store.
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, SecondsFormat, SubsecRound, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use std::fmt;
@@ -114,7 +114,7 @@ impl NewEntry {
             kind,
             payload,
             meta: JsonObject::new(),
-            date: Utc::now(),
+            date: now(),
         };
         entry.check_shape()?;
         Ok(entry)
@@ -183,7 +183,7 @@ impl NewEntry {
 
     /// Keeps the date of an entry being copied (fork merge, import).
     pub fn with_date(mut self, date: DateTime<Utc>) -> NewEntry {
-        self.date = date;
+        self.date = date.trunc_subsecs(6);
         self
     }
 
@@ -233,7 +233,7 @@ impl NewEntry {
             kind,
             payload,
             meta: JsonObject::new(),
-            date: Utc::now(),
+            date: now(),
         }
     }
 
@@ -296,6 +296,12 @@ fn json_type(value: &Value) -> &'static str {
         Value::Array(_) => "an array",
         Value::Object(_) => "an object",
     }
+}
+
+/// The current time at the precision stores keep (microseconds), so an entry
+/// reads back equal to what was appended.
+pub fn now() -> DateTime<Utc> {
+    Utc::now().trunc_subsecs(6)
 }
 
 /// Dates are UTC with microseconds and a `Z`, fixed width, so that comparing the

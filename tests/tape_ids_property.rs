@@ -1,0 +1,74 @@
+//! Property: whatever mix of concurrent writers and batch sizes, ids on a tape
+//! are exactly 1..=n and every batch occupies consecutive ids.
+
+mod support;
+
+use bub::tape::{NewEntry, TapeQuery};
+use proptest::collection::vec;
+use proptest::prelude::*;
+use serde_json::json;
+use support::TestStore;
+
+/// Each writer appends its batches in order; batch sizes are the inner values.
+async fn check(store: TestStore, writers: Vec<Vec<usize>>) {
+    let tape = store.tape("shared");
+    let total: usize = writers.iter().flatten().sum();
+    let tasks: Vec<_> = writers
+        .into_iter()
+        .enumerate()
+        .map(|(writer, batches)| {
+            let tape = tape.clone();
+            tokio::spawn(async move {
+                for (batch, size) in batches.into_iter().enumerate() {
+                    let tag = format!("{writer}/{batch}");
+                    let entries = (0..size)
+                        .map(|_| NewEntry::chat("user", "x").with_meta("batch", json!(tag)))
+                        .collect();
+                    let stored = tape.append_all(entries).await.expect("append");
+                    assert_eq!(stored.len(), size);
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.expect("writer task");
+    }
+    let entries = tape.read(&TapeQuery::all()).await.expect("read");
+    let ids: Vec<u64> = entries.iter().map(|e| e.id).collect();
+    assert_eq!(ids, (1..=total as u64).collect::<Vec<_>>());
+    // Runs of equal batch tags must be whole batches: no tag appears in two runs.
+    let mut seen = std::collections::HashSet::new();
+    let mut previous = None;
+    for entry in &entries {
+        let tag = entry.meta["batch"].as_str().expect("tag").to_string();
+        if previous.as_ref() != Some(&tag) {
+            assert!(
+                seen.insert(tag.clone()),
+                "batch {tag} was interleaved with another"
+            );
+            previous = Some(tag);
+        }
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    #[test]
+    fn memory_ids_stay_gapless_under_concurrent_appends(writers in vec(vec(1usize..6, 1..8), 1..8)) {
+        runtime().block_on(async { check(support::memory_store().await, writers).await });
+    }
+
+    #[test]
+    fn sqlite_ids_stay_gapless_under_concurrent_appends(writers in vec(vec(1usize..6, 1..8), 1..8)) {
+        runtime().block_on(async { check(support::sqlite_store().await, writers).await });
+    }
+}

@@ -6,6 +6,9 @@
 //! - [`home`]: where bub keeps its files (`$BUB_HOME`).
 //! - [`cli`]: the `bub` command line.
 
+pub mod agent;
 pub mod cli;
 pub mod home;
+pub mod model;
 pub mod tape;
+pub mod tools;

@@ -1,0 +1,91 @@
+//! Turn state: the per-run values shared by prompt sections, tools and event
+//! handlers. Not persisted: what must survive goes on the tape.
+
+use serde_json::{Map, Value};
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// A cheap-to-clone handle on one run's state: JSON values by key, plus typed
+/// extensions (one value per Rust type, e.g. the session environment).
+#[derive(Clone, Default)]
+pub struct TurnState {
+    inner: Arc<Mutex<StateInner>>,
+}
+
+#[derive(Default)]
+struct StateInner {
+    values: Map<String, Value>,
+    extensions: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
+}
+
+impl TurnState {
+    pub fn new() -> TurnState {
+        TurnState::default()
+    }
+
+    /// A state holding these values.
+    pub fn from_values(values: Map<String, Value>) -> TurnState {
+        let state = TurnState::new();
+        state.lock().values = values;
+        state
+    }
+
+    fn lock(&self) -> MutexGuard<'_, StateInner> {
+        self.inner
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub fn get(&self, key: &str) -> Option<Value> {
+        self.lock().values.get(key).cloned()
+    }
+
+    pub fn get_str(&self, key: &str) -> Option<String> {
+        self.get(key).and_then(|v| v.as_str().map(str::to_string))
+    }
+
+    pub fn set(&self, key: impl Into<String>, value: Value) {
+        self.lock().values.insert(key.into(), value);
+    }
+
+    pub fn remove(&self, key: &str) -> Option<Value> {
+        self.lock().values.remove(key)
+    }
+
+    /// A copy of every JSON value.
+    pub fn values(&self) -> Map<String, Value> {
+        self.lock().values.clone()
+    }
+
+    /// Stores a typed value, replacing any earlier one of the same type.
+    pub fn insert_extension<T: Any + Send + Sync>(&self, value: T) {
+        self.lock()
+            .extensions
+            .insert(TypeId::of::<T>(), Arc::new(value));
+    }
+
+    pub fn extension<T: Any + Send + Sync>(&self) -> Option<Arc<T>> {
+        let value = self.lock().extensions.get(&TypeId::of::<T>()).cloned()?;
+        value.downcast::<T>().ok()
+    }
+
+    /// An independent copy (values and extensions), for a subagent.
+    pub fn fork(&self) -> TurnState {
+        let inner = self.lock();
+        TurnState {
+            inner: Arc::new(Mutex::new(StateInner {
+                values: inner.values.clone(),
+                extensions: inner.extensions.clone(),
+            })),
+        }
+    }
+}
+
+impl std::fmt::Debug for TurnState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TurnState")
+            .field("values", &self.lock().values)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,16 @@
+//! Tools: what the model (and comma commands) can call.
+//!
+//! - [`tool`]: `Tool`, typed tools from an argument struct, rendering.
+//! - [`registry`]: `ToolRegistry`, lookups by registry or model name.
+//! - [`context`]: `ToolContext`, what a call knows about its run.
+//! - [`error`]: `ToolError`, returned to the model as a result.
+
+pub mod context;
+pub mod error;
+pub mod registry;
+pub mod tool;
+
+pub use context::ToolContext;
+pub use error::{ToolError, ToolErrorKind};
+pub use registry::{ToolRegistry, UnknownTools};
+pub use tool::{Tool, default_render, model_name};

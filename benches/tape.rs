@@ -1,1 +1,111 @@
-fn main() {}
+//! Tape layer speed on the SQLite store.
+//!
+//! - `context_build/{100,1000000}`: `tape.context()` on tapes of 100 and
+//!   1,000,000 entries whose last anchor is 50 entries back. Target: the long
+//!   tape costs at most 2x the short one (anchor-scoped reads must not depend
+//!   on the tape's length).
+//! - `append/{full,normal}/{1_writer,8_writers}`: appends of one entry per
+//!   call, each awaited; criterion reports entries/s. Target: at least 5,000/s
+//!   from one writer with `Durability::Full` (the default). Eight writers run as
+//!   tokio tasks on eight tapes of one store; `Normal` is there for comparison.
+//!
+//! Run: `cargo bench --bench tape`. The 1,000,000-entry database is built once
+//! into `target/bench-data/` (see `support`) and reused afterwards.
+
+mod support;
+
+use bub::tape::{Durability, NewEntry, SqliteTapeStore, Tape, TapeName};
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::runtime::Runtime;
+
+fn runtime() -> Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+}
+
+fn context_build(c: &mut Criterion) {
+    let rt = runtime();
+    let mut group = c.benchmark_group("context_build");
+    group
+        .sample_size(20)
+        .measurement_time(Duration::from_secs(5));
+    for len in [100, 1_000_000] {
+        let tape = rt.block_on(support::cached_tape(len));
+        let context = rt.block_on(tape.context()).expect("context");
+        // anchor note + 4 of every 5 turn entries (run events stay out)
+        assert!((40..=support::ANCHOR_BACK as usize).contains(&context.len()));
+        group.bench_with_input(BenchmarkId::from_parameter(len), &tape, |b, tape| {
+            b.to_async(&rt)
+                .iter(|| async { black_box(tape.context().await.expect("context")) });
+        });
+    }
+    group.finish();
+}
+
+/// Appends `per_writer` entries from each of `writers` tasks, one awaited call each.
+async fn append_from(tapes: &[Tape], per_writer: u64) -> Duration {
+    let started = Instant::now();
+    let tasks: Vec<_> = tapes
+        .iter()
+        .cloned()
+        .map(|tape| {
+            tokio::spawn(async move {
+                for id in 0..per_writer {
+                    let entry = NewEntry::chat("user", support::text(id, 200));
+                    tape.append(entry).await.expect("append");
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.expect("writer task");
+    }
+    started.elapsed()
+}
+
+fn append(c: &mut Criterion) {
+    let rt = runtime();
+    std::fs::create_dir_all(support::data_dir()).expect("bench data directory");
+    for (label, durability) in [("full", Durability::Full), ("normal", Durability::Normal)] {
+        let dir = tempfile::tempdir_in(support::data_dir()).expect("scratch directory");
+        let store = rt
+            .block_on(SqliteTapeStore::open_with(
+                dir.path().join("append.db"),
+                durability,
+            ))
+            .expect("open a scratch store");
+        let store = Arc::new(store);
+        let mut group = c.benchmark_group(format!("append/{label}"));
+        group
+            .sample_size(10)
+            .measurement_time(Duration::from_secs(5));
+        for writers in [1, 8] {
+            let tapes: Vec<Tape> = (0..writers)
+                .map(|n| {
+                    let name = TapeName::new(format!("writer-{n}")).expect("tape name");
+                    Tape::new(store.clone(), name)
+                })
+                .collect();
+            group.throughput(Throughput::Elements(writers));
+            let id = if writers == 1 {
+                "1_writer"
+            } else {
+                "8_writers"
+            };
+            group.bench_function(id, |b| {
+                b.to_async(&rt)
+                    .iter_custom(|iters| append_from(&tapes, iters));
+            });
+        }
+        group.finish();
+        rt.block_on(store.close());
+    }
+}
+
+criterion_group!(benches, context_build, append);
+criterion_main!(benches);

@@ -12,11 +12,7 @@ use std::sync::Arc;
 async fn a_corrupt_database_file_is_refused_by_name() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bub.db");
-    std::fs::write(
-        &path,
-        b"this is definitely not sqlite, just some bytes of text",
-    )
-    .unwrap();
+    std::fs::write(&path, b"this is definitely not sqlite, just some bytes of text").unwrap();
     let error = SqliteTapeStore::open(&path).await.err().expect("refused");
     let message = error.to_string();
     assert!(message.contains(&path.display().to_string()), "{message}");
@@ -35,16 +31,9 @@ async fn a_damaged_sqlite_file_is_refused_by_name() {
     let mut bytes = b"SQLite format 3\0".to_vec();
     bytes.extend(std::iter::repeat_n(0xA5u8, 4096));
     std::fs::write(&path, &bytes).unwrap();
-    let message = SqliteTapeStore::open(&path)
-        .await
-        .err()
-        .expect("refused")
-        .to_string();
+    let message = SqliteTapeStore::open(&path).await.err().expect("refused").to_string();
     assert!(message.contains(&path.display().to_string()), "{message}");
-    assert!(
-        message.contains("not a usable SQLite database") || message.contains("corrupt"),
-        "{message}"
-    );
+    assert!(message.contains("not a usable SQLite database") || message.contains("corrupt"), "{message}");
 }
 
 #[tokio::test]
@@ -53,27 +42,14 @@ async fn another_programs_database_is_not_touched() {
     let path = dir.path().join("bub.db");
     let url = format!("sqlite://{}?mode=rwc", path.display());
     let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
-    sqlx::query("CREATE TABLE invoices (id INTEGER PRIMARY KEY, total REAL)")
-        .execute(&mut conn)
-        .await
-        .unwrap();
+    sqlx::query("CREATE TABLE invoices (id INTEGER PRIMARY KEY, total REAL)").execute(&mut conn).await.unwrap();
     conn.close().await.unwrap();
 
-    let message = SqliteTapeStore::open(&path)
-        .await
-        .err()
-        .expect("refused")
-        .to_string();
-    assert!(
-        message.contains("belongs to another program") && message.contains("invoices"),
-        "{message}"
-    );
+    let message = SqliteTapeStore::open(&path).await.err().expect("refused").to_string();
+    assert!(message.contains("belongs to another program") && message.contains("invoices"), "{message}");
     let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
     let tables: Vec<String> =
-        sqlx::query_scalar("SELECT name FROM sqlite_master WHERE type = 'table'")
-            .fetch_all(&mut conn)
-            .await
-            .unwrap();
+        sqlx::query_scalar("SELECT name FROM sqlite_master WHERE type = 'table'").fetch_all(&mut conn).await.unwrap();
     assert_eq!(tables, vec!["invoices"], "no tables were added");
 }
 
@@ -83,15 +59,8 @@ async fn an_unwritable_directory_is_named() {
     let file = dir.path().join("plain-file");
     std::fs::write(&file, "x").unwrap();
     let path = file.join("home").join("bub.db");
-    let message = SqliteTapeStore::open(&path)
-        .await
-        .err()
-        .expect("refused")
-        .to_string();
-    assert!(
-        message.contains("cannot create directory") && message.contains("plain-file"),
-        "{message}"
-    );
+    let message = SqliteTapeStore::open(&path).await.err().expect("refused").to_string();
+    assert!(message.contains("cannot create directory") && message.contains("plain-file"), "{message}");
 }
 
 #[tokio::test]
@@ -101,39 +70,23 @@ async fn an_edited_row_is_reported_with_tape_entry_and_file() {
     let store = SqliteTapeStore::open(&path).await.unwrap();
     let tape = Tape::new(Arc::new(store), TapeName::new("chat").unwrap());
     tape.append(NewEntry::chat("user", "fine")).await.unwrap();
-    tape.append(NewEntry::chat("user", "to be damaged"))
-        .await
-        .unwrap();
+    tape.append(NewEntry::chat("user", "to be damaged")).await.unwrap();
 
-    let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{}", path.display()))
-        .await
-        .unwrap();
-    sqlx::query("UPDATE tape_entries SET payload = '[1, 2' WHERE entry_id = 2")
-        .execute(&mut conn)
-        .await
-        .unwrap();
+    let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{}", path.display())).await.unwrap();
+    sqlx::query("UPDATE tape_entries SET payload = '[1, 2' WHERE entry_id = 2").execute(&mut conn).await.unwrap();
     conn.close().await.unwrap();
 
     let error = tape.read(&TapeQuery::all()).await.unwrap_err();
     assert!(matches!(error, TapeError::Corrupt { id: 2, .. }), "{error}");
     let message = error.to_string();
-    assert!(
-        message.starts_with("tape chat: entry 2 in sqlite:"),
-        "{message}"
-    );
-    assert!(
-        message.contains("payload is not a JSON object"),
-        "{message}"
-    );
+    assert!(message.starts_with("tape chat: entry 2 in sqlite:"), "{message}");
+    assert!(message.contains("payload is not a JSON object"), "{message}");
 }
 
 #[tokio::test]
 async fn a_payload_that_is_not_an_object_is_refused_before_any_store() {
     let error = NewEntry::new(EntryKind::Event, json!("just text")).unwrap_err();
-    assert_eq!(
-        error.to_string(),
-        "event entry: payload must be a JSON object, got a string"
-    );
+    assert_eq!(error.to_string(), "event entry: payload must be a JSON object, got a string");
 }
 
 #[tokio::test]
@@ -142,27 +95,15 @@ async fn a_broken_entry_is_refused_with_the_tape_named_and_nothing_written() {
     let tape = s.tape("it's \"odd\" 🦀/chat");
     let mut anchor = NewEntry::anchor("ok", json!({}));
     anchor.payload.insert("name".into(), json!(42));
-    let error = tape
-        .append_all(vec![NewEntry::chat("user", "first"), anchor])
-        .await
-        .unwrap_err();
-    assert_eq!(
-        error.to_string(),
-        "tape it's \"odd\" 🦀/chat: anchor entry: payload needs a non-empty string `name`"
-    );
+    let error = tape.append_all(vec![NewEntry::chat("user", "first"), anchor]).await.unwrap_err();
+    assert_eq!(error.to_string(), "tape it's \"odd\" 🦀/chat: anchor entry: payload needs a non-empty string `name`");
     assert!(tape.read(&TapeQuery::all()).await.unwrap().is_empty());
-    assert!(
-        s.store.list().await.unwrap().is_empty(),
-        "not even the tape row was created"
-    );
+    assert!(s.store.list().await.unwrap().is_empty(), "not even the tape row was created");
 }
 
 #[test]
 fn invalid_tape_names_say_why() {
-    assert_eq!(
-        TapeName::new("").unwrap_err().to_string(),
-        "invalid tape name \"\": it is empty"
-    );
+    assert_eq!(TapeName::new("").unwrap_err().to_string(), "invalid tape name \"\": it is empty");
     assert_eq!(
         TapeName::new("a\u{0}b").unwrap_err().to_string(),
         "invalid tape name \"a\\0b\": it contains a control character"

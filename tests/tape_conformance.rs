@@ -12,40 +12,18 @@ use support::{TestStore, name};
 async fn ids_start_at_one_and_have_no_gaps(s: TestStore) {
     let tape = s.tape("chat");
     for i in 0..5 {
-        let entry = tape
-            .append(NewEntry::chat("user", format!("m{i}")))
-            .await
-            .unwrap();
+        let entry = tape.append(NewEntry::chat("user", format!("m{i}"))).await.unwrap();
         assert_eq!(entry.id, i + 1);
     }
-    let batch = tape
-        .append_all(vec![
-            NewEntry::chat("user", "a"),
-            NewEntry::chat("user", "b"),
-        ])
-        .await
-        .unwrap();
+    let batch = tape.append_all(vec![NewEntry::chat("user", "a"), NewEntry::chat("user", "b")]).await.unwrap();
     assert_eq!(batch.iter().map(|e| e.id).collect::<Vec<_>>(), vec![6, 7]);
-    let ids: Vec<u64> = tape
-        .read(&TapeQuery::all())
-        .await
-        .unwrap()
-        .iter()
-        .map(|e| e.id)
-        .collect();
+    let ids: Vec<u64> = tape.read(&TapeQuery::all()).await.unwrap().iter().map(|e| e.id).collect();
     assert_eq!(ids, (1..=7).collect::<Vec<_>>());
 }
 
 async fn tapes_number_their_entries_independently(s: TestStore) {
-    s.tape("a")
-        .append(NewEntry::chat("user", "x"))
-        .await
-        .unwrap();
-    let first_b = s
-        .tape("b")
-        .append(NewEntry::chat("user", "y"))
-        .await
-        .unwrap();
+    s.tape("a").append(NewEntry::chat("user", "x")).await.unwrap();
+    let first_b = s.tape("b").append(NewEntry::chat("user", "y")).await.unwrap();
     assert_eq!(first_b.id, 1);
 }
 
@@ -54,32 +32,18 @@ async fn a_bad_entry_in_a_batch_writes_nothing(s: TestStore) {
     tape.append(NewEntry::chat("user", "before")).await.unwrap();
     let mut broken = NewEntry::chat("user", "x");
     broken.payload.remove("role");
-    let error = tape
-        .append_all(vec![NewEntry::chat("user", "ok"), broken])
-        .await
-        .unwrap_err();
+    let error = tape.append_all(vec![NewEntry::chat("user", "ok"), broken]).await.unwrap_err();
     assert!(matches!(error, TapeError::InvalidEntry { .. }), "{error}");
-    assert!(
-        error.to_string().contains("tape chat"),
-        "error names the tape: {error}"
-    );
+    assert!(error.to_string().contains("tape chat"), "error names the tape: {error}");
     assert_eq!(tape.read(&TapeQuery::all()).await.unwrap().len(), 1);
-    assert_eq!(
-        tape.append(NewEntry::chat("user", "after"))
-            .await
-            .unwrap()
-            .id,
-        2
-    );
+    assert_eq!(tape.append(NewEntry::chat("user", "after")).await.unwrap().id, 2);
 }
 
 async fn entries_round_trip_unchanged(s: TestStore) {
     let tape = s.tape("chat");
-    let sent = NewEntry::message(
-        json!({"role": "user", "content": "Grüße 🦀 \"quoted\" \\ back", "n": 1.5}),
-    )
-    .unwrap()
-    .with_meta("run_id", json!("r-1"));
+    let sent = NewEntry::message(json!({"role": "user", "content": "Grüße 🦀 \"quoted\" \\ back", "n": 1.5}))
+        .unwrap()
+        .with_meta("run_id", json!("r-1"));
     let stored = tape.append(sent.clone()).await.unwrap();
     let read = tape.read(&TapeQuery::all()).await.unwrap();
     assert_eq!(read, vec![stored.clone()]);
@@ -89,27 +53,14 @@ async fn entries_round_trip_unchanged(s: TestStore) {
 }
 
 async fn odd_tape_names_work(s: TestStore) {
-    for odd in [
-        "telegram:-100/42",
-        "it's \"quoted\"",
-        "emoji 🦀/🎉",
-        "../../etc/passwd",
-        "a%2Fb",
-    ] {
+    for odd in ["telegram:-100/42", "it's \"quoted\"", "emoji 🦀/🎉", "../../etc/passwd", "a%2Fb"] {
         let tape = s.tape(odd);
         tape.append(NewEntry::chat("user", odd)).await.unwrap();
         let read = tape.read(&TapeQuery::all()).await.unwrap();
         assert_eq!(read.len(), 1, "{odd}");
         assert_eq!(read[0].payload["content"], odd);
     }
-    let listed: Vec<String> = s
-        .store
-        .list()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|t| t.name)
-        .collect();
+    let listed: Vec<String> = s.store.list().await.unwrap().into_iter().map(|t| t.name).collect();
     assert!(listed.contains(&"emoji 🦀/🎉".to_string()));
 }
 
@@ -122,10 +73,7 @@ async fn last_anchor_scope_starts_at_the_newest_anchor(s: TestStore) {
     let read = tape.read(&TapeQuery::last_anchor()).await.unwrap();
     assert_eq!(read[0].name(), Some("second"));
     assert_eq!(read.last().unwrap().payload["content"], "new");
-    assert!(
-        read.iter()
-            .all(|e| e.payload.get("content") != Some(&json!("old")))
-    );
+    assert!(read.iter().all(|e| e.payload.get("content") != Some(&json!("old"))));
 }
 
 async fn a_missing_anchor_is_a_clear_error(s: TestStore) {
@@ -133,197 +81,92 @@ async fn a_missing_anchor_is_a_clear_error(s: TestStore) {
     let empty = tape.read(&TapeQuery::last_anchor()).await.unwrap_err();
     assert_eq!(empty.to_string(), "tape chat: no anchor yet");
     tape.append(NewEntry::chat("user", "x")).await.unwrap();
-    let named = tape
-        .read(&TapeQuery::after_anchor("nope"))
-        .await
-        .unwrap_err();
+    let named = tape.read(&TapeQuery::after_anchor("nope")).await.unwrap_err();
     assert_eq!(named.to_string(), "tape chat: no anchor named \"nope\"");
 }
 
 async fn after_named_anchor_uses_the_newest_of_that_name(s: TestStore) {
     let tape = s.tape("chat");
-    tape.append(NewEntry::anchor("phase", json!(1)))
-        .await
-        .unwrap();
+    tape.append(NewEntry::anchor("phase", json!(1))).await.unwrap();
     tape.append(NewEntry::chat("user", "one")).await.unwrap();
-    tape.append(NewEntry::anchor("phase", json!(2)))
-        .await
-        .unwrap();
+    tape.append(NewEntry::anchor("phase", json!(2))).await.unwrap();
     tape.append(NewEntry::chat("user", "two")).await.unwrap();
-    tape.append(NewEntry::anchor("other", json!(3)))
-        .await
-        .unwrap();
+    tape.append(NewEntry::anchor("other", json!(3))).await.unwrap();
     tape.append(NewEntry::chat("user", "three")).await.unwrap();
-    let ids: Vec<u64> = tape
-        .read(&TapeQuery::after_anchor("phase"))
-        .await
-        .unwrap()
-        .iter()
-        .map(|e| e.id)
-        .collect();
+    let ids: Vec<u64> = tape.read(&TapeQuery::after_anchor("phase")).await.unwrap().iter().map(|e| e.id).collect();
     assert_eq!(ids, vec![3, 4, 5, 6]);
 }
 
 async fn between_anchors_is_bounded_on_both_sides(s: TestStore) {
     let tape = s.tape("chat");
-    tape.append(NewEntry::anchor("start", json!({})))
-        .await
-        .unwrap(); // 1
+    tape.append(NewEntry::anchor("start", json!({}))).await.unwrap(); // 1
     tape.append(NewEntry::chat("user", "in")).await.unwrap(); // 2
-    tape.append(NewEntry::anchor("end", json!({})))
-        .await
-        .unwrap(); // 3
+    tape.append(NewEntry::anchor("end", json!({}))).await.unwrap(); // 3
     tape.append(NewEntry::chat("user", "out")).await.unwrap(); // 4
-    tape.append(NewEntry::anchor("end", json!({})))
-        .await
-        .unwrap(); // 5
-    let ids: Vec<u64> = tape
-        .read(&TapeQuery::between_anchors("start", "end"))
-        .await
-        .unwrap()
-        .iter()
-        .map(|e| e.id)
-        .collect();
+    tape.append(NewEntry::anchor("end", json!({}))).await.unwrap(); // 5
+    let ids: Vec<u64> =
+        tape.read(&TapeQuery::between_anchors("start", "end")).await.unwrap().iter().map(|e| e.id).collect();
     assert_eq!(ids, vec![1, 2]);
-    let open: Vec<u64> = tape
-        .read(&TapeQuery::between_anchors("start", "never"))
-        .await
-        .unwrap()
-        .iter()
-        .map(|e| e.id)
-        .collect();
-    assert_eq!(
-        open,
-        vec![1, 2, 3, 4, 5],
-        "without a closing anchor the scope runs to the end"
-    );
+    let open: Vec<u64> =
+        tape.read(&TapeQuery::between_anchors("start", "never")).await.unwrap().iter().map(|e| e.id).collect();
+    assert_eq!(open, vec![1, 2, 3, 4, 5], "without a closing anchor the scope runs to the end");
 }
 
 async fn between_dates_is_half_open(s: TestStore) {
     let tape = s.tape("chat");
     let day = Utc.with_ymd_and_hms(2026, 3, 1, 12, 0, 0).unwrap();
     for offset in 0..4 {
-        tape.append(
-            NewEntry::chat("user", format!("day {offset}")).with_date(day + Duration::days(offset)),
-        )
-        .await
-        .unwrap();
+        tape.append(NewEntry::chat("user", format!("day {offset}")).with_date(day + Duration::days(offset)))
+            .await
+            .unwrap();
     }
-    let read = tape
-        .read(&TapeQuery::all().between_dates(day + Duration::days(1), day + Duration::days(3)))
-        .await
-        .unwrap();
+    let read =
+        tape.read(&TapeQuery::all().between_dates(day + Duration::days(1), day + Duration::days(3))).await.unwrap();
     assert_eq!(read.iter().map(|e| e.id).collect::<Vec<_>>(), vec![2, 3]);
     let first = day.date_naive() + chrono::Days::new(1);
-    let days = tape
-        .read(&TapeQuery::all().between_days(first, first))
-        .await
-        .unwrap();
-    assert_eq!(
-        days.iter().map(|e| e.id).collect::<Vec<_>>(),
-        vec![2],
-        "a date-only range covers the whole day"
-    );
+    let days = tape.read(&TapeQuery::all().between_days(first, first)).await.unwrap();
+    assert_eq!(days.iter().map(|e| e.id).collect::<Vec<_>>(), vec![2], "a date-only range covers the whole day");
 }
 
 async fn kinds_and_names_filter(s: TestStore) {
     let tape = s.tape("chat");
     tape.append(NewEntry::chat("user", "q")).await.unwrap();
-    tape.append(NewEntry::event(
-        "run",
-        json!({"usage": {"total_tokens": 10}}),
-    ))
-    .await
-    .unwrap();
-    tape.append(NewEntry::event("loop.step", json!({})))
-        .await
-        .unwrap();
-    tape.append(NewEntry::event(
-        "run",
-        json!({"usage": {"total_tokens": 20}}),
-    ))
-    .await
-    .unwrap();
-    let events = tape
-        .read(&TapeQuery::all().kinds([EntryKind::Event]))
-        .await
-        .unwrap();
+    tape.append(NewEntry::event("run", json!({"usage": {"total_tokens": 10}}))).await.unwrap();
+    tape.append(NewEntry::event("loop.step", json!({}))).await.unwrap();
+    tape.append(NewEntry::event("run", json!({"usage": {"total_tokens": 20}}))).await.unwrap();
+    let events = tape.read(&TapeQuery::all().kinds([EntryKind::Event])).await.unwrap();
     assert_eq!(events.len(), 3);
-    let runs = tape
-        .read(
-            &TapeQuery::all()
-                .kinds([EntryKind::Event])
-                .named("run")
-                .newest_first()
-                .limit(1),
-        )
-        .await
-        .unwrap();
+    let runs =
+        tape.read(&TapeQuery::all().kinds([EntryKind::Event]).named("run").newest_first().limit(1)).await.unwrap();
     assert_eq!(runs[0].id, 4);
-    let mixed = tape
-        .read(
-            &TapeQuery::all()
-                .kinds([EntryKind::Message, EntryKind::Event])
-                .limit(2),
-        )
-        .await
-        .unwrap();
+    let mixed = tape.read(&TapeQuery::all().kinds([EntryKind::Message, EntryKind::Event]).limit(2)).await.unwrap();
     assert_eq!(mixed.iter().map(|e| e.id).collect::<Vec<_>>(), vec![1, 2]);
 }
 
 async fn text_search_is_case_insensitive_newest_first_and_limited(s: TestStore) {
     let tape = s.tape("chat");
-    for text in [
-        "Deploy the API",
-        "unrelated",
-        "deploy again",
-        "DEPLOY ÄRGER",
-        "tool output",
-    ] {
+    for text in ["Deploy the API", "unrelated", "deploy again", "DEPLOY ÄRGER", "tool output"] {
         tape.append(NewEntry::chat("user", text)).await.unwrap();
     }
-    tape.append(NewEntry::tool_result(vec![
-        json!({"log": "deploy finished"}),
-    ]))
-    .await
-    .unwrap();
+    tape.append(NewEntry::tool_result(vec![json!({"log": "deploy finished"})])).await.unwrap();
     let hits = tape.read(&TapeQuery::search("deploy")).await.unwrap();
-    assert_eq!(
-        hits.iter().map(|e| e.id).collect::<Vec<_>>(),
-        vec![6, 4, 3, 1]
-    );
-    let limited = tape
-        .read(&TapeQuery::search("deploy").limit(2))
-        .await
-        .unwrap();
+    assert_eq!(hits.iter().map(|e| e.id).collect::<Vec<_>>(), vec![6, 4, 3, 1]);
+    let limited = tape.read(&TapeQuery::search("deploy").limit(2)).await.unwrap();
     assert_eq!(limited.iter().map(|e| e.id).collect::<Vec<_>>(), vec![6, 4]);
     let unicode = tape.read(&TapeQuery::search("ärger")).await.unwrap();
     assert_eq!(unicode.len(), 1, "non-ASCII letters fold case too");
-    let scoped = tape
-        .read(&TapeQuery::search("deploy").kinds([EntryKind::Message]))
-        .await
-        .unwrap();
+    let scoped = tape.read(&TapeQuery::search("deploy").kinds([EntryKind::Message])).await.unwrap();
     assert_eq!(scoped.len(), 3);
 }
 
 async fn reset_clears_the_tape_and_restarts_ids(s: TestStore) {
     let tape = s.tape("chat");
     tape.append(NewEntry::chat("user", "x")).await.unwrap();
-    s.tape("other")
-        .append(NewEntry::chat("user", "kept"))
-        .await
-        .unwrap();
+    s.tape("other").append(NewEntry::chat("user", "kept")).await.unwrap();
     s.store.reset(&name("chat")).await.unwrap();
     assert!(tape.read(&TapeQuery::all()).await.unwrap().is_empty());
-    assert_eq!(
-        tape.append(NewEntry::chat("user", "y")).await.unwrap().id,
-        1
-    );
-    assert_eq!(
-        s.tape("other").read(&TapeQuery::all()).await.unwrap().len(),
-        1,
-        "other tapes untouched"
-    );
+    assert_eq!(tape.append(NewEntry::chat("user", "y")).await.unwrap().id, 1);
+    assert_eq!(s.tape("other").read(&TapeQuery::all()).await.unwrap().len(), 1, "other tapes untouched");
 }
 
 async fn stats_and_list_report_counts(s: TestStore) {
@@ -362,17 +205,9 @@ async fn concurrent_appends_stay_gapless_and_batches_stay_whole(s: TestStore) {
         task.await.unwrap();
     }
     let entries = tape.read(&TapeQuery::all()).await.unwrap();
-    assert_eq!(
-        entries.iter().map(|e| e.id).collect::<Vec<_>>(),
-        (1..=240).collect::<Vec<_>>()
-    );
+    assert_eq!(entries.iter().map(|e| e.id).collect::<Vec<_>>(), (1..=240).collect::<Vec<_>>());
     for window in entries.chunks(3) {
-        assert!(
-            window
-                .iter()
-                .all(|e| e.meta["batch"] == window[0].meta["batch"]),
-            "a batch was interleaved"
-        );
+        assert!(window.iter().all(|e| e.meta["batch"] == window[0].meta["batch"]), "a batch was interleaved");
     }
 }
 

@@ -7,15 +7,7 @@ use serde_json::json;
 use support::{TestStore, sqlite_store};
 
 fn contents(entries: &[bub::tape::Entry]) -> Vec<String> {
-    entries
-        .iter()
-        .filter_map(|e| {
-            e.payload
-                .get("content")
-                .and_then(|c| c.as_str())
-                .map(str::to_string)
-        })
-        .collect()
+    entries.iter().filter_map(|e| e.payload.get("content").and_then(|c| c.as_str()).map(str::to_string)).collect()
 }
 
 #[tokio::test]
@@ -25,22 +17,12 @@ async fn reads_see_the_parent_then_the_overlay_and_the_parent_sees_nothing_until
     tape.ensure_bootstrap_anchor().await.unwrap();
     tape.append(NewEntry::chat("user", "before")).await.unwrap();
     let fork = tape.fork();
-    fork.tape()
-        .append(NewEntry::chat("assistant", "in fork"))
-        .await
-        .unwrap();
+    fork.tape().append(NewEntry::chat("assistant", "in fork")).await.unwrap();
 
     let seen = fork.tape().read(&TapeQuery::last_anchor()).await.unwrap();
     assert_eq!(contents(&seen), vec!["before", "in fork"]);
-    assert_eq!(
-        contents(&tape.read(&TapeQuery::all()).await.unwrap()),
-        vec!["before"]
-    );
-    assert_eq!(
-        fork.tape().context().await.unwrap().len(),
-        3,
-        "anchor note, before, in fork"
-    );
+    assert_eq!(contents(&tape.read(&TapeQuery::all()).await.unwrap()), vec!["before"]);
+    assert_eq!(fork.tape().context().await.unwrap().len(), 3, "anchor note, before, in fork");
 }
 
 #[tokio::test]
@@ -49,26 +31,15 @@ async fn merge_appends_the_overlay_with_fresh_ids_in_order() {
     let tape = s.tape("chat");
     tape.append(NewEntry::chat("user", "one")).await.unwrap();
     let fork = tape.fork();
-    fork.tape()
-        .append(NewEntry::chat("user", "two"))
-        .await
-        .unwrap();
-    fork.tape()
-        .append(NewEntry::chat("assistant", "three"))
-        .await
-        .unwrap();
+    fork.tape().append(NewEntry::chat("user", "two")).await.unwrap();
+    fork.tape().append(NewEntry::chat("assistant", "three")).await.unwrap();
     // Somebody else writes to the parent meanwhile (unaddressed group text).
-    tape.append(NewEntry::chat("user", "meanwhile"))
-        .await
-        .unwrap();
+    tape.append(NewEntry::chat("user", "meanwhile")).await.unwrap();
     let report = fork.merge().await.unwrap();
     assert_eq!(report.merged[0].1, 2);
     let all = tape.read(&TapeQuery::all()).await.unwrap();
     assert_eq!(contents(&all), vec!["one", "meanwhile", "two", "three"]);
-    assert_eq!(
-        all.iter().map(|e| e.id).collect::<Vec<_>>(),
-        vec![1, 2, 3, 4]
-    );
+    assert_eq!(all.iter().map(|e| e.id).collect::<Vec<_>>(), vec![1, 2, 3, 4]);
 }
 
 #[tokio::test]
@@ -76,17 +47,10 @@ async fn discard_drops_the_overlay_and_a_closed_fork_refuses_writes() {
     let s = sqlite_store().await;
     let tape = s.tape("chat");
     let fork = tape.fork();
-    fork.tape()
-        .append(NewEntry::chat("user", "gone"))
-        .await
-        .unwrap();
+    fork.tape().append(NewEntry::chat("user", "gone")).await.unwrap();
     fork.discard();
     assert!(tape.read(&TapeQuery::all()).await.unwrap().is_empty());
-    let error = fork
-        .tape()
-        .append(NewEntry::chat("user", "late"))
-        .await
-        .unwrap_err();
+    let error = fork.tape().append(NewEntry::chat("user", "late")).await.unwrap_err();
     assert!(matches!(error, TapeError::ForkClosed { .. }), "{error}");
     assert!(error.to_string().contains("discarded"));
 }
@@ -96,10 +60,7 @@ async fn temporary_sessions_never_merge() {
     let s = sqlite_store().await;
     let tape = s.tape("temp/subagent-1");
     let fork = tape.fork();
-    fork.tape()
-        .append(NewEntry::chat("user", "scratch"))
-        .await
-        .unwrap();
+    fork.tape().append(NewEntry::chat("user", "scratch")).await.unwrap();
     let report = fork.merge().await.unwrap();
     assert!(report.skipped_temporary);
     assert!(tape.read(&TapeQuery::all()).await.unwrap().is_empty());
@@ -112,25 +73,11 @@ async fn an_anchor_written_in_the_fork_hides_the_parent_from_context() {
     tape.ensure_bootstrap_anchor().await.unwrap();
     tape.append(NewEntry::chat("user", "old")).await.unwrap();
     let fork = tape.fork();
-    fork.tape()
-        .handoff(
-            "auto_handoff/context_overflow",
-            json!({"reason": "context_length_exceeded"}),
-        )
-        .await
-        .unwrap();
-    fork.tape()
-        .append(NewEntry::chat("user", "retry"))
-        .await
-        .unwrap();
+    fork.tape().handoff("auto_handoff/context_overflow", json!({"reason": "context_length_exceeded"})).await.unwrap();
+    fork.tape().append(NewEntry::chat("user", "retry")).await.unwrap();
     let context = fork.tape().context().await.unwrap();
     assert_eq!(context.len(), 2);
-    assert!(
-        context[0]["content"]
-            .as_str()
-            .unwrap()
-            .starts_with("[Anchor created: auto_handoff/context_overflow]")
-    );
+    assert!(context[0]["content"].as_str().unwrap().starts_with("[Anchor created: auto_handoff/context_overflow]"));
     assert_eq!(context[1]["content"], "retry");
 }
 
@@ -138,21 +85,11 @@ async fn an_anchor_written_in_the_fork_hides_the_parent_from_context() {
 async fn a_reset_inside_a_fork_waits_for_the_merge() {
     let s = sqlite_store().await;
     let tape = s.tape("chat");
-    tape.append(NewEntry::chat("user", "history"))
-        .await
-        .unwrap();
+    tape.append(NewEntry::chat("user", "history")).await.unwrap();
     let fork = tape.fork();
     fork.tape().reset(false).await.unwrap();
-    assert_eq!(
-        contents(&tape.read(&TapeQuery::all()).await.unwrap()),
-        vec!["history"],
-        "parent untouched"
-    );
-    assert_eq!(
-        fork.tape().read(&TapeQuery::all()).await.unwrap().len(),
-        2,
-        "fork sees the fresh anchor and event"
-    );
+    assert_eq!(contents(&tape.read(&TapeQuery::all()).await.unwrap()), vec!["history"], "parent untouched");
+    assert_eq!(fork.tape().read(&TapeQuery::all()).await.unwrap().len(), 2, "fork sees the fresh anchor and event");
     fork.merge().await.unwrap();
     let after = tape.read(&TapeQuery::all()).await.unwrap();
     assert_eq!(after[0].id, 1);
@@ -167,10 +104,7 @@ async fn concurrent_merges_of_two_forks_both_land_whole() {
     let forks: Vec<_> = (0..2).map(|_| tape.fork()).collect();
     for (n, fork) in forks.iter().enumerate() {
         for i in 0..200 {
-            fork.tape()
-                .append(NewEntry::chat("user", format!("fork{n}-{i}")))
-                .await
-                .unwrap();
+            fork.tape().append(NewEntry::chat("user", format!("fork{n}-{i}"))).await.unwrap();
         }
     }
     let (a, b) = tokio::join!(forks[0].merge(), forks[1].merge());
@@ -180,10 +114,7 @@ async fn concurrent_merges_of_two_forks_both_land_whole() {
     assert_eq!(all.len(), 400);
     let first_block = &all[..200];
     let owner = &first_block[0][..5];
-    assert!(
-        first_block.iter().all(|c| c.starts_with(owner)),
-        "forks interleaved"
-    );
+    assert!(first_block.iter().all(|c| c.starts_with(owner)), "forks interleaved");
     let expected: Vec<String> = (0..200).map(|i| format!("{owner}-{i}")).collect();
     assert_eq!(first_block, expected.as_slice(), "order kept");
 }
@@ -195,31 +126,12 @@ async fn sidecars_follow_the_fork() {
     let fork = tape.fork();
     let big = "x".repeat(20_000);
     let outcome = fork.tape().spill_if_large("bash", big.clone()).await;
-    let bub::tape::SpillOutcome::Spilled { handle, .. } = outcome else {
-        panic!("expected a spill: {outcome:?}")
-    };
-    assert!(
-        fork.tape().read_spill(&handle, 0, 4, false).await.is_ok(),
-        "readable inside the fork"
-    );
-    assert!(
-        tape.read_spill(&handle, 0, 1, false).await.is_err(),
-        "not in the parent before merge"
-    );
+    let bub::tape::SpillOutcome::Spilled { handle, .. } = outcome else { panic!("expected a spill: {outcome:?}") };
+    assert!(fork.tape().read_spill(&handle, 0, 4, false).await.is_ok(), "readable inside the fork");
+    assert!(tape.read_spill(&handle, 0, 1, false).await.is_err(), "not in the parent before merge");
     fork.merge().await.unwrap();
     let page = tape.read_spill(&handle, 0, 4, false).await.unwrap();
     assert_eq!(page.content, big);
-    let events = tape
-        .read(
-            &TapeQuery::all()
-                .kinds([EntryKind::Event])
-                .named("spill.write"),
-        )
-        .await
-        .unwrap();
-    assert_eq!(
-        events.len(),
-        1,
-        "the spill.write record merged with the tape"
-    );
+    let events = tape.read(&TapeQuery::all().kinds([EntryKind::Event]).named("spill.write")).await.unwrap();
+    assert_eq!(events.len(), 1, "the spill.write record merged with the tape");
 }

@@ -21,9 +21,8 @@ async fn check(store: TestStore, writers: Vec<Vec<usize>>) {
             tokio::spawn(async move {
                 for (batch, size) in batches.into_iter().enumerate() {
                     let tag = format!("{writer}/{batch}");
-                    let entries = (0..size)
-                        .map(|_| NewEntry::chat("user", "x").with_meta("batch", json!(tag)))
-                        .collect();
+                    let entries =
+                        (0..size).map(|_| NewEntry::chat("user", "x").with_meta("batch", json!(tag))).collect();
                     let stored = tape.append_all(entries).await.expect("append");
                     assert_eq!(stored.len(), size);
                 }
@@ -42,21 +41,14 @@ async fn check(store: TestStore, writers: Vec<Vec<usize>>) {
     for entry in &entries {
         let tag = entry.meta["batch"].as_str().expect("tag").to_string();
         if previous.as_ref() != Some(&tag) {
-            assert!(
-                seen.insert(tag.clone()),
-                "batch {tag} was interleaved with another"
-            );
+            assert!(seen.insert(tag.clone()), "batch {tag} was interleaved with another");
             previous = Some(tag);
         }
     }
 }
 
 fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime")
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime")
 }
 
 proptest! {

@@ -29,22 +29,11 @@ async fn spill_round_trip_keeps_multibyte_characters_whole() {
     let tape = s.tape("chat");
     let text = straddling_text(5);
     let outcome = tape.spill_if_large("bash", text.clone()).await;
-    let SpillOutcome::Spilled {
-        handle,
-        text: shown,
-    } = outcome
-    else {
-        panic!("expected a spill")
-    };
+    let SpillOutcome::Spilled { handle, text: shown } = outcome else { panic!("expected a spill") };
     assert!(shown.contains(&format!("handle {handle}")));
-    assert!(shown.contains(&format!(
-        "spill_read(handle=\"{handle}\", cursor=0, count=1, from_end=false)"
-    )));
+    assert!(shown.contains(&format!("spill_read(handle=\"{handle}\", cursor=0, count=1, from_end=false)")));
     assert!(shown.contains("chars omitted"));
-    assert!(
-        shown.len() < 2_000,
-        "the model gets a preview, not the payload"
-    );
+    assert!(shown.len() < 2_000, "the model gets a preview, not the payload");
 
     let mut read_back = String::new();
     let mut cursor = Some(0);
@@ -65,21 +54,12 @@ async fn reading_from_the_end_returns_the_last_chunks() {
     let s = sqlite_store().await;
     let tape = s.tape("chat");
     let text = format!("{}{}", "a".repeat(CHUNK_BYTES * 3), "THE END");
-    let SpillOutcome::Spilled { handle, .. } = tape.spill_if_large("bash", text.clone()).await
-    else {
-        panic!()
-    };
+    let SpillOutcome::Spilled { handle, .. } = tape.spill_if_large("bash", text.clone()).await else { panic!() };
     let page = tape.read_spill(&handle, 0, 1, true).await.unwrap();
     assert_eq!(page.content, "THE END");
-    assert_eq!(
-        (page.first_chunk, page.manifest.chunks, page.next_cursor),
-        (3, 4, Some(1))
-    );
+    assert_eq!((page.first_chunk, page.manifest.chunks, page.next_cursor), (3, 4, Some(1)));
     let rendered = page.to_string();
-    assert!(
-        rendered.starts_with(&format!("[spill {handle}: chunks 3-3 of 4")),
-        "{rendered}"
-    );
+    assert!(rendered.starts_with(&format!("[spill {handle}: chunks 3-3 of 4")), "{rendered}");
     let rest = tape.read_spill(&handle, 1, 4, true).await.unwrap();
     assert_eq!(rest.first_chunk, 0);
     assert_eq!(rest.next_cursor, None);
@@ -90,28 +70,13 @@ async fn reading_from_the_end_returns_the_last_chunks() {
 async fn short_results_are_kept_and_the_threshold_is_configurable() {
     let s = sqlite_store().await;
     let tape = s.tape("chat");
-    assert_eq!(
-        tape.spill_if_large("bash", "small".into()).await,
-        SpillOutcome::Kept("small".into())
-    );
+    assert_eq!(tape.spill_if_large("bash", "small".into()).await, SpillOutcome::Kept("small".into()));
     let exactly = "x".repeat(4096 * 4);
-    assert!(
-        matches!(
-            tape.spill_if_large("bash", exactly).await,
-            SpillOutcome::Kept(_)
-        ),
-        "at the threshold: kept"
-    );
-    let tight = tape.clone().with_settings(TapeSettings {
-        spill: SpillSettings {
-            threshold_tokens: 2,
-        },
-        archive_dir: s.dir.path().into(),
-    });
-    assert!(matches!(
-        tight.spill_if_large("bash", "123456789".into()).await,
-        SpillOutcome::Spilled { .. }
-    ));
+    assert!(matches!(tape.spill_if_large("bash", exactly).await, SpillOutcome::Kept(_)), "at the threshold: kept");
+    let tight = tape
+        .clone()
+        .with_settings(TapeSettings { spill: SpillSettings { threshold_tokens: 2 }, archive_dir: s.dir.path().into() });
+    assert!(matches!(tight.spill_if_large("bash", "123456789".into()).await, SpillOutcome::Spilled { .. }));
 }
 
 #[tokio::test]
@@ -119,53 +84,25 @@ async fn threshold_zero_stops_new_spills_but_old_handles_stay_readable() {
     let s = sqlite_store().await;
     let tape = s.tape("chat");
     let big = "y".repeat(20_000);
-    let SpillOutcome::Spilled { handle, .. } = tape.spill_if_large("bash", big.clone()).await
-    else {
-        panic!()
-    };
-    let off = tape.clone().with_settings(TapeSettings {
-        spill: SpillSettings {
-            threshold_tokens: 0,
-        },
-        archive_dir: s.dir.path().into(),
-    });
-    assert_eq!(
-        off.spill_if_large("bash", big.clone()).await,
-        SpillOutcome::Kept(big.clone())
-    );
-    assert_eq!(
-        off.read_spill(&handle, 0, 4, false).await.unwrap().content,
-        big
-    );
+    let SpillOutcome::Spilled { handle, .. } = tape.spill_if_large("bash", big.clone()).await else { panic!() };
+    let off = tape
+        .clone()
+        .with_settings(TapeSettings { spill: SpillSettings { threshold_tokens: 0 }, archive_dir: s.dir.path().into() });
+    assert_eq!(off.spill_if_large("bash", big.clone()).await, SpillOutcome::Kept(big.clone()));
+    assert_eq!(off.read_spill(&handle, 0, 4, false).await.unwrap().content, big);
 }
 
 #[tokio::test]
 async fn bad_reads_get_clear_messages() {
     let s = sqlite_store().await;
     let tape = s.tape("chat");
-    let SpillOutcome::Spilled { handle, .. } =
-        tape.spill_if_large("bash", "z".repeat(40_000)).await
-    else {
-        panic!()
-    };
+    let SpillOutcome::Spilled { handle, .. } = tape.spill_if_large("bash", "z".repeat(40_000)).await else { panic!() };
     let unknown = tape.read_spill("nope", 0, 1, false).await.unwrap_err();
-    assert_eq!(
-        unknown.to_string(),
-        "no spilled result has handle \"nope\"; use the handle from the spill header"
-    );
+    assert_eq!(unknown.to_string(), "no spilled result has handle \"nope\"; use the handle from the spill header");
     let count = tape.read_spill(&handle, 0, 5, false).await.unwrap_err();
     assert_eq!(count.to_string(), "count must be between 1 and 4, got 5");
     let cursor = tape.read_spill(&handle, 3, 1, false).await.unwrap_err();
-    assert!(
-        matches!(
-            cursor,
-            SpillReadError::BadCursor {
-                cursor: 3,
-                chunks: 3
-            }
-        ),
-        "{cursor}"
-    );
+    assert!(matches!(cursor, SpillReadError::BadCursor { cursor: 3, chunks: 3 }), "{cursor}");
     assert!(cursor.to_string().contains("cursors 0-2"));
 }
 
@@ -194,45 +131,21 @@ async fn spill_records_stay_out_of_the_model_context() {
     let tape = s.tape("chat");
     tape.ensure_bootstrap_anchor().await.unwrap();
     tape.spill_if_large("bash", "q".repeat(20_000)).await;
-    let events = tape
-        .read(&TapeQuery::all().named("spill.write"))
-        .await
-        .unwrap();
+    let events = tape.read(&TapeQuery::all().named("spill.write")).await.unwrap();
     assert_eq!(events[0].data().unwrap()["status"], "ok");
-    assert_eq!(
-        tape.context().await.unwrap().len(),
-        1,
-        "only the bootstrap anchor note"
-    );
-    assert!(
-        s.store
-            .list()
-            .await
-            .unwrap()
-            .iter()
-            .any(|t| t.name == "chat__sidecar__spill")
-    );
+    assert_eq!(tape.context().await.unwrap().len(), 1, "only the bootstrap anchor note");
+    assert!(s.store.list().await.unwrap().iter().any(|t| t.name == "chat__sidecar__spill"));
 }
 
 #[tokio::test]
 async fn the_sidecar_is_reset_with_its_tape() {
     let s = sqlite_store().await;
     let tape = s.tape("chat");
-    let SpillOutcome::Spilled { handle, .. } =
-        tape.spill_if_large("bash", "w".repeat(20_000)).await
-    else {
-        panic!()
-    };
+    let SpillOutcome::Spilled { handle, .. } = tape.spill_if_large("bash", "w".repeat(20_000)).await else { panic!() };
     let report = tape.reset(true).await.unwrap();
     assert_eq!(report.sidecars.len(), 1);
     let (sidecar, archived) = &report.sidecars[0];
     assert_eq!(sidecar.as_str(), "chat__sidecar__spill");
-    assert!(
-        archived.as_ref().unwrap().exists(),
-        "the sidecar was archived too"
-    );
-    assert!(matches!(
-        tape.read_spill(&handle, 0, 1, false).await,
-        Err(SpillReadError::UnknownHandle(_))
-    ));
+    assert!(archived.as_ref().unwrap().exists(), "the sidecar was archived too");
+    assert!(matches!(tape.read_spill(&handle, 0, 1, false).await, Err(SpillReadError::UnknownHandle(_))));
 }

@@ -36,8 +36,7 @@ pub trait AgentEvent: Any + Send + Sync {
 pub struct HandlerId(u64);
 
 type Erased = Box<dyn Any + Send>;
-type ErasedHandler =
-    Arc<dyn Fn(Erased) -> BoxFuture<'static, Result<Erased, HandlerError>> + Send + Sync>;
+type ErasedHandler = Arc<dyn Fn(Erased) -> BoxFuture<'static, Result<Erased, HandlerError>> + Send + Sync>;
 type AnyObserver = Arc<dyn Fn(&dyn AgentEvent) + Send + Sync>;
 
 enum Handler {
@@ -59,10 +58,7 @@ impl EventBus {
 
     fn register(&self, handler: Handler) -> HandlerId {
         let id = HandlerId(self.next_id.fetch_add(1, Ordering::Relaxed));
-        self.handlers
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .push((id, handler));
+        self.handlers.write().unwrap_or_else(|p| p.into_inner()).push((id, handler));
         id
     }
 
@@ -78,9 +74,7 @@ impl EventBus {
         let erased: ErasedHandler = Arc::new(move |event: Erased| {
             let handler = handler.clone();
             Box::pin(async move {
-                let event = *event
-                    .downcast::<E>()
-                    .map_err(|_| "event bus: handler got another event type")?;
+                let event = *event.downcast::<E>().map_err(|_| "event bus: handler got another event type")?;
                 let event = handler(event).await?;
                 Ok(Box::new(event) as Erased)
             })
@@ -111,10 +105,7 @@ impl EventBus {
 
     /// Removes a registration; unknown ids are ignored.
     pub fn off(&self, id: HandlerId) {
-        self.handlers
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .retain(|(h, _)| *h != id);
+        self.handlers.write().unwrap_or_else(|p| p.into_inner()).retain(|(h, _)| *h != id);
     }
 
     /// Dispatches `event` and returns it as the handlers left it.
@@ -142,9 +133,7 @@ impl EventBus {
                 Handler::Any(observe) => observe(&event),
                 Handler::Typed(_, handle) => {
                     let returned = handle(Box::new(event)).await?;
-                    event = *returned
-                        .downcast::<E>()
-                        .map_err(|_| "event bus: handler returned another event type")?;
+                    event = *returned.downcast::<E>().map_err(|_| "event bus: handler returned another event type")?;
                 }
             }
         }

@@ -1,11 +1,49 @@
-//! The agent runtime: the loop, its events and turn state.
+//! The agent runtime: the loop that calls the model and runs its tools, with
+//! everything recorded on the session's tape.
+//!
+//! - [`runtime`]: `Agent` and its builder (tools, prompt, model, store, bus).
+//! - [`run`]: `Agent::run`, `RunOptions`, the loop (auto handoff, steering, `max_steps`).
+//! - [`stream`]: `RunStream` and `StreamEvent`, what a run yields.
+//! - [`events`]: the typed loop events; [`bus`]: the `EventBus` they travel on.
+//! - [`recorder`]: the first handler, writing events to the tape.
+//! - [`prompt`]: system prompt sections; [`state`]: `TurnState`.
+//!
+//! # Example
+//! ```
+//! use bub::agent::{Agent, RunOptions, StreamEvent};
+//! use bub::agent::events::{BeforeLlmCall, LlmCallDecision};
+//!
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! let agent = Agent::builder().system_prompt("You are terse.").build();
+//! // A handler can answer without calling a model (a cache, a canned reply…).
+//! agent.events().on_sync(|call: &mut BeforeLlmCall| {
+//!     call.decision = Some(LlmCallDecision::Finish("Shipped on Monday.".into()));
+//!     Ok(())
+//! });
+//! let outcome = agent.run("Where is order A123?", RunOptions::new("customer-42").model("any:model")).collect().await;
+//! assert_eq!(outcome.text, "Shipped on Monday.");
+//! assert!(outcome.error.is_none());
+//! // The conversation is on the tape:
+//! let context = agent.tape("customer-42").unwrap().context().await.unwrap();
+//! assert_eq!(context.last().unwrap()["content"], "Shipped on Monday.");
+//! # });
+//! ```
 
 pub mod bus;
+mod commands;
+pub mod events;
+mod execute;
+pub mod prompt;
+pub mod recorder;
+pub mod run;
+pub mod runtime;
 pub mod state;
+mod steering;
+pub mod stream;
 
 pub use bus::{AgentEvent, EventBus, HandlerError, HandlerId};
+pub use prompt::{PromptContext, SectionId, SystemPrompt, ToolSummary};
+pub use run::{OVERFLOW_ANCHOR, RunOptions};
+pub use runtime::{Agent, AgentBuilder, DEFAULT_MAX_STEPS};
 pub use state::TurnState;
-
-/// Placeholder until the loop lands; tools hold an optional handle to it.
-#[derive(Clone, Default)]
-pub struct Agent {}
+pub use stream::{RunOutcome, RunStream, StreamEvent};

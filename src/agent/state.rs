@@ -32,9 +32,7 @@ impl TurnState {
     }
 
     fn lock(&self) -> MutexGuard<'_, StateInner> {
-        self.inner
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     pub fn get(&self, key: &str) -> Option<Value> {
@@ -60,9 +58,7 @@ impl TurnState {
 
     /// Stores a typed value, replacing any earlier one of the same type.
     pub fn insert_extension<T: Any + Send + Sync>(&self, value: T) {
-        self.lock()
-            .extensions
-            .insert(TypeId::of::<T>(), Arc::new(value));
+        self.lock().extensions.insert(TypeId::of::<T>(), Arc::new(value));
     }
 
     pub fn extension<T: Any + Send + Sync>(&self) -> Option<Arc<T>> {
@@ -84,8 +80,6 @@ impl TurnState {
 
 impl std::fmt::Debug for TurnState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TurnState")
-            .field("values", &self.lock().values)
-            .finish_non_exhaustive()
+        f.debug_struct("TurnState").field("values", &self.lock().values).finish_non_exhaustive()
     }
 }

@@ -10,35 +10,19 @@ pub enum ModelError {
     NotConfigured(String),
 
     #[error("{provider} rate limit: {message}{}", retry_hint(.retry_after))]
-    RateLimited {
-        provider: String,
-        message: String,
-        retry_after: Option<Duration>,
-    },
+    RateLimited { provider: String, message: String, retry_after: Option<Duration> },
 
     #[error("{provider} refused the credentials (HTTP {status}): {message}")]
-    Auth {
-        provider: String,
-        status: u16,
-        message: String,
-    },
+    Auth { provider: String, status: u16, message: String },
 
     #[error("{provider}: the conversation is longer than the model's context window: {message}")]
     ContextOverflow { provider: String, message: String },
 
     #[error("{provider} rejected the request (HTTP {status}): {message}")]
-    BadRequest {
-        provider: String,
-        status: u16,
-        message: String,
-    },
+    BadRequest { provider: String, status: u16, message: String },
 
     #[error("{provider} server error (HTTP {status}): {message}")]
-    Server {
-        provider: String,
-        status: u16,
-        message: String,
-    },
+    Server { provider: String, status: u16, message: String },
 
     #[error("{provider} did not answer within {}s", .after.as_secs_f64())]
     Timeout { provider: String, after: Duration },
@@ -52,9 +36,7 @@ pub enum ModelError {
 }
 
 fn retry_hint(retry_after: &Option<Duration>) -> String {
-    retry_after
-        .map(|d| format!(" (retry after {}s)", d.as_secs()))
-        .unwrap_or_default()
+    retry_after.map(|d| format!(" (retry after {}s)", d.as_secs())).unwrap_or_default()
 }
 
 impl ModelError {

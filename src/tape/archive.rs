@@ -14,17 +14,11 @@ const PAGE: usize = 1000;
 /// Writes every entry of `tape` to `out`, oldest first; returns how many.
 /// `target` names the destination in errors.
 pub async fn write_jsonl(tape: &Tape, out: &mut dyn Write, target: &Path) -> TapeResult<u64> {
-    let io_error = |source| TapeError::Archive {
-        tape: tape.name().clone(),
-        path: target.to_path_buf(),
-        source,
-    };
+    let io_error = |source| TapeError::Archive { tape: tape.name().clone(), path: target.to_path_buf(), source };
     let mut written = 0;
     let mut after = 0;
     loop {
-        let page = tape
-            .read(&TapeQuery::all().after_id(after).limit(PAGE))
-            .await?;
+        let page = tape.read(&TapeQuery::all().after_id(after).limit(PAGE)).await?;
         for entry in &page {
             serde_json::to_writer(&mut *out, entry).map_err(|e| io_error(e.into()))?;
             out.write_all(b"\n").map_err(io_error)?;
@@ -45,22 +39,14 @@ pub async fn write_jsonl(tape: &Tape, out: &mut dyn Write, target: &Path) -> Tap
 pub async fn archive(tape: &Tape, dir: &Path) -> TapeResult<PathBuf> {
     let stamp = Utc::now().format("%Y%m%dT%H%M%S%.6fZ");
     let path = dir.join(format!("{}.jsonl.{stamp}.bak", tape.name().file_stem()));
-    let io_error = |source| TapeError::Archive {
-        tape: tape.name().clone(),
-        path: path.clone(),
-        source,
-    };
+    let io_error = |source| TapeError::Archive { tape: tape.name().clone(), path: path.clone(), source };
     std::fs::create_dir_all(dir).map_err(io_error)?;
     let partial = path.with_extension("bak.partial");
     let file = std::fs::File::create(&partial).map_err(io_error)?;
     let mut out = std::io::BufWriter::new(file);
     let result = write_jsonl(tape, &mut out, &path).await;
-    let synced = result.and_then(|_| {
-        out.into_inner()
-            .map_err(|e| io_error(e.into_error()))?
-            .sync_all()
-            .map_err(io_error)
-    });
+    let synced =
+        result.and_then(|_| out.into_inner().map_err(|e| io_error(e.into_error()))?.sync_all().map_err(io_error));
     if let Err(error) = synced {
         let _ = std::fs::remove_file(&partial);
         return Err(error);

@@ -35,34 +35,21 @@ pub fn default_context(entries: &[Entry]) -> Vec<ChatMessage> {
             EntryKind::Anchor => messages.push(anchor_note(entry)),
             EntryKind::Message => messages.push(Value::Object(entry.payload.clone())),
             EntryKind::ToolCall => {
-                let calls = entry
-                    .payload
-                    .get("calls")
-                    .cloned()
-                    .unwrap_or_else(|| json!([]));
+                let calls = entry.payload.get("calls").cloned().unwrap_or_else(|| json!([]));
                 pending = calls
                     .as_array()
                     .into_iter()
                     .flatten()
                     .map(|call| {
                         let id = call.get("id").cloned().unwrap_or(Value::Null);
-                        let name = call
-                            .pointer("/function/name")
-                            .cloned()
-                            .unwrap_or(Value::Null);
+                        let name = call.pointer("/function/name").cloned().unwrap_or(Value::Null);
                         (id, name)
                     })
                     .collect();
                 messages.push(json!({"role": "assistant", "content": "", "tool_calls": calls}));
             }
             EntryKind::ToolResult => {
-                for result in entry
-                    .payload
-                    .get("results")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                {
+                for result in entry.payload.get("results").and_then(Value::as_array).into_iter().flatten() {
                     let (id, name) = pending.pop_front().unwrap_or((Value::Null, Value::Null));
                     let content = match result {
                         Value::String(text) => text.clone(),
@@ -89,11 +76,7 @@ mod tests {
     use crate::tape::entry::NewEntry;
 
     fn context_of(entries: Vec<NewEntry>) -> Vec<ChatMessage> {
-        let entries: Vec<Entry> = entries
-            .into_iter()
-            .enumerate()
-            .map(|(i, e)| e.into_entry(i as u64 + 1))
-            .collect();
+        let entries: Vec<Entry> = entries.into_iter().enumerate().map(|(i, e)| e.into_entry(i as u64 + 1)).collect();
         default_context(&entries)
     }
 
@@ -103,26 +86,17 @@ mod tests {
 
     #[test]
     fn anchor_becomes_an_assistant_note_with_its_state() {
-        let messages = context_of(vec![NewEntry::anchor(
-            "phase/2",
-            json!({"summary": "done"}),
-        )]);
+        let messages = context_of(vec![NewEntry::anchor("phase/2", json!({"summary": "done"}))]);
         assert_eq!(
             messages,
-            vec![
-                json!({"role": "assistant", "content": "[Anchor created: phase/2]: {\"summary\":\"done\"}"})
-            ]
+            vec![json!({"role": "assistant", "content": "[Anchor created: phase/2]: {\"summary\":\"done\"}"})]
         );
     }
 
     #[test]
     fn message_passes_as_it_is() {
-        let message =
-            json!({"role": "user", "content": [{"type": "text", "text": "hi"}], "name": "ada"});
-        assert_eq!(
-            context_of(vec![NewEntry::message(message.clone()).unwrap()]),
-            vec![message]
-        );
+        let message = json!({"role": "user", "content": [{"type": "text", "text": "hi"}], "name": "ada"});
+        assert_eq!(context_of(vec![NewEntry::message(message.clone()).unwrap()]), vec![message]);
     }
 
     #[test]
@@ -168,9 +142,6 @@ mod tests {
             NewEntry::anchor("spill/x/chunk/0", json!({})).hidden_from_context(),
             NewEntry::chat("user", "visible"),
         ]);
-        assert_eq!(
-            messages,
-            vec![json!({"role": "user", "content": "visible"})]
-        );
+        assert_eq!(messages, vec![json!({"role": "user", "content": "visible"})]);
     }
 }

@@ -60,9 +60,7 @@ impl EntryKind {
 
     /// Parses the on-disk name; `None` for anything unknown.
     pub fn parse(text: &str) -> Option<EntryKind> {
-        EntryKind::ALL
-            .into_iter()
-            .find(|kind| kind.as_str() == text)
+        EntryKind::ALL.into_iter().find(|kind| kind.as_str() == text)
     }
 }
 
@@ -110,12 +108,7 @@ impl NewEntry {
                 reason: format!("payload must be a JSON object, got {}", json_type(&payload)),
             });
         };
-        let entry = NewEntry {
-            kind,
-            payload,
-            meta: JsonObject::new(),
-            date: now(),
-        };
+        let entry = NewEntry { kind, payload, meta: JsonObject::new(), date: now() };
         entry.check_shape()?;
         Ok(entry)
     }
@@ -127,10 +120,7 @@ impl NewEntry {
 
     /// A message with the given role and text content.
     pub fn chat(role: &str, content: impl Into<String>) -> NewEntry {
-        NewEntry::trusted(
-            EntryKind::Message,
-            json!({"role": role, "content": content.into()}),
-        )
+        NewEntry::trusted(EntryKind::Message, json!({"role": role, "content": content.into()}))
     }
 
     /// The system prompt of one model step.
@@ -140,10 +130,7 @@ impl NewEntry {
 
     /// An anchor. `state` is carried to the model when context is rebuilt from it.
     pub fn anchor(name: impl Into<String>, state: Value) -> NewEntry {
-        NewEntry::trusted(
-            EntryKind::Anchor,
-            json!({"name": name.into(), "state": state}),
-        )
+        NewEntry::trusted(EntryKind::Anchor, json!({"name": name.into(), "state": state}))
     }
 
     /// An event `{name, data}`.
@@ -195,12 +182,7 @@ impl NewEntry {
     /// Checks the fields each kind needs. Stores call this on every append, so an
     /// entry whose public fields were edited after construction is still checked.
     pub fn check_shape(&self) -> Result<(), EntryShapeError> {
-        let fail = |reason: &str| {
-            Err(EntryShapeError {
-                kind: self.kind,
-                reason: reason.into(),
-            })
-        };
+        let fail = |reason: &str| Err(EntryShapeError { kind: self.kind, reason: reason.into() });
         let field = |key: &str| self.payload.get(key);
         match self.kind {
             EntryKind::Message => match field("role") {
@@ -229,23 +211,12 @@ impl NewEntry {
             Value::Object(map) => map,
             _ => JsonObject::new(),
         };
-        NewEntry {
-            kind,
-            payload,
-            meta: JsonObject::new(),
-            date: now(),
-        }
+        NewEntry { kind, payload, meta: JsonObject::new(), date: now() }
     }
 
     /// Gives the entry its store-assigned id.
     pub fn into_entry(self, id: u64) -> Entry {
-        Entry {
-            id,
-            kind: self.kind,
-            payload: self.payload,
-            meta: self.meta,
-            date: self.date,
-        }
+        Entry { id, kind: self.kind, payload: self.payload, meta: self.meta, date: self.date }
     }
 }
 
@@ -271,12 +242,7 @@ impl Entry {
 
     /// A copy to append elsewhere (fork merge); the id is dropped, the date kept.
     pub fn to_new(&self) -> NewEntry {
-        NewEntry {
-            kind: self.kind,
-            payload: self.payload.clone(),
-            meta: self.meta.clone(),
-            date: self.date,
-        }
+        NewEntry { kind: self.kind, payload: self.payload.clone(), meta: self.meta.clone(), date: self.date }
     }
 }
 
@@ -312,28 +278,20 @@ pub fn format_date(date: &DateTime<Utc>) -> String {
 
 /// Parses a stored or user-given RFC 3339 date.
 pub fn parse_date(text: &str) -> Option<DateTime<Utc>> {
-    DateTime::parse_from_rfc3339(text)
-        .ok()
-        .map(|date| date.with_timezone(&Utc))
+    DateTime::parse_from_rfc3339(text).ok().map(|date| date.with_timezone(&Utc))
 }
 
 mod entry_date {
     use chrono::{DateTime, Utc};
     use serde::{Deserialize, Deserializer, Serializer, de::Error};
 
-    pub fn serialize<S: Serializer>(
-        date: &DateTime<Utc>,
-        serializer: S,
-    ) -> Result<S::Ok, S::Error> {
+    pub fn serialize<S: Serializer>(date: &DateTime<Utc>, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.serialize_str(&super::format_date(date))
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(
-        deserializer: D,
-    ) -> Result<DateTime<Utc>, D::Error> {
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<DateTime<Utc>, D::Error> {
         let text = String::deserialize(deserializer)?;
-        super::parse_date(&text)
-            .ok_or_else(|| D::Error::custom(format!("not an RFC 3339 date: {text}")))
+        super::parse_date(&text).ok_or_else(|| D::Error::custom(format!("not an RFC 3339 date: {text}")))
     }
 }
 
@@ -344,10 +302,7 @@ mod tests {
     #[test]
     fn payload_that_is_not_an_object_is_refused_with_its_type() {
         let error = NewEntry::new(EntryKind::Message, json!(["hi"])).unwrap_err();
-        assert_eq!(
-            error.to_string(),
-            "message entry: payload must be a JSON object, got an array"
-        );
+        assert_eq!(error.to_string(), "message entry: payload must be a JSON object, got an array");
     }
 
     #[test]

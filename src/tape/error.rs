@@ -15,16 +15,10 @@ pub enum TapeError {
     InvalidName(#[from] InvalidTapeName),
 
     #[error("tape {tape}: {source}")]
-    InvalidEntry {
-        tape: TapeName,
-        source: EntryShapeError,
-    },
+    InvalidEntry { tape: TapeName, source: EntryShapeError },
 
     #[error("tape {tape}: {}", match .anchor { Some(name) => format!("no anchor named {name:?}"), None => "no anchor yet".to_string() })]
-    AnchorNotFound {
-        tape: TapeName,
-        anchor: Option<String>,
-    },
+    AnchorNotFound { tape: TapeName, anchor: Option<String> },
 
     /// The database could not be opened or is not one of ours.
     #[error("tape store {}: {message}", .path.display())]
@@ -32,29 +26,15 @@ pub enum TapeError {
 
     /// A read or write failed in the backend.
     #[error("tape {tape}: {operation} failed in {location}: {source}")]
-    Backend {
-        tape: String,
-        operation: &'static str,
-        location: String,
-        source: BackendError,
-    },
+    Backend { tape: String, operation: &'static str, location: String, source: BackendError },
 
     /// A stored row could not be decoded (edited or damaged database).
     #[error("tape {tape}: entry {id} in {location} is unreadable: {reason}")]
-    Corrupt {
-        tape: TapeName,
-        id: u64,
-        location: String,
-        reason: String,
-    },
+    Corrupt { tape: TapeName, id: u64, location: String, reason: String },
 
     /// Writing an archive failed; the tape was left as it was.
     #[error("tape {tape}: cannot write archive {}: {source}", .path.display())]
-    Archive {
-        tape: TapeName,
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Archive { tape: TapeName, path: PathBuf, source: std::io::Error },
 
     /// A fork was used after it was merged or discarded.
     #[error("tape {tape}: the fork was already {state}; open a new one")]

@@ -51,25 +51,17 @@ pub struct ForkStore {
 
 impl ForkStore {
     pub fn new(parent: Arc<dyn TapeStore>) -> ForkStore {
-        ForkStore {
-            parent,
-            state: Mutex::new(ForkState::default()),
-        }
+        ForkStore { parent, state: Mutex::new(ForkState::default()) }
     }
 
     fn state(&self) -> MutexGuard<'_, ForkState> {
-        self.state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn overlay(&self, tape: &TapeName) -> TapeResult<Option<Overlay>> {
         let state = self.state();
         if let Some(closed) = state.closed {
-            return Err(TapeError::ForkClosed {
-                tape: tape.clone(),
-                state: closed,
-            });
+            return Err(TapeError::ForkClosed { tape: tape.clone(), state: closed });
         }
         Ok(state.overlays.get(tape).cloned())
     }
@@ -81,31 +73,14 @@ impl TapeStore for ForkStore {
         check_batch(tape, &entries)?;
         let opened = self.overlay(tape)?.is_some();
         // The parent's last id is fetched outside the lock, only for a new overlay.
-        let base_id = if opened {
-            0
-        } else {
-            self.parent.stats(tape).await?.last_id
-        };
+        let base_id = if opened { 0 } else { self.parent.stats(tape).await?.last_id };
         let mut state = self.state();
         if let Some(closed) = state.closed {
-            return Err(TapeError::ForkClosed {
-                tape: tape.clone(),
-                state: closed,
-            });
+            return Err(TapeError::ForkClosed { tape: tape.clone(), state: closed });
         }
-        let overlay = state
-            .overlays
-            .entry(tape.clone())
-            .or_insert_with(|| Overlay {
-                base_id,
-                ..Overlay::default()
-            });
+        let overlay = state.overlays.entry(tape.clone()).or_insert_with(|| Overlay { base_id, ..Overlay::default() });
         let first = overlay.base_id + overlay.entries.len() as u64 + 1;
-        let stored: Vec<Entry> = entries
-            .into_iter()
-            .enumerate()
-            .map(|(i, e)| e.into_entry(first + i as u64))
-            .collect();
+        let stored: Vec<Entry> = entries.into_iter().enumerate().map(|(i, e)| e.into_entry(first + i as u64)).collect();
         overlay.entries.extend(stored.iter().cloned());
         Ok(stored)
     }
@@ -115,28 +90,20 @@ impl TapeStore for ForkStore {
             return self.parent.read(tape, query).await;
         };
         let has_anchor = |name: Option<&str>| {
-            overlay
-                .entries
-                .iter()
-                .any(|e| e.kind == EntryKind::Anchor && name.is_none_or(|n| e.name() == Some(n)))
+            overlay.entries.iter().any(|e| e.kind == EntryKind::Anchor && name.is_none_or(|n| e.name() == Some(n)))
         };
         let parent_hidden = overlay.reset
             || match &query.scope {
                 Scope::All => false,
                 Scope::LastAnchor => has_anchor(None),
-                Scope::AfterAnchor(name) | Scope::BetweenAnchors { start: name, .. } => {
-                    has_anchor(Some(name))
-                }
+                Scope::AfterAnchor(name) | Scope::BetweenAnchors { start: name, .. } => has_anchor(Some(name)),
             };
         if parent_hidden {
             return query.apply(tape, &overlay.entries);
         }
         if query.scope == Scope::All {
             // Filter each side, then combine in the query's order and cut at the limit.
-            let unscoped = TapeQuery {
-                limit: query.limit,
-                ..query.clone()
-            };
+            let unscoped = TapeQuery { limit: query.limit, ..query.clone() };
             let parent = self.parent.read(tape, &unscoped).await?;
             let own = query.apply(tape, &overlay.entries)?;
             let combined: Vec<Entry> = if query.newest_first {
@@ -144,18 +111,13 @@ impl TapeStore for ForkStore {
             } else {
                 parent.into_iter().chain(own).collect()
             };
-            return Ok(combined
-                .into_iter()
-                .take(query.limit.unwrap_or(usize::MAX))
-                .collect());
+            return Ok(combined.into_iter().take(query.limit.unwrap_or(usize::MAX)).collect());
         }
         // The scope starts in the parent: read it from its opening anchor to its
         // end (open-ended, since a closing anchor may sit in the overlay), then
         // evaluate the whole query over parent + overlay.
         let opening = match &query.scope {
-            Scope::AfterAnchor(name) | Scope::BetweenAnchors { start: name, .. } => {
-                TapeQuery::after_anchor(name)
-            }
+            Scope::AfterAnchor(name) | Scope::BetweenAnchors { start: name, .. } => TapeQuery::after_anchor(name),
             _ => TapeQuery::last_anchor(),
         };
         let mut entries = self.parent.read(tape, &opening).await?;
@@ -167,43 +129,25 @@ impl TapeStore for ForkStore {
         let Some(overlay) = self.overlay(tape)? else {
             return self.parent.stats(tape).await;
         };
-        let parent = if overlay.reset {
-            TapeStats::default()
-        } else {
-            self.parent.stats(tape).await?
-        };
-        let own_anchors: Vec<&Entry> = overlay
-            .entries
-            .iter()
-            .filter(|e| e.kind == EntryKind::Anchor)
-            .collect();
+        let parent = if overlay.reset { TapeStats::default() } else { self.parent.stats(tape).await? };
+        let own_anchors: Vec<&Entry> = overlay.entries.iter().filter(|e| e.kind == EntryKind::Anchor).collect();
         Ok(TapeStats {
             entries: parent.entries + overlay.entries.len() as u64,
             anchors: parent.anchors + own_anchors.len() as u64,
             last_id: overlay.entries.last().map_or(parent.last_id, |e| e.id),
-            last_anchor: own_anchors
-                .last()
-                .map(|e| (*e).clone())
-                .or(parent.last_anchor),
+            last_anchor: own_anchors.last().map(|e| (*e).clone()).or(parent.last_anchor),
         })
     }
 
     async fn list(&self) -> TapeResult<Vec<TapeSummary>> {
-        let mut tapes: BTreeMap<String, TapeSummary> = self
-            .parent
-            .list()
-            .await?
-            .into_iter()
-            .map(|t| (t.name.clone(), t))
-            .collect();
+        let mut tapes: BTreeMap<String, TapeSummary> =
+            self.parent.list().await?.into_iter().map(|t| (t.name.clone(), t)).collect();
         for (name, overlay) in self.state().overlays.iter() {
-            let summary = tapes
-                .entry(name.to_string())
-                .or_insert_with(|| TapeSummary {
-                    name: name.to_string(),
-                    entries: 0,
-                    updated: None,
-                });
+            let summary = tapes.entry(name.to_string()).or_insert_with(|| TapeSummary {
+                name: name.to_string(),
+                entries: 0,
+                updated: None,
+            });
             if overlay.reset {
                 summary.entries = 0;
                 summary.updated = None;
@@ -217,19 +161,9 @@ impl TapeStore for ForkStore {
     async fn reset(&self, tape: &TapeName) -> TapeResult<()> {
         let mut state = self.state();
         if let Some(closed) = state.closed {
-            return Err(TapeError::ForkClosed {
-                tape: tape.clone(),
-                state: closed,
-            });
+            return Err(TapeError::ForkClosed { tape: tape.clone(), state: closed });
         }
-        state.overlays.insert(
-            tape.clone(),
-            Overlay {
-                base_id: 0,
-                entries: Vec::new(),
-                reset: true,
-            },
-        );
+        state.overlays.insert(tape.clone(), Overlay { base_id: 0, entries: Vec::new(), reset: true });
         Ok(())
     }
 
@@ -258,11 +192,7 @@ impl Fork {
     pub(crate) fn open(parent: &Tape) -> Fork {
         let store = Arc::new(ForkStore::new(parent.store().clone()));
         let tape = parent.on_store(store.clone());
-        Fork {
-            store,
-            parent: parent.clone(),
-            tape,
-        }
+        Fork { store, parent: parent.clone(), tape }
     }
 
     /// The forked tape: write the run's entries here.
@@ -279,18 +209,12 @@ impl Fork {
         let overlays = {
             let mut state = self.store.state();
             if let Some(closed) = state.closed {
-                return Err(TapeError::ForkClosed {
-                    tape: root,
-                    state: closed,
-                });
+                return Err(TapeError::ForkClosed { tape: root, state: closed });
             }
             if root.is_temporary() {
                 state.closed = Some("discarded");
                 state.overlays.clear();
-                return Ok(MergeReport {
-                    skipped_temporary: true,
-                    ..MergeReport::default()
-                });
+                return Ok(MergeReport { skipped_temporary: true, ..MergeReport::default() });
             }
             state.closed = Some("merging");
             state.overlays.clone()
@@ -301,16 +225,11 @@ impl Fork {
         result
     }
 
-    async fn merge_overlays(
-        &self,
-        root: &TapeName,
-        overlays: BTreeMap<TapeName, Overlay>,
-    ) -> TapeResult<MergeReport> {
+    async fn merge_overlays(&self, root: &TapeName, overlays: BTreeMap<TapeName, Overlay>) -> TapeResult<MergeReport> {
         let parent = self.parent.store();
         let mut report = MergeReport::default();
         let mut failures = Vec::new();
-        let (mut rooted, others): (Vec<_>, Vec<_>) =
-            overlays.into_iter().partition(|(name, _)| name == root);
+        let (mut rooted, others): (Vec<_>, Vec<_>) = overlays.into_iter().partition(|(name, _)| name == root);
         for (name, overlay) in others {
             match merge_one(parent.as_ref(), &name, &overlay).await {
                 Ok(count) => {
@@ -318,16 +237,17 @@ impl Fork {
                     report.merged.push((name, count));
                 }
                 Err(error) if name.belongs_to(root) => failures.push(
-                    NewEntry::event("sidecar.merge", json!({"sidecar": name.as_str(), "status": "error", "error": error.to_string()}))
-                        .hidden_from_context(),
+                    NewEntry::event(
+                        "sidecar.merge",
+                        json!({"sidecar": name.as_str(), "status": "error", "error": error.to_string()}),
+                    )
+                    .hidden_from_context(),
                 ),
                 Err(error) => return Err(error),
             }
         }
         let mut overlay = rooted.pop().map(|(_, overlay)| overlay).unwrap_or_default();
-        overlay
-            .entries
-            .extend(failures.into_iter().map(|e| e.into_entry(0)));
+        overlay.entries.extend(failures.into_iter().map(|e| e.into_entry(0)));
         if overlay.reset || !overlay.entries.is_empty() {
             let count = merge_one(parent.as_ref(), root, &overlay).await?;
             self.store.state().overlays.remove(root);
@@ -344,11 +264,7 @@ impl Fork {
     }
 }
 
-async fn merge_one(
-    parent: &dyn TapeStore,
-    name: &TapeName,
-    overlay: &Overlay,
-) -> TapeResult<usize> {
+async fn merge_one(parent: &dyn TapeStore, name: &TapeName, overlay: &Overlay) -> TapeResult<usize> {
     if overlay.reset {
         parent.reset(name).await?;
     }

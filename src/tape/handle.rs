@@ -29,10 +29,7 @@ pub struct TapeSettings {
 
 impl Default for TapeSettings {
     fn default() -> TapeSettings {
-        TapeSettings {
-            archive_dir: BubHome::from_env().archive_dir(),
-            spill: SpillSettings::default(),
-        }
+        TapeSettings { archive_dir: BubHome::from_env().archive_dir(), spill: SpillSettings::default() }
     }
 }
 
@@ -42,6 +39,12 @@ pub struct Tape {
     store: Arc<dyn TapeStore>,
     name: TapeName,
     settings: Arc<TapeSettings>,
+}
+
+impl fmt::Debug for Tape {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tape").field("name", &self.name.as_str()).field("store", &self.store.location()).finish()
+    }
 }
 
 /// What `tape.info` reports.
@@ -61,16 +64,8 @@ impl fmt::Display for TapeInfo {
         writeln!(f, "name: {}", self.name)?;
         writeln!(f, "entries: {}", self.entries)?;
         writeln!(f, "anchors: {}", self.anchors)?;
-        writeln!(
-            f,
-            "last_anchor: {}",
-            self.last_anchor.as_deref().unwrap_or("-")
-        )?;
-        writeln!(
-            f,
-            "entries_since_last_anchor: {}",
-            self.entries_since_last_anchor
-        )?;
+        writeln!(f, "last_anchor: {}", self.last_anchor.as_deref().unwrap_or("-"))?;
+        writeln!(f, "entries_since_last_anchor: {}", self.entries_since_last_anchor)?;
         match self.last_token_usage {
             Some(tokens) => write!(f, "last_token_usage: {tokens}"),
             None => write!(f, "last_token_usage: -"),
@@ -90,11 +85,7 @@ pub struct ResetReport {
 impl Tape {
     /// A handle on `name` in `store`, with settings from the environment.
     pub fn new(store: Arc<dyn TapeStore>, name: TapeName) -> Tape {
-        Tape {
-            store,
-            name,
-            settings: Arc::new(TapeSettings::default()),
-        }
+        Tape { store, name, settings: Arc::new(TapeSettings::default()) }
     }
 
     pub fn with_settings(mut self, settings: TapeSettings) -> Tape {
@@ -116,20 +107,12 @@ impl Tape {
 
     /// The same tape name on another store (a fork shares settings this way).
     pub(crate) fn on_store(&self, store: Arc<dyn TapeStore>) -> Tape {
-        Tape {
-            store,
-            name: self.name.clone(),
-            settings: self.settings.clone(),
-        }
+        Tape { store, name: self.name.clone(), settings: self.settings.clone() }
     }
 
     /// The sidecar tape `<name>__sidecar__<sidecar>`, in the same store.
     pub fn sidecar(&self, sidecar: &str) -> Tape {
-        Tape {
-            store: self.store.clone(),
-            name: self.name.sidecar(sidecar),
-            settings: self.settings.clone(),
-        }
+        Tape { store: self.store.clone(), name: self.name.sidecar(sidecar), settings: self.settings.clone() }
     }
 
     pub async fn append(&self, entry: NewEntry) -> TapeResult<Entry> {
@@ -159,10 +142,7 @@ impl Tape {
                 NewEntry::event("handoff", json!({"name": name, "state": state})),
             ])
             .await?;
-        Ok(stored
-            .into_iter()
-            .next()
-            .expect("append returns what it was given"))
+        Ok(stored.into_iter().next().expect("append returns what it was given"))
     }
 
     /// Writes the bootstrap anchor `session/start` if the tape has no anchor yet.
@@ -171,69 +151,41 @@ impl Tape {
         if self.store.stats(&self.name).await?.last_anchor.is_some() {
             return Ok(false);
         }
-        self.handoff(BOOTSTRAP_ANCHOR, json!({"owner": "human"}))
-            .await?;
+        self.handoff(BOOTSTRAP_ANCHOR, json!({"owner": "human"})).await?;
         Ok(true)
     }
 
     /// The last `limit` anchors, oldest first.
     pub async fn anchors(&self, limit: usize) -> TapeResult<Vec<Entry>> {
-        let mut anchors = self
-            .read(
-                &TapeQuery::all()
-                    .kinds([EntryKind::Anchor])
-                    .newest_first()
-                    .limit(limit),
-            )
-            .await?;
+        let mut anchors = self.read(&TapeQuery::all().kinds([EntryKind::Anchor]).newest_first().limit(limit)).await?;
         anchors.reverse();
         Ok(anchors)
     }
 
     pub async fn info(&self) -> TapeResult<TapeInfo> {
         let stats = self.store.stats(&self.name).await?;
-        let last_run = self
-            .read(
-                &TapeQuery::all()
-                    .kinds([EntryKind::Event])
-                    .named("run")
-                    .newest_first()
-                    .limit(1),
-            )
-            .await?;
-        let last_token_usage = last_run
-            .first()
-            .and_then(|run| run.data()?.pointer("/usage/total_tokens")?.as_u64());
+        let last_run =
+            self.read(&TapeQuery::all().kinds([EntryKind::Event]).named("run").newest_first().limit(1)).await?;
+        let last_token_usage = last_run.first().and_then(|run| run.data()?.pointer("/usage/total_tokens")?.as_u64());
         Ok(TapeInfo {
             name: self.name.to_string(),
             entries: stats.entries,
             anchors: stats.anchors,
-            last_anchor: stats
-                .last_anchor
-                .as_ref()
-                .and_then(|a| a.name().map(str::to_string)),
-            entries_since_last_anchor: stats
-                .last_anchor
-                .map_or(stats.entries, |a| stats.last_id - a.id),
+            last_anchor: stats.last_anchor.as_ref().and_then(|a| a.name().map(str::to_string)),
+            entries_since_last_anchor: stats.last_anchor.map_or(stats.entries, |a| stats.last_id - a.id),
             last_token_usage,
         })
     }
 
     /// The model context with the default mapping (see [`super::context`]).
     pub async fn context(&self) -> TapeResult<Vec<ChatMessage>> {
-        Ok(default_context(
-            &self.read(&TapeQuery::last_anchor()).await?,
-        ))
+        Ok(default_context(&self.read(&TapeQuery::last_anchor()).await?))
     }
 
     /// The model context with a custom selector.
     pub async fn context_with(&self, selector: &ContextSelector) -> TapeResult<Vec<ChatMessage>> {
-        let entries: Vec<Entry> = self
-            .read(&TapeQuery::last_anchor())
-            .await?
-            .into_iter()
-            .filter(Entry::in_context)
-            .collect();
+        let entries: Vec<Entry> =
+            self.read(&TapeQuery::last_anchor()).await?.into_iter().filter(Entry::in_context).collect();
         Ok(selector(&entries))
     }
 
@@ -255,11 +207,7 @@ impl Tape {
         self.handoff(BOOTSTRAP_ANCHOR, state).await?;
 
         for name in sidecars {
-            let sidecar = Tape {
-                store: self.store.clone(),
-                name,
-                settings: self.settings.clone(),
-            };
+            let sidecar = Tape { store: self.store.clone(), name, settings: self.settings.clone() };
             let archived = match archive {
                 true => match archive::archive(&sidecar, &self.settings.archive_dir).await {
                     Ok(path) => Some(path),
@@ -282,8 +230,7 @@ impl Tape {
             if let Some(path) = &archived {
                 data["archived"] = json!(path.display().to_string());
             }
-            self.append(NewEntry::event("sidecar.reset", data).hidden_from_context())
-                .await?;
+            self.append(NewEntry::event("sidecar.reset", data).hidden_from_context()).await?;
             report.sidecars.push((sidecar.name, archived));
         }
         Ok(report)

@@ -25,10 +25,7 @@ impl InMemoryTapeStore {
     fn with_tapes<T>(&self, f: impl FnOnce(&mut BTreeMap<TapeName, Vec<Entry>>) -> T) -> T {
         // A panic while holding the lock cannot leave a half-written batch (the
         // batch is built before it is pushed), so a poisoned lock is still usable.
-        let mut tapes = self
-            .tapes
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut tapes = self.tapes.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         f(&mut tapes)
     }
 }
@@ -40,20 +37,15 @@ impl TapeStore for InMemoryTapeStore {
         Ok(self.with_tapes(|tapes| {
             let stored = tapes.entry(tape.clone()).or_default();
             let first = stored.len() as u64 + 1;
-            let appended: Vec<Entry> = entries
-                .into_iter()
-                .enumerate()
-                .map(|(i, e)| e.into_entry(first + i as u64))
-                .collect();
+            let appended: Vec<Entry> =
+                entries.into_iter().enumerate().map(|(i, e)| e.into_entry(first + i as u64)).collect();
             stored.extend(appended.iter().cloned());
             appended
         }))
     }
 
     async fn read(&self, tape: &TapeName, query: &TapeQuery) -> TapeResult<Vec<Entry>> {
-        self.with_tapes(|tapes| {
-            query.apply(tape, tapes.get(tape).map(Vec::as_slice).unwrap_or_default())
-        })
+        self.with_tapes(|tapes| query.apply(tape, tapes.get(tape).map(Vec::as_slice).unwrap_or_default()))
     }
 
     async fn stats(&self, tape: &TapeName) -> TapeResult<TapeStats> {
@@ -61,16 +53,9 @@ impl TapeStore for InMemoryTapeStore {
             let entries = tapes.get(tape).map(Vec::as_slice).unwrap_or_default();
             TapeStats {
                 entries: entries.len() as u64,
-                anchors: entries
-                    .iter()
-                    .filter(|e| e.kind == EntryKind::Anchor)
-                    .count() as u64,
+                anchors: entries.iter().filter(|e| e.kind == EntryKind::Anchor).count() as u64,
                 last_id: entries.last().map_or(0, |e| e.id),
-                last_anchor: entries
-                    .iter()
-                    .rev()
-                    .find(|e| e.kind == EntryKind::Anchor)
-                    .cloned(),
+                last_anchor: entries.iter().rev().find(|e| e.kind == EntryKind::Anchor).cloned(),
             }
         }))
     }

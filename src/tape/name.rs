@@ -29,12 +29,7 @@ impl TapeName {
     /// Accepts any non-empty name of printable characters up to 512 bytes.
     pub fn new(name: impl Into<String>) -> Result<TapeName, InvalidTapeName> {
         let name = name.into();
-        let refuse = |reason| {
-            Err(InvalidTapeName {
-                name: name.clone(),
-                reason,
-            })
-        };
+        let refuse = |reason| Err(InvalidTapeName { name: name.clone(), reason });
         if name.trim().is_empty() {
             return refuse("it is empty");
         }
@@ -64,11 +59,7 @@ impl TapeName {
 
     /// True when this tape is `other` itself or one of its sidecars.
     pub fn belongs_to(&self, other: &TapeName) -> bool {
-        self == other
-            || self
-                .0
-                .strip_prefix(other.as_str())
-                .is_some_and(|rest| rest.starts_with(SIDECAR_MARKER))
+        self == other || self.0.strip_prefix(other.as_str()).is_some_and(|rest| rest.starts_with(SIDECAR_MARKER))
     }
 
     /// Throwaway sessions (`temp/…`) whose forks are never merged back.
@@ -127,10 +118,7 @@ mod tests {
     fn file_stems_are_safe_and_distinct() {
         let stem = TapeName::new("../a/b 🦀").unwrap().file_stem();
         assert!(!stem.contains('/') && !stem.starts_with('.'));
-        assert_ne!(
-            TapeName::new("a/b").unwrap().file_stem(),
-            TapeName::new("a%2Fb").unwrap().file_stem()
-        );
+        assert_ne!(TapeName::new("a/b").unwrap().file_stem(), TapeName::new("a%2Fb").unwrap().file_stem());
     }
 
     #[test]

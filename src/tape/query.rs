@@ -61,39 +61,22 @@ impl TapeQuery {
 
     /// Everything from the last anchor on: what the model context is built from.
     pub fn last_anchor() -> TapeQuery {
-        TapeQuery {
-            scope: Scope::LastAnchor,
-            ..TapeQuery::default()
-        }
+        TapeQuery { scope: Scope::LastAnchor, ..TapeQuery::default() }
     }
 
     /// Everything from the last anchor called `name` on.
     pub fn after_anchor(name: impl Into<String>) -> TapeQuery {
-        TapeQuery {
-            scope: Scope::AfterAnchor(name.into()),
-            ..TapeQuery::default()
-        }
+        TapeQuery { scope: Scope::AfterAnchor(name.into()), ..TapeQuery::default() }
     }
 
     /// From the last `start` anchor up to the next `end` anchor (or the tape's end).
     pub fn between_anchors(start: impl Into<String>, end: impl Into<String>) -> TapeQuery {
-        TapeQuery {
-            scope: Scope::BetweenAnchors {
-                start: start.into(),
-                end: end.into(),
-            },
-            ..TapeQuery::default()
-        }
+        TapeQuery { scope: Scope::BetweenAnchors { start: start.into(), end: end.into() }, ..TapeQuery::default() }
     }
 
     /// A text search: case-insensitive, newest first, 20 hits unless changed.
     pub fn search(text: impl Into<String>) -> TapeQuery {
-        TapeQuery {
-            text: Some(text.into()),
-            newest_first: true,
-            limit: Some(20),
-            ..TapeQuery::default()
-        }
+        TapeQuery { text: Some(text.into()), newest_first: true, limit: Some(20), ..TapeQuery::default() }
     }
 
     /// Entries dated in `[since, until)`.
@@ -105,10 +88,7 @@ impl TapeQuery {
 
     /// Entries dated on the given UTC days, both included.
     pub fn between_days(self, first: NaiveDate, last: NaiveDate) -> TapeQuery {
-        let since = first
-            .and_hms_opt(0, 0, 0)
-            .map(|d| d.and_utc())
-            .unwrap_or_default();
+        let since = first.and_hms_opt(0, 0, 0).map(|d| d.and_utc()).unwrap_or_default();
         let until = last
             .checked_add_days(Days::new(1))
             .and_then(|d| d.and_hms_opt(0, 0, 0))
@@ -151,10 +131,7 @@ impl TapeQuery {
 
     /// The same query without filters, order or limit: only its scope.
     pub fn scope_only(&self) -> TapeQuery {
-        TapeQuery {
-            scope: self.scope.clone(),
-            ..TapeQuery::default()
-        }
+        TapeQuery { scope: self.scope.clone(), ..TapeQuery::default() }
     }
 
     /// Evaluates the query over `entries` (in id order). A scope whose anchor is
@@ -162,17 +139,10 @@ impl TapeQuery {
     pub fn apply(&self, tape: &TapeName, entries: &[Entry]) -> TapeResult<Vec<Entry>> {
         let scoped = self.scope_slice(tape, entries)?;
         let matcher = self.text.as_deref().map(TextMatcher::new);
-        let keep =
-            |entry: &&Entry| self.keeps(entry) && matcher.as_ref().is_none_or(|m| m.matches(entry));
+        let keep = |entry: &&Entry| self.keeps(entry) && matcher.as_ref().is_none_or(|m| m.matches(entry));
         let limit = self.limit.unwrap_or(usize::MAX);
         let picked = if self.newest_first {
-            scoped
-                .iter()
-                .rev()
-                .filter(keep)
-                .take(limit)
-                .cloned()
-                .collect()
+            scoped.iter().rev().filter(keep).take(limit).cloned().collect()
         } else {
             scoped.iter().filter(keep).take(limit).cloned().collect()
         };
@@ -180,21 +150,12 @@ impl TapeQuery {
     }
 
     /// The slice of `entries` inside the scope.
-    pub fn scope_slice<'a>(
-        &self,
-        tape: &TapeName,
-        entries: &'a [Entry],
-    ) -> TapeResult<&'a [Entry]> {
+    pub fn scope_slice<'a>(&self, tape: &TapeName, entries: &'a [Entry]) -> TapeResult<&'a [Entry]> {
         let last_anchor = |name: Option<&str>| {
             entries
                 .iter()
-                .rposition(|e| {
-                    e.kind == EntryKind::Anchor && name.is_none_or(|n| e.name() == Some(n))
-                })
-                .ok_or_else(|| TapeError::AnchorNotFound {
-                    tape: tape.clone(),
-                    anchor: name.map(str::to_string),
-                })
+                .rposition(|e| e.kind == EntryKind::Anchor && name.is_none_or(|n| e.name() == Some(n)))
+                .ok_or_else(|| TapeError::AnchorNotFound { tape: tape.clone(), anchor: name.map(str::to_string) })
         };
         Ok(match &self.scope {
             Scope::All => entries,
@@ -217,10 +178,7 @@ impl TapeQuery {
             && self.after_id.is_none_or(|id| entry.id > id)
             && self.since.is_none_or(|since| entry.date >= since)
             && self.until.is_none_or(|until| entry.date < until)
-            && self
-                .name
-                .as_deref()
-                .is_none_or(|name| entry.name() == Some(name))
+            && self.name.as_deref().is_none_or(|name| entry.name() == Some(name))
     }
 }
 
@@ -234,19 +192,14 @@ pub struct TextMatcher {
 
 impl TextMatcher {
     pub fn new(text: &str) -> TextMatcher {
-        TextMatcher {
-            needle: text.to_lowercase(),
-        }
+        TextMatcher { needle: text.to_lowercase() }
     }
 
     pub fn matches(&self, entry: &Entry) -> bool {
         if self.needle.is_empty() {
             return true;
         }
-        entry
-            .payload
-            .iter()
-            .any(|(key, value)| self.contains(key) || self.value_matches(value))
+        entry.payload.iter().any(|(key, value)| self.contains(key) || self.value_matches(value))
     }
 
     fn value_matches(&self, value: &Value) -> bool {
@@ -254,9 +207,7 @@ impl TextMatcher {
             Value::String(text) => self.contains(text),
             Value::Number(number) => self.contains(&number.to_string()),
             Value::Array(items) => items.iter().any(|item| self.value_matches(item)),
-            Value::Object(map) => map
-                .iter()
-                .any(|(key, item)| self.contains(key) || self.value_matches(item)),
+            Value::Object(map) => map.iter().any(|(key, item)| self.contains(key) || self.value_matches(item)),
             Value::Bool(_) | Value::Null => false,
         }
     }
@@ -273,11 +224,7 @@ mod tests {
     use serde_json::json;
 
     fn tape_of(entries: Vec<NewEntry>) -> Vec<Entry> {
-        entries
-            .into_iter()
-            .enumerate()
-            .map(|(i, e)| e.into_entry(i as u64 + 1))
-            .collect()
+        entries.into_iter().enumerate().map(|(i, e)| e.into_entry(i as u64 + 1)).collect()
     }
 
     #[test]
@@ -291,12 +238,8 @@ mod tests {
             NewEntry::chat("user", "after"),
         ]);
         let name = TapeName::new("t").unwrap();
-        let ids: Vec<u64> = TapeQuery::between_anchors("a", "b")
-            .apply(&name, &entries)
-            .unwrap()
-            .iter()
-            .map(|e| e.id)
-            .collect();
+        let ids: Vec<u64> =
+            TapeQuery::between_anchors("a", "b").apply(&name, &entries).unwrap().iter().map(|e| e.id).collect();
         assert_eq!(ids, vec![3, 4]);
     }
 

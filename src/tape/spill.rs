@@ -42,9 +42,7 @@ pub struct SpillSettings {
 
 impl Default for SpillSettings {
     fn default() -> SpillSettings {
-        SpillSettings {
-            threshold_tokens: 4096,
-        }
+        SpillSettings { threshold_tokens: 4096 }
     }
 }
 
@@ -70,17 +68,17 @@ impl SpillOutcome {
     /// The text to hand to the model.
     pub fn text(&self) -> &str {
         match self {
-            SpillOutcome::Kept(text)
-            | SpillOutcome::Spilled { text, .. }
-            | SpillOutcome::Truncated { text, .. } => text,
+            SpillOutcome::Kept(text) | SpillOutcome::Spilled { text, .. } | SpillOutcome::Truncated { text, .. } => {
+                text
+            }
         }
     }
 
     pub fn into_text(self) -> String {
         match self {
-            SpillOutcome::Kept(text)
-            | SpillOutcome::Spilled { text, .. }
-            | SpillOutcome::Truncated { text, .. } => text,
+            SpillOutcome::Kept(text) | SpillOutcome::Spilled { text, .. } | SpillOutcome::Truncated { text, .. } => {
+                text
+            }
         }
     }
 }
@@ -121,8 +119,7 @@ impl fmt::Display for SpillPage {
             self.manifest.chunks,
             self.manifest.chars,
             self.manifest.bytes,
-            self.next_cursor
-                .map_or("none".to_string(), |c| c.to_string()),
+            self.next_cursor.map_or("none".to_string(), |c| c.to_string()),
         )?;
         f.write_str(&self.content)
     }
@@ -133,9 +130,7 @@ impl fmt::Display for SpillPage {
 pub enum SpillReadError {
     #[error("no spilled result has handle {0:?}; use the handle from the spill header")]
     UnknownHandle(String),
-    #[error(
-        "the spilled result {handle:?} is incomplete (no manifest, {found} chunk(s) written); it cannot be read"
-    )]
+    #[error("the spilled result {handle:?} is incomplete (no manifest, {found} chunk(s) written); it cannot be read")]
     Incomplete { handle: String, found: usize },
     #[error("count must be between 1 and {MAX_READ_CHUNKS}, got {0}")]
     BadCount(usize),
@@ -179,15 +174,8 @@ pub fn preview(text: &str) -> String {
         return text.to_string();
     }
     let head: String = text.chars().take(PREVIEW_EDGE_CHARS).collect();
-    let tail_start = text
-        .char_indices()
-        .nth(chars - PREVIEW_EDGE_CHARS)
-        .map_or(text.len(), |(i, _)| i);
-    format!(
-        "{head}\n[... {} chars omitted ...]\n{}",
-        chars - PREVIEW_EDGE_CHARS * 2,
-        &text[tail_start..]
-    )
+    let tail_start = text.char_indices().nth(chars - PREVIEW_EDGE_CHARS).map_or(text.len(), |(i, _)| i);
+    format!("{head}\n[... {} chars omitted ...]\n{}", chars - PREVIEW_EDGE_CHARS * 2, &text[tail_start..])
 }
 
 impl Tape {
@@ -218,10 +206,7 @@ impl Tape {
                     manifest.handle,
                     preview(&text)
                 );
-                SpillOutcome::Spilled {
-                    handle: manifest.handle,
-                    text,
-                }
+                SpillOutcome::Spilled { handle: manifest.handle, text }
             }
             Err(error) => {
                 tracing::warn!(tape = %self.name(), tool, %error, "spill failed; the result is truncated");
@@ -238,20 +223,12 @@ impl Tape {
                     "[tool result truncated, spill failed: {chars} chars; only a preview is shown]\n{}",
                     preview(&text)
                 );
-                SpillOutcome::Truncated {
-                    error: error.to_string(),
-                    text,
-                }
+                SpillOutcome::Truncated { error: error.to_string(), text }
             }
         }
     }
 
-    async fn spill(
-        &self,
-        tool: &str,
-        text: &str,
-        chars: usize,
-    ) -> Result<SpillManifest, TapeError> {
+    async fn spill(&self, tool: &str, text: &str, chars: usize) -> Result<SpillManifest, TapeError> {
         let handle = uuid::Uuid::new_v4().simple().to_string();
         let sidecar = self.spill_tape();
         let chunks = utf8_chunks(text, CHUNK_BYTES);
@@ -259,9 +236,7 @@ impl Tape {
             let mut entries = Vec::with_capacity(batch.len() * 2);
             for (offset, chunk) in batch.iter().enumerate() {
                 let index = batch_index * CHUNKS_PER_BATCH + offset;
-                entries.push(
-                    NewEntry::anchor(chunk_anchor(&handle, index), json!({})).hidden_from_context(),
-                );
+                entries.push(NewEntry::anchor(chunk_anchor(&handle, index), json!({})).hidden_from_context());
                 entries.push(
                     NewEntry::tool_result(vec![Value::String((*chunk).to_string())])
                         .with_meta("spill_handle", json!(handle))
@@ -310,13 +285,7 @@ impl Tape {
             return Err(SpillReadError::BadCount(count));
         }
         let sidecar = self.spill_tape();
-        let by_name = |name: String| {
-            TapeQuery::all()
-                .kinds([EntryKind::Anchor])
-                .named(name)
-                .newest_first()
-                .limit(1)
-        };
+        let by_name = |name: String| TapeQuery::all().kinds([EntryKind::Anchor]).named(name).newest_first().limit(1);
         let manifest = sidecar.read(&by_name(manifest_anchor(handle))).await?;
         let Some(manifest) = manifest.first() else {
             let first = sidecar.read(&by_name(chunk_anchor(handle, 0))).await?;
@@ -324,54 +293,31 @@ impl Tape {
                 return Err(SpillReadError::UnknownHandle(handle.to_string()));
             }
             let found = sidecar
-                .read(
-                    &TapeQuery::all()
-                        .kinds([EntryKind::ToolResult])
-                        .after_id(first[0].id),
-                )
+                .read(&TapeQuery::all().kinds([EntryKind::ToolResult]).after_id(first[0].id))
                 .await?
                 .iter()
                 .filter(|e| e.meta.get("spill_handle").and_then(Value::as_str) == Some(handle))
                 .count();
-            return Err(SpillReadError::Incomplete {
-                handle: handle.to_string(),
-                found,
-            });
+            return Err(SpillReadError::Incomplete { handle: handle.to_string(), found });
         };
         let manifest: SpillManifest = manifest
             .data()
             .and_then(|state| serde_json::from_value(state.clone()).ok())
-            .ok_or_else(|| SpillReadError::Incomplete {
-                handle: handle.to_string(),
-                found: 0,
-            })?;
+            .ok_or_else(|| SpillReadError::Incomplete { handle: handle.to_string(), found: 0 })?;
         if cursor >= manifest.chunks {
-            return Err(SpillReadError::BadCursor {
-                cursor,
-                chunks: manifest.chunks,
-            });
+            return Err(SpillReadError::BadCursor { cursor, chunks: manifest.chunks });
         }
         let (first, shown, next_cursor) = if from_end {
             let end = manifest.chunks - cursor;
             let first = end.saturating_sub(count);
-            (
-                first,
-                end - first,
-                (first > 0).then_some(cursor + (end - first)),
-            )
+            (first, end - first, (first > 0).then_some(cursor + (end - first)))
         } else {
             let shown = count.min(manifest.chunks - cursor);
-            (
-                cursor,
-                shown,
-                (cursor + shown < manifest.chunks).then_some(cursor + shown),
-            )
+            (cursor, shown, (cursor + shown < manifest.chunks).then_some(cursor + shown))
         };
         let mut content = String::new();
         for index in first..first + shown {
-            let query = TapeQuery::after_anchor(chunk_anchor(handle, index))
-                .kinds([EntryKind::ToolResult])
-                .limit(1);
+            let query = TapeQuery::after_anchor(chunk_anchor(handle, index)).kinds([EntryKind::ToolResult]).limit(1);
             let chunk = match sidecar.read(&query).await {
                 Ok(entries) => entries.into_iter().next(),
                 Err(TapeError::AnchorNotFound { .. }) => None,
@@ -379,26 +325,11 @@ impl Tape {
             };
             let text = chunk
                 .as_ref()
-                .and_then(|e| {
-                    e.payload
-                        .get("results")?
-                        .get(0)?
-                        .as_str()
-                        .map(str::to_string)
-                })
-                .ok_or_else(|| SpillReadError::MissingChunk {
-                    handle: handle.to_string(),
-                    chunk: index,
-                })?;
+                .and_then(|e| e.payload.get("results")?.get(0)?.as_str().map(str::to_string))
+                .ok_or_else(|| SpillReadError::MissingChunk { handle: handle.to_string(), chunk: index })?;
             content.push_str(&text);
         }
-        Ok(SpillPage {
-            manifest,
-            first_chunk: first,
-            shown,
-            next_cursor,
-            content,
-        })
+        Ok(SpillPage { manifest, first_chunk: first, shown, next_cursor, content })
     }
 }
 

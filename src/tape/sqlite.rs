@@ -17,9 +17,7 @@ use super::store::{TapeStats, TapeStore, TapeSummary, check_batch};
 use async_trait::async_trait;
 use chrono::Utc;
 use futures_util::TryStreamExt;
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
-};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous};
 use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection, SqlitePool};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -58,19 +56,12 @@ impl SqliteTapeStore {
     }
 
     /// Opens the database at `path`, creating the file and its directory.
-    pub async fn open_with(
-        path: impl AsRef<Path>,
-        durability: Durability,
-    ) -> TapeResult<SqliteTapeStore> {
+    pub async fn open_with(path: impl AsRef<Path>, durability: Durability) -> TapeResult<SqliteTapeStore> {
         let path = path.as_ref().to_path_buf();
-        let open_error = |message: String| TapeError::Open {
-            path: path.clone(),
-            message,
-        };
+        let open_error = |message: String| TapeError::Open { path: path.clone(), message };
         if let Some(dir) = path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| {
-                open_error(format!("cannot create directory {}: {e}", dir.display()))
-            })?;
+            std::fs::create_dir_all(dir)
+                .map_err(|e| open_error(format!("cannot create directory {}: {e}", dir.display())))?;
         }
         check_file_header(&path).map_err(open_error)?;
 
@@ -92,21 +83,14 @@ impl SqliteTapeStore {
             .await
             .map_err(|e| open_error(describe_open_error(&e)))?;
         check_schema_owner(&writer).await.map_err(open_error)?;
-        MIGRATOR
-            .run(&writer)
-            .await
-            .map_err(|e| open_error(describe_migrate_error(&e)))?;
+        MIGRATOR.run(&writer).await.map_err(|e| open_error(describe_migrate_error(&e)))?;
         let reader = SqlitePoolOptions::new()
             .max_connections(4)
             .acquire_timeout(Duration::from_secs(60))
             .connect_with(options.read_only(true))
             .await
             .map_err(|e| open_error(describe_open_error(&e)))?;
-        Ok(SqliteTapeStore {
-            path,
-            writer,
-            reader,
-        })
+        Ok(SqliteTapeStore { path, writer, reader })
     }
 
     /// The database file.
@@ -120,11 +104,7 @@ impl SqliteTapeStore {
         self.writer.close().await;
     }
 
-    fn backend_error(
-        &self,
-        tape: &TapeName,
-        operation: &'static str,
-    ) -> impl Fn(sqlx::Error) -> TapeError + '_ {
+    fn backend_error(&self, tape: &TapeName, operation: &'static str) -> impl Fn(sqlx::Error) -> TapeError + '_ {
         let tape = tape.to_string();
         move |source| TapeError::Backend {
             tape: tape.clone(),
@@ -143,23 +123,14 @@ impl SqliteTapeStore {
             reason,
         };
         let kind_text: String = row.get("kind");
-        let kind = EntryKind::parse(&kind_text)
-            .ok_or_else(|| corrupt(format!("unknown kind {kind_text:?}")))?;
+        let kind = EntryKind::parse(&kind_text).ok_or_else(|| corrupt(format!("unknown kind {kind_text:?}")))?;
         let object = |column: &str| -> TapeResult<JsonObject> {
             let text: String = row.get(column);
-            serde_json::from_str(&text)
-                .map_err(|e| corrupt(format!("{column} is not a JSON object: {e}")))
+            serde_json::from_str(&text).map_err(|e| corrupt(format!("{column} is not a JSON object: {e}")))
         };
         let date_text: String = row.get("date");
-        let date = parse_date(&date_text)
-            .ok_or_else(|| corrupt(format!("date {date_text:?} is not RFC 3339")))?;
-        Ok(Entry {
-            id: id as u64,
-            kind,
-            payload: object("payload")?,
-            meta: object("meta")?,
-            date,
-        })
+        let date = parse_date(&date_text).ok_or_else(|| corrupt(format!("date {date_text:?} is not RFC 3339")))?;
+        Ok(Entry { id: id as u64, kind, payload: object("payload")?, meta: object("meta")?, date })
     }
 }
 
@@ -173,11 +144,7 @@ impl TapeStore for SqliteTapeStore {
         let failed = self.backend_error(tape, "append");
         let now = format_date(&Utc::now());
         let count = entries.len() as i64;
-        let mut tx = self
-            .writer
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .map_err(&failed)?;
+        let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await.map_err(&failed)?;
         let bumped: Option<(i64, i64)> = sqlx::query_as(
             "UPDATE tapes SET last_entry_id = last_entry_id + $1, updated_at = $2 WHERE name = $3 \
              RETURNING id, last_entry_id",
@@ -202,11 +169,8 @@ impl TapeStore for SqliteTapeStore {
             .map_err(&failed)?,
         };
         let first_id = (last_id - count + 1) as u64;
-        let stored: Vec<Entry> = entries
-            .into_iter()
-            .enumerate()
-            .map(|(i, e)| e.into_entry(first_id + i as u64))
-            .collect();
+        let stored: Vec<Entry> =
+            entries.into_iter().enumerate().map(|(i, e)| e.into_entry(first_id + i as u64)).collect();
         for chunk in stored.chunks(INSERT_CHUNK) {
             let mut insert = QueryBuilder::<Sqlite>::new(
                 "INSERT INTO tape_entries (tape_id, entry_id, kind, name, payload, meta, date) ",
@@ -265,11 +229,7 @@ impl TapeStore for SqliteTapeStore {
         if let Some(until) = &query.until {
             select.push(" AND date < ").push_bind(format_date(until));
         }
-        select.push(if query.newest_first {
-            " ORDER BY entry_id DESC"
-        } else {
-            " ORDER BY entry_id ASC"
-        });
+        select.push(if query.newest_first { " ORDER BY entry_id DESC" } else { " ORDER BY entry_id ASC" });
 
         let limit = query.limit.unwrap_or(usize::MAX);
         let mut found = Vec::new();
@@ -312,13 +272,12 @@ impl TapeStore for SqliteTapeStore {
             .fetch_one(&mut *tx)
             .await
             .map_err(&failed)?;
-        let anchors: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM tape_entries WHERE tape_id = $1 AND kind = 'anchor'",
-        )
-        .bind(tape_id)
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(&failed)?;
+        let anchors: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM tape_entries WHERE tape_id = $1 AND kind = 'anchor'")
+                .bind(tape_id)
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(&failed)?;
         let last_anchor = sqlx::query(
             "SELECT entry_id, kind, payload, meta, date FROM tape_entries \
              WHERE tape_id = $1 AND kind = 'anchor' ORDER BY entry_id DESC LIMIT 1",
@@ -352,22 +311,14 @@ impl TapeStore for SqliteTapeStore {
             .map(|(name, entries, updated)| TapeSummary {
                 name,
                 entries: entries as u64,
-                updated: if entries > 0 {
-                    parse_date(&updated)
-                } else {
-                    None
-                },
+                updated: if entries > 0 { parse_date(&updated) } else { None },
             })
             .collect())
     }
 
     async fn reset(&self, tape: &TapeName) -> TapeResult<()> {
         let failed = self.backend_error(tape, "reset");
-        let mut tx = self
-            .writer
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .map_err(&failed)?;
+        let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await.map_err(&failed)?;
         if let Some(tape_id) = tape_id(&mut tx, tape).await.map_err(&failed)? {
             sqlx::query("DELETE FROM tape_entries WHERE tape_id = $1")
                 .bind(tape_id)
@@ -390,10 +341,7 @@ impl TapeStore for SqliteTapeStore {
 }
 
 async fn tape_id(conn: &mut SqliteConnection, tape: &TapeName) -> Result<Option<i64>, sqlx::Error> {
-    sqlx::query_scalar("SELECT id FROM tapes WHERE name = $1")
-        .bind(tape.as_str())
-        .fetch_optional(conn)
-        .await
+    sqlx::query_scalar("SELECT id FROM tapes WHERE name = $1").bind(tape.as_str()).fetch_optional(conn).await
 }
 
 /// The id range `[from, to)` a scope covers, found with index probes only.
@@ -403,10 +351,8 @@ async fn resolve_scope(
     tape_id: i64,
     scope: &Scope,
 ) -> TapeResult<(Option<i64>, Option<i64>)> {
-    let not_found = |anchor: Option<&str>| TapeError::AnchorNotFound {
-        tape: tape.clone(),
-        anchor: anchor.map(str::to_string),
-    };
+    let not_found =
+        |anchor: Option<&str>| TapeError::AnchorNotFound { tape: tape.clone(), anchor: anchor.map(str::to_string) };
     let failed = |source: sqlx::Error| TapeError::Backend {
         tape: tape.to_string(),
         operation: "read",
@@ -426,24 +372,15 @@ async fn resolve_scope(
     match scope {
         Scope::All => Ok((None, None)),
         Scope::LastAnchor => {
-            let from = last_anchor_id(conn, tape_id)
-                .await
-                .map_err(failed)?
-                .ok_or_else(|| not_found(None))?;
+            let from = last_anchor_id(conn, tape_id).await.map_err(failed)?.ok_or_else(|| not_found(None))?;
             Ok((Some(from), None))
         }
         Scope::AfterAnchor(name) => {
-            let from = last_named(conn, name)
-                .await
-                .map_err(failed)?
-                .ok_or_else(|| not_found(Some(name)))?;
+            let from = last_named(conn, name).await.map_err(failed)?.ok_or_else(|| not_found(Some(name)))?;
             Ok((Some(from), None))
         }
         Scope::BetweenAnchors { start, end } => {
-            let from = last_named(conn, start)
-                .await
-                .map_err(failed)?
-                .ok_or_else(|| not_found(Some(start)))?;
+            let from = last_named(conn, start).await.map_err(failed)?.ok_or_else(|| not_found(Some(start)))?;
             let to: Option<i64> = sqlx::query_scalar(
                 "SELECT entry_id FROM tape_entries WHERE tape_id = $1 AND name = $2 AND kind = 'anchor' \
                  AND entry_id > $3 ORDER BY entry_id ASC LIMIT 1",
@@ -460,17 +397,12 @@ async fn resolve_scope(
 }
 
 /// The id of the tape's last anchor: one probe of `tape_entries_by_kind`.
-pub(crate) async fn last_anchor_id(
-    conn: &mut SqliteConnection,
-    tape_id: i64,
-) -> Result<Option<i64>, sqlx::Error> {
-    sqlx::query_scalar(LAST_ANCHOR_SQL)
-        .bind(tape_id)
-        .fetch_optional(conn)
-        .await
+pub(crate) async fn last_anchor_id(conn: &mut SqliteConnection, tape_id: i64) -> Result<Option<i64>, sqlx::Error> {
+    sqlx::query_scalar(LAST_ANCHOR_SQL).bind(tape_id).fetch_optional(conn).await
 }
 
-const LAST_ANCHOR_SQL: &str = "SELECT entry_id FROM tape_entries WHERE tape_id = $1 AND kind = 'anchor' ORDER BY entry_id DESC LIMIT 1";
+const LAST_ANCHOR_SQL: &str =
+    "SELECT entry_id FROM tape_entries WHERE tape_id = $1 AND kind = 'anchor' ORDER BY entry_id DESC LIMIT 1";
 
 /// Refuses files that are not SQLite databases before SQLite gets to them, with
 /// a message that says what the file seems to be.
@@ -482,31 +414,24 @@ fn check_file_header(path: &Path) -> Result<(), String> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(format!("cannot read the database file: {e}")),
     };
-    let read = file
-        .read(&mut header)
-        .map_err(|e| format!("cannot read the database file: {e}"))?;
+    let read = file.read(&mut header).map_err(|e| format!("cannot read the database file: {e}"))?;
     if read == 0 || header == *b"SQLite format 3\0" {
         return Ok(());
     }
-    Err(
-        "this file is not a SQLite database (it is corrupt or belongs to another program); \
+    Err("this file is not a SQLite database (it is corrupt or belongs to another program); \
          move it away or point BUB_HOME elsewhere"
-            .to_string(),
-    )
+        .to_string())
 }
 
 /// Refuses a SQLite database that holds tables but not bub's.
 async fn check_schema_owner(pool: &SqlitePool) -> Result<(), String> {
-    let tables: Vec<String> = sqlx::query_scalar(
-        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'",
-    )
-    .fetch_all(pool)
-    .await
-    .map_err(|e| describe_open_error(&e))?;
+    let tables: Vec<String> =
+        sqlx::query_scalar("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
+            .fetch_all(pool)
+            .await
+            .map_err(|e| describe_open_error(&e))?;
     let ours = ["_sqlx_migrations", "tapes", "tape_entries"];
-    if tables.is_empty()
-        || tables.iter().any(|t| t == "tapes") && tables.iter().all(|t| ours.contains(&t.as_str()))
-    {
+    if tables.is_empty() || tables.iter().any(|t| t == "tapes") && tables.iter().all(|t| ours.contains(&t.as_str())) {
         return Ok(());
     }
     Err(format!(
@@ -520,10 +445,7 @@ fn describe_open_error(error: &sqlx::Error) -> String {
     let text = error.to_string();
     if text.contains("not a database") || text.contains("malformed") {
         "this file is not a usable SQLite database (corrupt, or another program's file)".to_string()
-    } else if text.contains("unable to open")
-        || text.contains("readonly")
-        || text.contains("read-only")
-    {
+    } else if text.contains("unable to open") || text.contains("readonly") || text.contains("read-only") {
         format!("cannot open the database for writing ({text}); check the directory's permissions")
     } else {
         text
@@ -538,9 +460,7 @@ fn describe_migrate_error(error: &sqlx::migrate::MigrateError) -> String {
              upgrade bub"
         ),
         MigrateError::VersionMismatch(version) => {
-            format!(
-                "schema version {version} in the database differs from this build's; the file was edited"
-            )
+            format!("schema version {version} in the database differs from this build's; the file was edited")
         }
         MigrateError::Execute(e) | MigrateError::ExecuteMigration(e, _) => describe_open_error(e),
         other => other.to_string(),
@@ -555,24 +475,17 @@ mod tests {
     #[tokio::test]
     async fn last_anchor_lookup_uses_the_kind_index() {
         let dir = tempfile::tempdir().unwrap();
-        let store = SqliteTapeStore::open(dir.path().join("bub.db"))
+        let store = SqliteTapeStore::open(dir.path().join("bub.db")).await.unwrap();
+        let plan: Vec<String> = sqlx::query(sqlx::AssertSqlSafe(format!("EXPLAIN QUERY PLAN {LAST_ANCHOR_SQL}")))
+            .bind(1_i64)
+            .fetch_all(&store.reader)
             .await
-            .unwrap();
-        let plan: Vec<String> = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "EXPLAIN QUERY PLAN {LAST_ANCHOR_SQL}"
-        )))
-        .bind(1_i64)
-        .fetch_all(&store.reader)
-        .await
-        .unwrap()
-        .iter()
-        .map(|row| row.get::<String, _>("detail"))
-        .collect();
+            .unwrap()
+            .iter()
+            .map(|row| row.get::<String, _>("detail"))
+            .collect();
         let plan = plan.join("; ");
-        assert!(
-            plan.contains("USING COVERING INDEX tape_entries_by_kind"),
-            "plan: {plan}"
-        );
+        assert!(plan.contains("USING COVERING INDEX tape_entries_by_kind"), "plan: {plan}");
         assert!(!plan.contains("TEMP B-TREE"), "plan sorts: {plan}");
     }
 }

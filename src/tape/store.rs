@@ -63,12 +63,7 @@ pub trait TapeStore: Send + Sync + 'static {
 /// the middle of a batch writes nothing.
 pub fn check_batch(tape: &TapeName, entries: &[NewEntry]) -> TapeResult<()> {
     for entry in entries {
-        entry
-            .check_shape()
-            .map_err(|source| TapeError::InvalidEntry {
-                tape: tape.clone(),
-                source,
-            })?;
+        entry.check_shape().map_err(|source| TapeError::InvalidEntry { tape: tape.clone(), source })?;
     }
     Ok(())
 }

@@ -29,11 +29,7 @@ pub struct ToolError {
 
 impl ToolError {
     pub fn new(kind: ToolErrorKind, message: impl Into<String>) -> ToolError {
-        ToolError {
-            kind,
-            message: message.into(),
-            details: None,
-        }
+        ToolError { kind, message: message.into(), details: None }
     }
 
     /// The tool ran and failed.
@@ -66,10 +62,8 @@ impl ToolError {
 
 impl fmt::Display for ToolError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let kind = serde_json::to_value(self.kind)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default();
+        let kind =
+            serde_json::to_value(self.kind).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
         write!(f, "[{kind}] {}", self.message)
     }
 }

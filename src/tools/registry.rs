@@ -42,9 +42,7 @@ impl ToolRegistry {
             return Some(tool);
         }
         let wanted = model_name(name).to_lowercase();
-        self.tools
-            .values()
-            .find(|tool| tool.model_name().to_lowercase() == wanted)
+        self.tools.values().find(|tool| tool.model_name().to_lowercase() == wanted)
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Tool> {
@@ -70,20 +68,11 @@ impl ToolRegistry {
         let mut scored: Vec<(f64, &str)> = self
             .tools
             .values()
-            .map(|tool| {
-                (
-                    strsim::normalized_levenshtein(&wanted, &tool.model_name().to_lowercase()),
-                    tool.name(),
-                )
-            })
+            .map(|tool| (strsim::normalized_levenshtein(&wanted, &tool.model_name().to_lowercase()), tool.name()))
             .filter(|(score, _)| *score >= 0.6)
             .collect();
         scored.sort_by(|a, b| b.0.total_cmp(&a.0));
-        scored
-            .into_iter()
-            .take(3)
-            .map(|(_, name)| name.to_string())
-            .collect()
+        scored.into_iter().take(3).map(|(_, name)| name.to_string()).collect()
     }
 
     /// A registry holding only the named tools (registry or model names).
@@ -96,11 +85,7 @@ impl ToolRegistry {
                 None => unknown.push(name.clone()),
             }
         }
-        if unknown.is_empty() {
-            Ok(kept)
-        } else {
-            Err(UnknownTools(unknown))
-        }
+        if unknown.is_empty() { Ok(kept) } else { Err(UnknownTools(unknown)) }
     }
 }
 
@@ -110,9 +95,7 @@ mod tests {
     use serde_json::json;
 
     fn tool(name: &str) -> Tool {
-        Tool::new(name, "", json!({"type": "object"}), |_, _| async {
-            Ok(json!(null))
-        })
+        Tool::new(name, "", json!({"type": "object"}), |_, _| async { Ok(json!(null)) })
     }
 
     #[test]
@@ -125,10 +108,7 @@ mod tests {
 
     #[test]
     fn suggestions_are_close_names_only() {
-        let registry = ToolRegistry::new()
-            .with(tool("fs.read"))
-            .with(tool("fs.write"))
-            .with(tool("web.fetch"));
+        let registry = ToolRegistry::new().with(tool("fs.read")).with(tool("fs.write")).with(tool("web.fetch"));
         assert_eq!(registry.suggest("fs_reed")[0], "fs.read");
         assert!(registry.suggest("completely_else").is_empty());
     }

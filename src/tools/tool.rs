@@ -35,8 +35,7 @@ use serde_json::{Value, json};
 use std::future::Future;
 use std::sync::Arc;
 
-type Handler =
-    Arc<dyn Fn(Value, ToolContext) -> BoxFuture<'static, Result<Value, ToolError>> + Send + Sync>;
+type Handler = Arc<dyn Fn(Value, ToolContext) -> BoxFuture<'static, Result<Value, ToolError>> + Send + Sync>;
 type Renderer = Arc<dyn Fn(&Value) -> String + Send + Sync>;
 
 /// A tool. Cheap to clone.
@@ -64,12 +63,7 @@ impl std::fmt::Debug for Tool {
 
 impl Tool {
     /// A tool over raw JSON arguments, with a hand-written schema.
-    pub fn new<F, Fut>(
-        name: impl Into<String>,
-        description: impl Into<String>,
-        parameters: Value,
-        handler: F,
-    ) -> Tool
+    pub fn new<F, Fut>(name: impl Into<String>, description: impl Into<String>, parameters: Value, handler: F) -> Tool
     where
         F: Fn(Value, ToolContext) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<Value, ToolError>> + Send + 'static,
@@ -110,12 +104,10 @@ impl Tool {
             let handler = handler.clone();
             async move {
                 let args = if args.is_null() { json!({}) } else { args };
-                let args: A = serde_json::from_value(args).map_err(|e| {
-                    ToolError::invalid_input(format!("argument validation failed: {e}"))
-                })?;
+                let args: A = serde_json::from_value(args)
+                    .map_err(|e| ToolError::invalid_input(format!("argument validation failed: {e}")))?;
                 let result = handler(args, ctx).await?;
-                serde_json::to_value(result)
-                    .map_err(|e| ToolError::failed(format!("result is not JSON: {e}")))
+                serde_json::to_value(result).map_err(|e| ToolError::failed(format!("result is not JSON: {e}")))
             }
         });
         tool.output_schema = Some(output_schema);
@@ -145,10 +137,7 @@ impl Tool {
     }
 
     /// Replaces the default rendering (strings as they are, anything else JSON).
-    pub fn with_renderer(
-        mut self,
-        renderer: impl Fn(&Value) -> String + Send + Sync + 'static,
-    ) -> Tool {
+    pub fn with_renderer(mut self, renderer: impl Fn(&Value) -> String + Send + Sync + 'static) -> Tool {
         self.renderer = Arc::new(renderer);
         self
     }

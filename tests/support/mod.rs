@@ -2,9 +2,7 @@
 //! as the gateway grows; for now it builds tape stores on temporary files.
 #![allow(dead_code)]
 
-use bub::tape::{
-    ForkStore, InMemoryTapeStore, SqliteTapeStore, Tape, TapeName, TapeSettings, TapeStore,
-};
+use bub::tape::{ForkStore, InMemoryTapeStore, SqliteTapeStore, Tape, TapeName, TapeSettings, TapeStore};
 use std::sync::Arc;
 use tempfile::TempDir;
 
@@ -16,44 +14,50 @@ pub struct TestStore {
 
 impl TestStore {
     pub fn tape(&self, name: &str) -> Tape {
-        Tape::new(
-            self.store.clone(),
-            TapeName::new(name).expect("valid test tape name"),
-        )
-        .with_settings(TapeSettings {
-            archive_dir: self.dir.path().join("archives"),
-            ..TapeSettings::default()
-        })
+        Tape::new(self.store.clone(), TapeName::new(name).expect("valid test tape name"))
+            .with_settings(TapeSettings { archive_dir: self.dir.path().join("archives"), ..TapeSettings::default() })
     }
 }
 
 pub async fn memory_store() -> TestStore {
-    TestStore {
-        store: Arc::new(InMemoryTapeStore::new()),
-        dir: tempfile::tempdir().expect("tempdir"),
-    }
+    TestStore { store: Arc::new(InMemoryTapeStore::new()), dir: tempfile::tempdir().expect("tempdir") }
 }
 
 pub async fn sqlite_store() -> TestStore {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = SqliteTapeStore::open(dir.path().join("bub.db"))
-        .await
-        .expect("open sqlite store");
-    TestStore {
-        store: Arc::new(store),
-        dir,
-    }
+    let store = SqliteTapeStore::open(dir.path().join("bub.db")).await.expect("open sqlite store");
+    TestStore { store: Arc::new(store), dir }
 }
 
 /// A fork over an empty in-memory store: every write lands in an overlay.
 pub async fn fork_store() -> TestStore {
     let parent: Arc<dyn TapeStore> = Arc::new(InMemoryTapeStore::new());
-    TestStore {
-        store: Arc::new(ForkStore::new(parent)),
-        dir: tempfile::tempdir().expect("tempdir"),
-    }
+    TestStore { store: Arc::new(ForkStore::new(parent)), dir: tempfile::tempdir().expect("tempdir") }
 }
 
 pub fn name(text: &str) -> TapeName {
     TapeName::new(text).expect("valid test tape name")
+}
+
+pub mod scripted_model;
+
+use bub::agent::Agent;
+use bub::model::SingleClient;
+use scripted_model::ScriptedModel;
+
+/// An agent on a SQLite store with the scripted model as `scripted:test`,
+/// commands on `,`, and the given tools. The store's directory is the workspace.
+pub async fn scripted_agent(tools: Vec<bub::tools::Tool>) -> (Agent, Arc<ScriptedModel>, TestStore) {
+    let store = sqlite_store().await;
+    let model = ScriptedModel::new();
+    let agent = Agent::builder()
+        .store(store.store.clone())
+        .model(Arc::new(SingleClient(model.clone())), "scripted:test")
+        .command_prefix(",")
+        .tools(tools)
+        .workspace(store.dir.path())
+        .tape_settings(TapeSettings { archive_dir: store.dir.path().join("archives"), ..TapeSettings::default() })
+        .system_prompt("You are a test agent.")
+        .build();
+    (agent, model, store)
 }

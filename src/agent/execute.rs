@@ -1,0 +1,92 @@
+//! Running one tool call: `BeforeToolCall` → the tool (unless denied or
+//! replaced) → rendering → spill → `AfterToolCall`. Model calls, comma commands
+//! and code-mode calls all come through here, so a handler on these events
+//! (policy, audit) covers every path.
+
+use super::bus::HandlerError;
+use super::events::{AfterToolCall, BeforeToolCall, RunContext, ToolCall, ToolCallDecision, ToolCallResult};
+use super::runtime::Agent;
+use crate::tools::{ToolContext, ToolError, ToolErrorKind, ToolRegistry, default_render};
+use serde_json::Value;
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// Where a call runs.
+pub(crate) struct CallSite<'a> {
+    pub agent: &'a Agent,
+    pub run: &'a RunContext,
+    /// The tools callable from here (the run's allowed tools; every tool for commands).
+    pub tools: &'a ToolRegistry,
+    pub workspace: PathBuf,
+}
+
+impl CallSite<'_> {
+    /// Runs `call`. `preset` is an error found before the call could be made
+    /// (arguments that are not JSON); the events still fire around it.
+    /// Only a failing event handler is an `Err`: tool failures are results.
+    pub async fn execute(&self, call: ToolCall, preset: Option<ToolError>) -> Result<ToolCallResult, HandlerError> {
+        let bus = &self.agent.inner.events;
+        let started = Instant::now();
+        let before = bus.emit(BeforeToolCall { run: self.run.clone(), call, decision: None }).await?;
+        let call = before.call;
+        let tool = self.tools.get(&call.tool).cloned();
+        let value = match (preset, before.decision) {
+            (Some(error), _) => Err(error),
+            (None, Some(ToolCallDecision::Deny(message))) => Err(ToolError::denied(message)),
+            (None, Some(ToolCallDecision::Replace(value))) => Ok(value),
+            (None, None) => match &tool {
+                Some(tool) => tool.call(call.arguments.clone(), self.context(&call)).await,
+                None => Err(self.unknown_tool(&call.tool)),
+            },
+        };
+        let rendered = match &value {
+            Ok(result) => tool.as_ref().map_or_else(|| default_render(result), |t| t.render(result)),
+            Err(error) => error.to_value().to_string(),
+        };
+        // Commands show their output to an operator and code-mode results go
+        // back into code: only what the model reads is spilled.
+        let output = if call.command || call.code_mode {
+            rendered
+        } else {
+            self.run.tape.spill_if_large(&call.tool, rendered).await.into_text()
+        };
+        if let Err(error) = &value {
+            tracing::info!(run_id = %self.run.run_id, tool = %call.tool, error = %error, "tool call failed");
+        }
+        let result = ToolCallResult { value, output, elapsed_ms: started.elapsed().as_millis() as u64 };
+        let after = bus.emit(AfterToolCall { run: self.run.clone(), call, result }).await?;
+        Ok(after.result)
+    }
+
+    fn context(&self, call: &ToolCall) -> ToolContext {
+        ToolContext {
+            tape: self.run.tape.clone(),
+            state: self.run.state.clone(),
+            run_id: self.run.run_id.clone(),
+            events: Some(self.agent.inner.events.clone()),
+            command: call.command,
+            code_mode: call.code_mode,
+            workspace: self.workspace.clone(),
+            agent: Some(self.agent.clone()),
+        }
+    }
+
+    fn unknown_tool(&self, name: &str) -> ToolError {
+        let close = self.tools.suggest(name);
+        let message = if close.is_empty() {
+            format!("unknown tool `{name}`; no tool has a similar name (the `skill` tool lists skills that may help)")
+        } else {
+            let names: Vec<String> = close.iter().map(|n| format!("`{}`", crate::tools::model_name(n))).collect();
+            format!("unknown tool `{name}`; did you mean {}?", names.join(", "))
+        };
+        ToolError::new(ToolErrorKind::NotFound, message)
+    }
+}
+
+/// Parses a model's argument text; empty text means no arguments.
+pub(crate) fn parse_arguments(text: &str) -> Result<Value, ToolError> {
+    if text.trim().is_empty() {
+        return Ok(Value::Object(Default::default()));
+    }
+    serde_json::from_str(text).map_err(|e| ToolError::invalid_input(format!("arguments are not valid JSON: {e}")))
+}

@@ -1,0 +1,110 @@
+//! The tape recorder: the first handler on every agent's bus. It turns loop
+//! events into tape entries, each tagged with `meta.run_id`:
+//!
+//! | event | entries |
+//! |---|---|
+//! | `RunStarted` | event `loop.start {model, prompt, allowed_tools}` |
+//! | `StepStarted` | event `loop.step.start {step}`, then the step's user messages |
+//! | `AfterLlmCall` | the system prompt (only when it differs from the last one on the tape), the assistant text, the tool calls, event `run {status, provider, model, usage, elapsed_ms}`, and an `error` entry on failure |
+//! | `ChatCompleted` | one `tool_result` entry, results in call order |
+//! | `StepFinished` | event `loop.step {step, status, elapsed_ms, error?}` |
+//! | `CommandFinished` | event `command {raw, name, status, elapsed_ms, output}` |
+//!
+//! Because it is registered first, what it records is what happened before
+//! any other handler could react.
+
+use super::bus::{EventBus, HandlerError};
+use super::events::*;
+use crate::tape::{EntryKind, NewEntry, TapeQuery};
+use serde_json::{Value, json};
+
+/// Registers the recorder's handlers on `bus`.
+pub fn register(bus: &EventBus) {
+    bus.on(|event: RunStarted| async move {
+        let data = json!({"model": event.model, "prompt": event.prompt, "allowed_tools": event.allowed_tools});
+        write(&event.run, vec![NewEntry::event("loop.start", data)]).await?;
+        Ok(event)
+    });
+    bus.on(|event: StepStarted| async move {
+        let mut entries = vec![NewEntry::event("loop.step.start", json!({"step": event.step}))];
+        for message in &event.messages {
+            entries.push(NewEntry::message(message.clone())?);
+        }
+        write(&event.run, entries).await?;
+        Ok(event)
+    });
+    bus.on(|event: AfterLlmCall| async move {
+        write(&event.run, llm_call_entries(&event).await?).await?;
+        Ok(event)
+    });
+    bus.on(|event: ChatCompleted| async move {
+        if !event.results.is_empty() {
+            let results = event.results.iter().cloned().map(Value::String).collect();
+            write(&event.run, vec![NewEntry::tool_result(results)]).await?;
+        }
+        Ok(event)
+    });
+    bus.on(|event: StepFinished| async move {
+        let mut data = json!({"step": event.step, "status": event.status, "elapsed_ms": event.elapsed_ms});
+        if let Some(error) = &event.error {
+            data["error"] = json!(error);
+        }
+        write(&event.run, vec![NewEntry::event("loop.step", data)]).await?;
+        Ok(event)
+    });
+    bus.on(|event: CommandFinished| async move {
+        let data = json!({
+            "raw": event.raw,
+            "name": event.name,
+            "status": if event.ok { "ok" } else { "error" },
+            "elapsed_ms": event.elapsed_ms,
+            "output": event.output,
+        });
+        write(&event.run, vec![NewEntry::event("command", data)]).await?;
+        Ok(event)
+    });
+}
+
+async fn llm_call_entries(event: &AfterLlmCall) -> Result<Vec<NewEntry>, HandlerError> {
+    let mut entries = Vec::new();
+    let system = event
+        .request
+        .messages
+        .first()
+        .filter(|m| m["role"] == "system")
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default();
+    if !system.is_empty() {
+        let last = event.run.tape.read(&TapeQuery::all().kinds([EntryKind::System]).newest_first().limit(1)).await?;
+        if last.first().and_then(|e| e.payload.get("content")).and_then(Value::as_str) != Some(system) {
+            entries.push(NewEntry::system(system));
+        }
+    }
+    if !event.text.is_empty() {
+        entries.push(NewEntry::chat("assistant", event.text.clone()));
+    }
+    if !event.tool_calls.is_empty() {
+        entries.push(NewEntry::tool_call(event.tool_calls.iter().map(|c| c.to_openai()).collect()));
+    }
+    let (provider, model) = event.spec.split_once(':').unwrap_or(("", event.spec.as_str()));
+    let mut run = json!({
+        "status": if event.error.is_some() { "error" } else { "ok" },
+        "provider": provider,
+        "model": model,
+        "elapsed_ms": event.elapsed_ms,
+    });
+    if let Some(usage) = &event.usage {
+        run["usage"] = serde_json::to_value(usage)?;
+    }
+    entries.push(NewEntry::event("run", run));
+    if let Some(error) = &event.error {
+        entries.push(NewEntry::error(error.kind(), error.to_string(), None));
+    }
+    Ok(entries)
+}
+
+async fn write(run: &RunContext, entries: Vec<NewEntry>) -> Result<(), HandlerError> {
+    let entries = entries.into_iter().map(|e| e.with_meta("run_id", json!(run.run_id))).collect();
+    run.tape.append_all(entries).await?;
+    Ok(())
+}

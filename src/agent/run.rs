@@ -1,0 +1,459 @@
+//! The agent loop: build the context, call the model, run the tools it asks
+//! for, repeat until it answers; everything on the run's fork of the tape.
+//!
+//! Rules worth knowing:
+//! - an empty prompt is an error and opens no tape;
+//! - a context-overflow error hands off once (`auto_handoff/context_overflow`)
+//!   and retries the prompt on the shortened context; a second one fails;
+//! - messages steered in while the run goes on join before the next step, and
+//!   keep the run going for one more step if they arrive after the last one;
+//! - `max_steps` bounds the model calls of a run;
+//! - a model failure ends the run with an `Error` event naming its kind and the
+//!   provider's message, recorded on the tape: never an empty reply.
+
+use super::bus::HandlerError;
+use super::events::*;
+use super::execute::{CallSite, parse_arguments};
+use super::prompt::{PromptContext, ToolSummary};
+use super::runtime::Agent;
+use super::state::TurnState;
+use super::steering::ActiveRun;
+use super::stream::{Output, RunStream, StreamEvent};
+use crate::model::{ChatRequest, FinishReason, ModelError, ModelEvent, ToolCallRequest, Usage};
+use crate::tape::{EntryKind, Tape, TapeQuery};
+use crate::tools::ToolRegistry;
+use futures::StreamExt;
+use serde_json::{Map, Value, json};
+use std::path::PathBuf;
+use std::time::Instant;
+use tokio::sync::mpsc;
+
+/// The anchor written when the context overflows.
+pub const OVERFLOW_ANCHOR: &str = "auto_handoff/context_overflow";
+
+/// Options of one run.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// The tape (session) to continue.
+    pub tape: String,
+    /// `provider:model` for this run (else the session's `,model`, else the agent's default).
+    pub model: Option<String>,
+    pub state: TurnState,
+    /// Merge the run's fork into the tape when it ends (false: discard it).
+    pub merge_back: bool,
+    pub max_tokens: Option<u32>,
+    /// Extra request fields for every model call of the run.
+    pub options: Map<String, Value>,
+    /// Only these tools (registry or model names); `None`: all.
+    pub allowed_tools: Option<Vec<String>>,
+    /// Overrides the agent's workspace.
+    pub workspace: Option<PathBuf>,
+}
+
+impl RunOptions {
+    pub fn new(tape: impl Into<String>) -> RunOptions {
+        RunOptions {
+            tape: tape.into(),
+            model: None,
+            state: TurnState::new(),
+            merge_back: true,
+            max_tokens: None,
+            options: Map::new(),
+            allowed_tools: None,
+            workspace: None,
+        }
+    }
+
+    pub fn model(mut self, spec: impl Into<String>) -> Self {
+        self.model = Some(spec.into());
+        self
+    }
+
+    pub fn state(mut self, state: TurnState) -> Self {
+        self.state = state;
+        self
+    }
+
+    pub fn discard(mut self) -> Self {
+        self.merge_back = false;
+        self
+    }
+
+    pub fn allowed_tools(mut self, tools: Vec<String>) -> Self {
+        self.allowed_tools = Some(tools);
+        self
+    }
+
+    pub fn workspace(mut self, workspace: impl Into<PathBuf>) -> Self {
+        self.workspace = Some(workspace.into());
+        self
+    }
+}
+
+/// Why a run stopped early.
+pub(crate) struct RunFailure {
+    pub kind: String,
+    pub message: String,
+}
+
+impl RunFailure {
+    fn new(kind: &str, message: impl Into<String>) -> RunFailure {
+        RunFailure { kind: kind.to_string(), message: message.into() }
+    }
+}
+
+impl From<HandlerError> for RunFailure {
+    fn from(error: HandlerError) -> RunFailure {
+        RunFailure::new("handler", error.to_string())
+    }
+}
+
+impl From<crate::tape::TapeError> for RunFailure {
+    fn from(error: crate::tape::TapeError) -> RunFailure {
+        RunFailure::new("tape", error.to_string())
+    }
+}
+
+/// Events buffered between the run task and a slow consumer.
+const STREAM_BUFFER: usize = 256;
+
+impl Agent {
+    /// Starts a run and returns its stream of events. See [`RunStream`].
+    pub fn run(&self, prompt: impl Into<String>, options: RunOptions) -> RunStream {
+        let (tx, rx) = mpsc::channel(STREAM_BUFFER);
+        let agent = self.clone();
+        let prompt = prompt.into();
+        tokio::spawn(async move {
+            let out = Output { tx };
+            agent.drive(prompt, options, &out).await;
+            // `out` drops here, after the merge: the stream ends last.
+        });
+        RunStream { events: rx }
+    }
+
+    async fn drive(&self, prompt: String, options: RunOptions, out: &Output) {
+        if prompt.trim().is_empty() {
+            out.send(StreamEvent::Error { kind: "invalid_input".into(), message: "empty prompt".into() }).await;
+            return;
+        }
+        let parent = match self.tape(&options.tape) {
+            Ok(tape) => tape,
+            Err(error) => {
+                out.send(StreamEvent::Error { kind: "invalid_input".into(), message: error.to_string() }).await;
+                return;
+            }
+        };
+        if let Err(error) = parent.ensure_bootstrap_anchor().await {
+            out.send(StreamEvent::Error { kind: "tape".into(), message: error.to_string() }).await;
+            return;
+        }
+        let fork = parent.fork();
+        let run = RunContext { run_id: new_run_id(), tape: fork.tape().clone(), state: options.state.clone() };
+        let active = self.inner.steering.open(&options.tape);
+        let result = tokio::select! {
+            result = self.run_on(&run, &active, prompt, &options, out) => result,
+            _ = out.cancelled() => {
+                tracing::info!(run_id = %run.run_id, tape = %options.tape, "run cancelled: its stream was dropped");
+                Ok(())
+            }
+        };
+        drop(active);
+        let merged = if options.merge_back {
+            fork.merge().await.map(|_| ())
+        } else {
+            fork.discard();
+            Ok(())
+        };
+        if let Err(failure) = result {
+            tracing::warn!(run_id = %run.run_id, kind = %failure.kind, error = %failure.message, "run failed");
+            out.send(StreamEvent::Error { kind: failure.kind, message: failure.message }).await;
+        }
+        if let Err(error) = merged {
+            tracing::error!(run_id = %run.run_id, %error, "merging the run's tape failed");
+            out.send(StreamEvent::Error { kind: "tape".into(), message: error.to_string() }).await;
+        }
+    }
+
+    async fn run_on(
+        &self,
+        run: &RunContext,
+        active: &ActiveRun,
+        prompt: String,
+        options: &RunOptions,
+        out: &Output,
+    ) -> Result<(), RunFailure> {
+        let all_tools = self.tools();
+        let tools = match &options.allowed_tools {
+            Some(names) => all_tools.only(names).map_err(|e| RunFailure::new("invalid_input", e.to_string()))?,
+            None => all_tools.clone(),
+        };
+        let workspace = options.workspace.clone().unwrap_or_else(|| self.inner.workspace.clone());
+        let site = CallSite { agent: self, run, tools: &tools, workspace };
+
+        if let Some(prefix) = self.inner.command_prefix.as_deref()
+            && crate::command::is_command(&prompt, prefix)
+        {
+            let allowed = tools.iter().map(|t| t.name().to_string()).collect();
+            self.inner
+                .events
+                .emit(RunStarted {
+                    run: run.clone(),
+                    model: String::new(),
+                    prompt: prompt.clone(),
+                    allowed_tools: allowed,
+                })
+                .await?;
+            let commands = CallSite { tools: &all_tools, ..site };
+            return super::commands::run_command(&commands, &prompt, prefix, out).await;
+        }
+
+        let spec = self.model_spec(&run.tape, options).await?;
+        run.state.set("model", json!(spec));
+        let allowed = tools.model_tools().map(|t| t.name().to_string()).collect();
+        self.inner
+            .events
+            .emit(RunStarted { run: run.clone(), model: spec.clone(), prompt: prompt.clone(), allowed_tools: allowed })
+            .await?;
+
+        let mut pending = vec![json!({"role": "user", "content": prompt})];
+        let mut handed_off = false;
+        let mut step = 0;
+        loop {
+            if step >= self.inner.max_steps {
+                return Err(RunFailure::new("max_steps", format!("max_steps reached ({})", self.inner.max_steps)));
+            }
+            step += 1;
+            let started = Instant::now();
+            pending.extend(active.drain().into_iter().map(|text| json!({"role": "user", "content": text})));
+            let step_prompt = pending.iter().filter_map(|m| m["content"].as_str()).collect::<Vec<_>>().join("\n");
+            self.inner
+                .events
+                .emit(StepStarted { run: run.clone(), step, messages: std::mem::take(&mut pending) })
+                .await?;
+
+            let answer = self.call_model(run, step, &spec, &tools, &step_prompt, options, out).await?;
+            let finished = |status, error: Option<String>| StepFinished {
+                run: run.clone(),
+                step,
+                status,
+                elapsed_ms: started.elapsed().as_millis() as u64,
+                error,
+            };
+            match answer {
+                Err(ModelError::ContextOverflow { message, .. }) if !handed_off => {
+                    handed_off = true;
+                    self.inner.events.emit(finished(StepStatus::AutoHandoff, Some(message.clone()))).await?;
+                    run.tape
+                        .handoff(OVERFLOW_ANCHOR, json!({"reason": "context_length_exceeded", "error": message}))
+                        .await?;
+                    pending.push(json!({"role": "user", "content": prompt}));
+                }
+                Err(error) => {
+                    self.inner.events.emit(finished(StepStatus::Error, Some(error.to_string()))).await?;
+                    return Err(RunFailure::new(error.kind(), error.to_string()));
+                }
+                Ok(answer) if answer.calls.is_empty() => {
+                    out.send(StreamEvent::Final { step, text: answer.text }).await;
+                    let more = active.has_pending();
+                    let status = if more { StepStatus::Continue } else { StepStatus::Ok };
+                    self.inner.events.emit(finished(status, None)).await?;
+                    if !more {
+                        return Ok(());
+                    }
+                }
+                Ok(answer) => {
+                    let results = run_calls(&site, &answer.calls, out).await?;
+                    self.inner
+                        .events
+                        .emit(ChatCompleted { run: run.clone(), step, calls: answer.calls, results })
+                        .await?;
+                    out.send(StreamEvent::Final { step, text: answer.text }).await;
+                    self.inner.events.emit(finished(StepStatus::Continue, None)).await?;
+                }
+            }
+        }
+    }
+
+    /// The run's model: the run's own, else the session's latest `,model`
+    /// switch, else the agent's default.
+    async fn model_spec(&self, tape: &Tape, options: &RunOptions) -> Result<String, RunFailure> {
+        if let Some(spec) = &options.model {
+            return Ok(spec.clone());
+        }
+        let switch = tape
+            .read(&TapeQuery::all().kinds([EntryKind::Event]).named("model_switch").newest_first().limit(1))
+            .await?;
+        let switched = switch.first().and_then(|e| e.data()?.get("model")?.as_str().map(str::to_string));
+        if let Some(spec) = switched.filter(|spec| !spec.is_empty()) {
+            return Ok(spec);
+        }
+        self.inner.default_model.clone().ok_or_else(|| {
+            RunFailure::new(
+                "not_configured",
+                "no model configured: set BUB_MODEL to provider:model, e.g. openai:gpt-4o-mini",
+            )
+        })
+    }
+
+    /// One model call, streamed to `out`. `Ok(Err(_))` is a model failure (the
+    /// loop decides what to do); `Err(_)` is a handler or tape failure.
+    #[allow(clippy::too_many_arguments)]
+    async fn call_model(
+        &self,
+        run: &RunContext,
+        step: usize,
+        spec: &str,
+        tools: &ToolRegistry,
+        step_prompt: &str,
+        options: &RunOptions,
+        out: &Output,
+    ) -> Result<Result<ModelAnswer, ModelError>, RunFailure> {
+        let visible: Vec<_> = tools.model_tools().collect();
+        let prompt_context = PromptContext {
+            prompt: step_prompt.to_string(),
+            tools: visible
+                .iter()
+                .map(|t| ToolSummary {
+                    name: t.name().into(),
+                    model_name: t.model_name(),
+                    description: t.description().into(),
+                })
+                .collect(),
+            model: spec.to_string(),
+            tape: run.tape.clone(),
+            state: run.state.clone(),
+        };
+        let system = self.inner.system_prompt.render(&prompt_context).await;
+        let history = run.tape.context_with(&self.inner.context).await?;
+        let mut messages = Vec::with_capacity(history.len() + 1);
+        if !system.is_empty() {
+            messages.push(json!({"role": "system", "content": system}));
+        }
+        messages.extend(history);
+        let request = ChatRequest {
+            model: model_id(spec).to_string(),
+            messages,
+            tools: visible.iter().map(|t| t.definition()).collect(),
+            max_tokens: options.max_tokens.or(self.inner.max_tokens),
+            options: options.options.clone(),
+        };
+        let before = self
+            .inner
+            .events
+            .emit(BeforeLlmCall { run: run.clone(), step, spec: spec.to_string(), request, decision: None })
+            .await?;
+        let (spec, request) = (before.spec, before.request);
+        let started = Instant::now();
+        let mut answer = ModelAnswer::default();
+        let result = match before.decision {
+            Some(LlmCallDecision::Finish(text)) => {
+                out.send(StreamEvent::Text(text.clone())).await;
+                answer.text = text;
+                Ok(())
+            }
+            None => self.stream_model(&spec, request.clone(), &mut answer, out).await,
+        };
+        let after = AfterLlmCall {
+            run: run.clone(),
+            step,
+            spec,
+            request,
+            text: answer.text.clone(),
+            tool_calls: answer.calls.clone(),
+            usage: answer.usage,
+            error: result.clone().err(),
+            elapsed_ms: started.elapsed().as_millis() as u64,
+        };
+        self.inner.events.emit(after).await?;
+        Ok(result.map(|()| answer))
+    }
+
+    async fn stream_model(
+        &self,
+        spec: &str,
+        request: ChatRequest,
+        answer: &mut ModelAnswer,
+        out: &Output,
+    ) -> Result<(), ModelError> {
+        let models = self.inner.models.as_ref().ok_or_else(|| {
+            ModelError::NotConfigured(
+                "no model configured: set BUB_MODEL to provider:model, e.g. openai:gpt-4o-mini".into(),
+            )
+        })?;
+        let client = models.client(spec)?;
+        let mut stream = client.stream(request).await?;
+        while let Some(item) = stream.next().await {
+            match item? {
+                ModelEvent::TextDelta(delta) => {
+                    answer.text.push_str(&delta);
+                    out.send(StreamEvent::Text(delta)).await;
+                }
+                ModelEvent::ReasoningDelta(delta) => {
+                    out.send(StreamEvent::Reasoning(delta)).await;
+                }
+                ModelEvent::ToolCall(call) => answer.calls.push(call),
+                ModelEvent::Usage(usage) => {
+                    answer.usage = Some(usage);
+                    out.send(StreamEvent::Usage(usage)).await;
+                }
+                ModelEvent::Finish(reason) => answer.finish = Some(reason),
+            }
+        }
+        Ok(())
+    }
+}
+
+#[derive(Default)]
+struct ModelAnswer {
+    text: String,
+    calls: Vec<ToolCallRequest>,
+    usage: Option<Usage>,
+    #[allow(dead_code)]
+    finish: Option<FinishReason>,
+}
+
+/// Runs a step's calls concurrently; results come back in call order.
+async fn run_calls(site: &CallSite<'_>, calls: &[ToolCallRequest], out: &Output) -> Result<Vec<String>, RunFailure> {
+    for call in calls {
+        let event = StreamEvent::ToolCall {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            arguments: call.arguments.clone(),
+        };
+        out.send(event).await;
+    }
+    let runs = calls.iter().map(|request| async move {
+        let (arguments, preset) = match parse_arguments(&request.arguments) {
+            Ok(arguments) => (arguments, None),
+            Err(error) => (Value::String(request.arguments.clone()), Some(error)),
+        };
+        let tool = site.tools.get(&request.name).map_or_else(|| request.name.clone(), |t| t.name().to_string());
+        let call = ToolCall { tool, call_id: request.id.clone(), arguments, command: false, code_mode: false };
+        site.execute(call, preset).await
+    });
+    let results = futures::future::join_all(runs).await;
+    let mut outputs = Vec::with_capacity(results.len());
+    for (request, result) in calls.iter().zip(results) {
+        let result = result?;
+        out.send(StreamEvent::ToolResult {
+            call_id: request.id.clone(),
+            name: request.name.clone(),
+            output: result.output.clone(),
+            is_error: result.is_error(),
+        })
+        .await;
+        outputs.push(result.output);
+    }
+    Ok(outputs)
+}
+
+/// The model id at the provider: the part of `provider:model` after the first colon.
+pub(crate) fn model_id(spec: &str) -> &str {
+    spec.split_once(':').map_or(spec, |(_, model)| model)
+}
+
+/// `run-<UTC date and time with microseconds>Z`, unique enough per process and sortable.
+fn new_run_id() -> String {
+    let suffix = uuid::Uuid::new_v4().simple().to_string();
+    format!("run-{}-{}", chrono::Utc::now().format("%Y%m%dT%H%M%S%6fZ"), &suffix[..6])
+}

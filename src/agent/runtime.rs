@@ -1,0 +1,214 @@
+//! [`Agent`]: tools, system prompt, model, tape store and event bus, shared by
+//! every run it starts. Build one with [`Agent::builder`].
+
+use super::bus::EventBus;
+use super::prompt::SystemPrompt;
+use super::recorder;
+use super::steering::Steering;
+use crate::model::ModelProvider;
+use crate::tape::{
+    ContextSelector, InMemoryTapeStore, Tape, TapeError, TapeName, TapeSettings, TapeStore, default_context,
+};
+use crate::tools::{Tool, ToolRegistry};
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+
+/// The default limit on model calls per run: a safety net against loops.
+pub const DEFAULT_MAX_STEPS: usize = 100;
+
+/// An agent. Cheap to clone: clones share tools, prompt, bus and store.
+#[derive(Clone)]
+pub struct Agent {
+    pub(crate) inner: Arc<AgentInner>,
+}
+
+pub(crate) struct AgentInner {
+    pub store: Arc<dyn TapeStore>,
+    pub tools: RwLock<ToolRegistry>,
+    pub system_prompt: SystemPrompt,
+    pub events: EventBus,
+    pub models: Option<Arc<dyn ModelProvider>>,
+    pub default_model: Option<String>,
+    pub max_steps: usize,
+    pub max_tokens: Option<u32>,
+    pub context: ContextSelector,
+    pub command_prefix: Option<String>,
+    pub tape_settings: TapeSettings,
+    pub workspace: PathBuf,
+    pub steering: Steering,
+}
+
+/// Builds an [`Agent`].
+pub struct AgentBuilder {
+    store: Arc<dyn TapeStore>,
+    tools: ToolRegistry,
+    system_prompt: SystemPrompt,
+    models: Option<Arc<dyn ModelProvider>>,
+    default_model: Option<String>,
+    max_steps: usize,
+    max_tokens: Option<u32>,
+    context: ContextSelector,
+    command_prefix: Option<String>,
+    tape_settings: TapeSettings,
+    workspace: PathBuf,
+}
+
+impl Agent {
+    /// An agent with an in-memory store, no tools, no model and commands off.
+    pub fn builder() -> AgentBuilder {
+        AgentBuilder {
+            store: Arc::new(InMemoryTapeStore::new()),
+            tools: ToolRegistry::new(),
+            system_prompt: SystemPrompt::new(),
+            models: None,
+            default_model: None,
+            max_steps: DEFAULT_MAX_STEPS,
+            max_tokens: None,
+            context: Arc::new(default_context),
+            command_prefix: None,
+            tape_settings: TapeSettings::default(),
+            workspace: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+        }
+    }
+
+    /// The bus: register handlers here (the tape recorder is already first).
+    pub fn events(&self) -> &EventBus {
+        &self.inner.events
+    }
+
+    pub fn system_prompt(&self) -> &SystemPrompt {
+        &self.inner.system_prompt
+    }
+
+    /// A snapshot of the tools.
+    pub fn tools(&self) -> ToolRegistry {
+        self.inner.tools.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Adds or replaces a tool for future runs.
+    pub fn add_tool(&self, tool: Tool) {
+        self.inner.tools.write().unwrap_or_else(|p| p.into_inner()).insert(tool);
+    }
+
+    pub fn store(&self) -> &Arc<dyn TapeStore> {
+        &self.inner.store
+    }
+
+    /// The `provider:model` used when a run names none.
+    pub fn default_model(&self) -> Option<&str> {
+        self.inner.default_model.as_deref()
+    }
+
+    pub fn command_prefix(&self) -> Option<&str> {
+        self.inner.command_prefix.as_deref()
+    }
+
+    pub fn workspace(&self) -> &PathBuf {
+        &self.inner.workspace
+    }
+
+    /// A tape of this agent's store, for use outside runs (writes go straight
+    /// to the store).
+    pub fn tape(&self, name: &str) -> Result<Tape, TapeError> {
+        Ok(Tape::new(self.inner.store.clone(), TapeName::new(name)?).with_settings(self.inner.tape_settings.clone()))
+    }
+
+    /// Hands `message` to the run going on for `tape`, before its next model
+    /// step. Returns false when no run is active there (start one instead).
+    pub fn steer(&self, tape: &str, message: impl Into<String>) -> bool {
+        self.inner.steering.steer(tape, message.into())
+    }
+}
+
+impl AgentBuilder {
+    pub fn store(mut self, store: Arc<dyn TapeStore>) -> Self {
+        self.store = store;
+        self
+    }
+
+    pub fn tool(mut self, tool: Tool) -> Self {
+        self.tools.insert(tool);
+        self
+    }
+
+    pub fn tools(mut self, tools: impl IntoIterator<Item = Tool>) -> Self {
+        for tool in tools {
+            self.tools.insert(tool);
+        }
+        self
+    }
+
+    /// Appends a fixed system prompt section (more, dynamic ones via
+    /// [`Agent::system_prompt`]).
+    pub fn system_prompt(self, text: impl Into<String>) -> Self {
+        self.system_prompt.add_text(text);
+        self
+    }
+
+    /// Where model clients come from, and the default `provider:model`.
+    pub fn model(mut self, models: Arc<dyn ModelProvider>, default_model: impl Into<String>) -> Self {
+        self.models = Some(models);
+        self.default_model = Some(default_model.into());
+        self
+    }
+
+    /// Where model clients come from, without a default model.
+    pub fn models(mut self, models: Arc<dyn ModelProvider>) -> Self {
+        self.models = Some(models);
+        self
+    }
+
+    pub fn max_steps(mut self, max_steps: usize) -> Self {
+        self.max_steps = max_steps.max(1);
+        self
+    }
+
+    pub fn max_tokens(mut self, max_tokens: u32) -> Self {
+        self.max_tokens = Some(max_tokens);
+        self
+    }
+
+    pub fn context(mut self, selector: ContextSelector) -> Self {
+        self.context = selector;
+        self
+    }
+
+    /// Enables comma commands with this prefix (`,`).
+    pub fn command_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.command_prefix = Some(prefix.into());
+        self
+    }
+
+    pub fn tape_settings(mut self, settings: TapeSettings) -> Self {
+        self.tape_settings = settings;
+        self
+    }
+
+    /// The default workspace of runs (shell and file tools work there).
+    pub fn workspace(mut self, workspace: impl Into<PathBuf>) -> Self {
+        self.workspace = workspace.into();
+        self
+    }
+
+    pub fn build(self) -> Agent {
+        let events = EventBus::new();
+        recorder::register(&events);
+        Agent {
+            inner: Arc::new(AgentInner {
+                store: self.store,
+                tools: RwLock::new(self.tools),
+                system_prompt: self.system_prompt,
+                events,
+                models: self.models,
+                default_model: self.default_model,
+                max_steps: self.max_steps,
+                max_tokens: self.max_tokens,
+                context: self.context,
+                command_prefix: self.command_prefix,
+                tape_settings: self.tape_settings,
+                workspace: self.workspace,
+                steering: Steering::default(),
+            }),
+        }
+    }
+}

@@ -1,0 +1,136 @@
+//! Comma commands: they bypass the model, run through the tool events and are
+//! recorded as `command` events.
+
+mod support;
+
+use bub::agent::RunOptions;
+use bub::agent::events::{BeforeToolCall, ToolCallDecision};
+use bub::tape::{EntryKind, TapeQuery};
+use bub::tools::{Tool, ToolContext, ToolError};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::sync::{Arc, Mutex};
+use support::scripted_agent;
+
+/// Add two numbers.
+#[derive(Deserialize, JsonSchema)]
+struct AddArgs {
+    a: i64,
+    b: i64,
+    #[serde(default)]
+    verbose: bool,
+}
+
+fn add_tool() -> Tool {
+    Tool::typed("math.add", |args: AddArgs, ctx: ToolContext| async move {
+        assert!(ctx.command, "commands set the command flag");
+        let sum = args.a + args.b;
+        Ok::<_, ToolError>(if args.verbose { format!("{} + {} = {sum}", args.a, args.b) } else { sum.to_string() })
+    })
+}
+
+/// A stand-in shell that echoes what it was asked to run.
+fn fake_bash(seen: Arc<Mutex<Vec<String>>>) -> Tool {
+    Tool::new(
+        "bash",
+        "run a shell command",
+        json!({"type": "object", "properties": {"cmd": {"type": "string"}}}),
+        move |args: Value, _| {
+            let seen = seen.clone();
+            async move {
+                let cmd = args["cmd"].as_str().unwrap_or_default().to_string();
+                seen.lock().unwrap().push(cmd.clone());
+                Ok(json!(format!("ran: {cmd}")))
+            }
+        },
+    )
+}
+
+#[tokio::test]
+async fn a_command_runs_the_tool_without_the_model_and_is_recorded() {
+    let (agent, model, store) = scripted_agent(vec![add_tool()]).await;
+    let outcome = agent.run("  ,math.add 2 b=3 verbose=true", RunOptions::new("chat")).collect().await;
+    assert_eq!(outcome.text, "2 + 3 = 5");
+    assert!(model.requests().is_empty());
+    let commands = store.tape("chat").read(&TapeQuery::all().named("command")).await.unwrap();
+    let data = commands[0].data().unwrap();
+    assert_eq!(data["raw"], "math.add 2 b=3 verbose=true");
+    assert_eq!(data["name"], "math.add");
+    assert_eq!(data["status"], "ok");
+    assert_eq!(data["output"], "2 + 3 = 5");
+    assert!(data["elapsed_ms"].is_u64());
+    let messages = store.tape("chat").read(&TapeQuery::all().kinds([EntryKind::Message])).await.unwrap();
+    assert!(messages.is_empty(), "commands write no messages");
+}
+
+#[tokio::test]
+async fn model_names_work_as_command_names() {
+    let (agent, _model, _store) = scripted_agent(vec![add_tool()]).await;
+    assert_eq!(agent.run(",math_add 1 1", RunOptions::new("chat")).collect().await.text, "2");
+}
+
+#[tokio::test]
+async fn commands_go_through_the_tool_events_so_policy_can_deny_them() {
+    let (agent, _model, store) = scripted_agent(vec![add_tool()]).await;
+    let flags = Arc::new(Mutex::new(Vec::new()));
+    let seen = flags.clone();
+    agent.events().on_sync(move |event: &mut BeforeToolCall| {
+        seen.lock().unwrap().push(event.call.command);
+        event.decision = Some(ToolCallDecision::Deny("math is closed today".into()));
+        Ok(())
+    });
+    let outcome = agent.run(",math.add 1 2", RunOptions::new("chat")).collect().await;
+    assert_eq!(outcome.text, "error: math is closed today");
+    assert_eq!(*flags.lock().unwrap(), vec![true]);
+    let command = &store.tape("chat").read(&TapeQuery::all().named("command")).await.unwrap()[0];
+    assert_eq!(command.data().unwrap()["status"], "error");
+}
+
+#[tokio::test]
+async fn an_unknown_name_runs_the_whole_line_through_bash() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let (agent, _model, _store) = scripted_agent(vec![add_tool(), fake_bash(seen.clone())]).await;
+    let outcome = agent.run(",git status --short", RunOptions::new("chat")).collect().await;
+    assert_eq!(outcome.text, "ran: git status --short");
+    assert_eq!(*seen.lock().unwrap(), vec!["git status --short"]);
+}
+
+#[tokio::test]
+async fn the_bash_fallback_is_denied_where_bash_is_denied() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let (agent, _model, _store) = scripted_agent(vec![fake_bash(seen.clone())]).await;
+    agent.events().on_sync(|event: &mut BeforeToolCall| {
+        if event.call.tool == "bash" {
+            event.decision = Some(ToolCallDecision::Deny("bash is not allowed here".into()));
+        }
+        Ok(())
+    });
+    let outcome = agent.run(",rm -rf /tmp/x", RunOptions::new("chat")).collect().await;
+    assert_eq!(outcome.text, "error: bash is not allowed here");
+    assert!(seen.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn without_bash_an_unknown_command_suggests_close_names() {
+    let (agent, _model, _store) = scripted_agent(vec![add_tool()]).await;
+    let outcome = agent.run(",math.ad 1 2", RunOptions::new("chat")).collect().await;
+    assert_eq!(outcome.text, "error: unknown command `math.ad`; did you mean math.add?");
+}
+
+#[tokio::test]
+async fn malformed_commands_get_one_line_errors() {
+    let (agent, model, _store) = scripted_agent(vec![add_tool()]).await;
+    for (line, expected) in [
+        (",math.add a=1 2", "after"),
+        (",math.add 1 b=x", "integer"),
+        (",math.add 'unterminated", "quote"),
+        (",", "empty command"),
+    ] {
+        let outcome = agent.run(line, RunOptions::new("chat")).collect().await;
+        assert!(outcome.text.starts_with("error: "), "{line}: {}", outcome.text);
+        assert!(outcome.text.contains(expected), "{line}: {}", outcome.text);
+        assert_eq!(outcome.text.lines().count(), 1, "{line}: one line");
+    }
+    assert!(model.requests().is_empty(), "no command reached the model");
+}

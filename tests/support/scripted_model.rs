@@ -1,0 +1,108 @@
+//! An in-process model for loop tests: plays scripted answers without HTTP.
+//! (HTTP behaviour — SSE framing, retries, status codes — is tested against
+//! `fake_model`; this one keeps loop tests fast and exact.)
+
+use async_trait::async_trait;
+use bub::model::{ChatRequest, FinishReason, ModelClient, ModelError, ModelEvent, ModelStream, ToolCallRequest, Usage};
+use futures::StreamExt;
+use serde_json::Value;
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+type Script = Vec<Result<ModelEvent, ModelError>>;
+
+enum Step {
+    Events(Script),
+    /// Sends these events, then never finishes (for cancellation tests).
+    Hang(Script),
+}
+
+#[derive(Default)]
+pub struct ScriptedModel {
+    replies: Mutex<VecDeque<Step>>,
+    requests: Mutex<Vec<ChatRequest>>,
+}
+
+impl ScriptedModel {
+    pub fn new() -> Arc<ScriptedModel> {
+        Arc::new(ScriptedModel::default())
+    }
+
+    fn push(&self, step: Step) {
+        self.replies.lock().unwrap().push_back(step);
+    }
+
+    /// A plain answer, streamed word by word, with usage.
+    pub fn text(&self, text: &str) {
+        let mut events: Script = text.split_inclusive(' ').map(|w| Ok(ModelEvent::TextDelta(w.to_string()))).collect();
+        events.push(Ok(ModelEvent::Usage(Usage {
+            prompt_tokens: 10,
+            completion_tokens: 5,
+            total_tokens: 15,
+            cached_tokens: None,
+        })));
+        events.push(Ok(ModelEvent::Finish(FinishReason::Stop)));
+        self.push(Step::Events(events));
+    }
+
+    /// Tool calls `(model name, arguments)`, ids `call_0`, `call_1`, …
+    pub fn tool_calls(&self, calls: &[(&str, Value)]) {
+        let mut events: Script = calls
+            .iter()
+            .enumerate()
+            .map(|(i, (name, args))| {
+                Ok(ModelEvent::ToolCall(ToolCallRequest {
+                    id: format!("call_{i}"),
+                    name: name.to_string(),
+                    arguments: args.to_string(),
+                }))
+            })
+            .collect();
+        events.push(Ok(ModelEvent::Finish(FinishReason::ToolCalls)));
+        self.push(Step::Events(events));
+    }
+
+    /// One call whose argument text is given verbatim (e.g. invalid JSON).
+    pub fn raw_tool_call(&self, name: &str, arguments: &str) {
+        let call = ToolCallRequest { id: "call_0".into(), name: name.into(), arguments: arguments.into() };
+        self.push(Step::Events(vec![Ok(ModelEvent::ToolCall(call)), Ok(ModelEvent::Finish(FinishReason::ToolCalls))]));
+    }
+
+    pub fn error(&self, error: ModelError) {
+        self.push(Step::Events(vec![Err(error)]));
+    }
+
+    /// Streams `text`, then hangs until the consumer goes away.
+    pub fn hang_after(&self, text: &str) {
+        self.push(Step::Hang(vec![Ok(ModelEvent::TextDelta(text.to_string()))]));
+    }
+
+    pub fn requests(&self) -> Vec<ChatRequest> {
+        self.requests.lock().unwrap().clone()
+    }
+}
+
+#[async_trait]
+impl ModelClient for ScriptedModel {
+    fn provider(&self) -> &str {
+        "scripted"
+    }
+
+    async fn stream(&self, request: ChatRequest) -> Result<ModelStream, ModelError> {
+        self.requests.lock().unwrap().push(request);
+        let step = self.replies.lock().unwrap().pop_front();
+        match step {
+            None => Err(ModelError::Server {
+                provider: "scripted".into(),
+                status: 500,
+                message: "no scripted reply left".into(),
+            }),
+            Some(Step::Events(events)) => Ok(futures::stream::iter(events).boxed()),
+            Some(Step::Hang(events)) => Ok(futures::stream::iter(events).chain(futures::stream::pending()).boxed()),
+        }
+    }
+}
+
+pub fn overflow() -> ModelError {
+    ModelError::ContextOverflow { provider: "scripted".into(), message: "maximum context length is 8192 tokens".into() }
+}

@@ -111,34 +111,17 @@ async fn run_tape_command(store: Arc<SqliteTapeStore>, command: TapeCommand) -> 
             } else if tapes.is_empty() {
                 writeln!(out, "no tapes in {}", store.location())?;
             } else {
-                let width = tapes
-                    .iter()
-                    .map(|t| t.name.chars().count())
-                    .max()
-                    .unwrap_or(4)
-                    .max(4);
+                let width = tapes.iter().map(|t| t.name.chars().count()).max().unwrap_or(4).max(4);
                 writeln!(out, "{:<width$}  {:>8}  UPDATED", "TAPE", "ENTRIES")?;
                 for tape in &tapes {
-                    let updated = tape.updated.map_or("-".to_string(), |d| {
-                        d.format("%Y-%m-%d %H:%M:%S").to_string()
-                    });
+                    let updated = tape.updated.map_or("-".to_string(), |d| d.format("%Y-%m-%d %H:%M:%S").to_string());
                     writeln!(out, "{:<width$}  {:>8}  {updated}", tape.name, tape.entries)?;
                 }
             }
         }
-        TapeCommand::Show {
-            session,
-            since_anchor,
-            kinds,
-            limit,
-            format,
-        } => {
+        TapeCommand::Show { session, since_anchor, kinds, limit, format } => {
             let tape = open_existing(&store, &session).await?;
-            let mut query = if since_anchor {
-                TapeQuery::last_anchor()
-            } else {
-                TapeQuery::all()
-            };
+            let mut query = if since_anchor { TapeQuery::last_anchor() } else { TapeQuery::all() };
             query = query.kinds(parse_kinds(&kinds)?);
             if let Some(limit) = limit {
                 query = query.newest_first().limit(limit);
@@ -149,16 +132,9 @@ async fn run_tape_command(store: Arc<SqliteTapeStore>, command: TapeCommand) -> 
             }
             print_entries(&mut out, &entries, format.json)?;
         }
-        TapeCommand::Search {
-            session,
-            query,
-            limit,
-            format,
-        } => {
+        TapeCommand::Search { session, query, limit, format } => {
             let tape = open_existing(&store, &session).await?;
-            let entries = tape
-                .read(&TapeQuery::search(query.clone()).limit(limit))
-                .await?;
+            let entries = tape.read(&TapeQuery::search(query.clone()).limit(limit)).await?;
             if entries.is_empty() && !format.json {
                 writeln!(out, "no entries of {session} match {query:?}")?;
             }
@@ -168,19 +144,14 @@ async fn run_tape_command(store: Arc<SqliteTapeStore>, command: TapeCommand) -> 
             let tape = open_existing(&store, &session).await?;
             match output {
                 Some(path) => {
-                    let file = std::fs::File::create(&path)
-                        .with_context(|| format!("cannot create {}", path.display()))?;
+                    let file =
+                        std::fs::File::create(&path).with_context(|| format!("cannot create {}", path.display()))?;
                     let mut file = std::io::BufWriter::new(file);
                     let count = crate::tape::archive::write_jsonl(&tape, &mut file, &path).await?;
                     eprintln!("wrote {count} entries to {}", path.display());
                 }
                 None => {
-                    crate::tape::archive::write_jsonl(
-                        &tape,
-                        &mut out,
-                        std::path::Path::new("<stdout>"),
-                    )
-                    .await?;
+                    crate::tape::archive::write_jsonl(&tape, &mut out, std::path::Path::new("<stdout>")).await?;
                 }
             }
         }
@@ -192,10 +163,7 @@ async fn run_tape_command(store: Arc<SqliteTapeStore>, command: TapeCommand) -> 
 async fn open_existing(store: &Arc<SqliteTapeStore>, session: &str) -> Result<Tape> {
     let name = TapeName::new(session)?;
     if !store.list().await?.iter().any(|t| t.name == session) {
-        bail!(
-            "no tape named {session:?} in {}; `bub tape list` shows the tapes",
-            store.location()
-        );
+        bail!("no tape named {session:?} in {}; `bub tape list` shows the tapes", store.location());
     }
     Ok(Tape::new(store.clone(), name))
 }
@@ -207,10 +175,7 @@ fn parse_kinds(kinds: &[String]) -> Result<Vec<EntryKind>> {
         .map(|kind| {
             EntryKind::parse(kind.trim()).with_context(|| {
                 let known: Vec<_> = EntryKind::ALL.iter().map(|k| k.as_str()).collect();
-                format!(
-                    "unknown entry kind {kind:?}; use one of {}",
-                    known.join(", ")
-                )
+                format!("unknown entry kind {kind:?}; use one of {}", known.join(", "))
             })
         })
         .collect()
@@ -238,30 +203,20 @@ fn print_entries(out: &mut impl Write, entries: &[Entry], json: bool) -> Result<
 pub fn summarize(entry: &Entry) -> String {
     let text = |value: Option<&Value>| match value {
         Some(Value::String(s)) => s.clone(),
-        Some(Value::Array(parts)) => parts
-            .iter()
-            .filter_map(|p| p.get("text").and_then(Value::as_str))
-            .collect::<Vec<_>>()
-            .join(" "),
+        Some(Value::Array(parts)) => {
+            parts.iter().filter_map(|p| p.get("text").and_then(Value::as_str)).collect::<Vec<_>>().join(" ")
+        }
         Some(other) => other.to_string(),
         None => String::new(),
     };
     let line = match entry.kind {
         EntryKind::Message => {
-            let role = entry
-                .payload
-                .get("role")
-                .and_then(Value::as_str)
-                .unwrap_or("?");
+            let role = entry.payload.get("role").and_then(Value::as_str).unwrap_or("?");
             format!("{role}: {}", text(entry.payload.get("content")))
         }
         EntryKind::System => text(entry.payload.get("content")),
         EntryKind::Anchor | EntryKind::Event => {
-            let data = entry
-                .data()
-                .filter(|d| !d.is_null())
-                .map(Value::to_string)
-                .unwrap_or_default();
+            let data = entry.data().filter(|d| !d.is_null()).map(Value::to_string).unwrap_or_default();
             format!("{} {data}", entry.name().unwrap_or("?"))
         }
         EntryKind::ToolCall => entry
@@ -271,10 +226,7 @@ pub fn summarize(entry: &Entry) -> String {
             .into_iter()
             .flatten()
             .map(|call| {
-                let name = call
-                    .pointer("/function/name")
-                    .and_then(Value::as_str)
-                    .unwrap_or("?");
+                let name = call.pointer("/function/name").and_then(Value::as_str).unwrap_or("?");
                 format!("{name}({})", text(call.pointer("/function/arguments")))
             })
             .collect::<Vec<_>>()
@@ -288,11 +240,7 @@ pub fn summarize(entry: &Entry) -> String {
             .map(|r| text(Some(r)))
             .collect::<Vec<_>>()
             .join(" | "),
-        EntryKind::Error => format!(
-            "{}: {}",
-            text(entry.payload.get("kind")),
-            text(entry.payload.get("message"))
-        ),
+        EntryKind::Error => format!("{}: {}", text(entry.payload.get("kind")), text(entry.payload.get("message"))),
     };
     one_line(&line, 160)
 }

@@ -18,11 +18,7 @@ impl BubHome {
     pub fn from_env() -> BubHome {
         match std::env::var_os("BUB_HOME").filter(|value| !value.is_empty()) {
             Some(root) => BubHome::at(root),
-            None => BubHome::at(
-                std::env::home_dir()
-                    .unwrap_or_else(|| PathBuf::from("."))
-                    .join(".bub"),
-            ),
+            None => BubHome::at(std::env::home_dir().unwrap_or_else(|| PathBuf::from(".")).join(".bub")),
         }
     }
 

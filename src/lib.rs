@@ -8,6 +8,7 @@
 
 pub mod agent;
 pub mod cli;
+pub mod command;
 pub mod home;
 pub mod model;
 pub mod tape;

@@ -11,5 +11,6 @@ pub mod cli;
 pub mod command;
 pub mod home;
 pub mod model;
+pub mod skills;
 pub mod tape;
 pub mod tools;

@@ -1,0 +1,533 @@
+//! Skills: instructions the agent loads when a task calls for them.
+//!
+//! A skill is a folder holding a `SKILL.md` (the Agent Skills format): YAML
+//! front matter with a `name` and a one-line `description`, then a Markdown
+//! body. Only the descriptions go into every system prompt
+//! ([`prompt_section`]); the model reads a body on demand through the `skill`
+//! tool ([`skill_tool`]), so many skills cost a line each, not a page each.
+//!
+//! Skills come from, in order of precedence (the first of a name wins,
+//! ignoring case):
+//! 1. `<workspace>/.agents/skills/<name>/SKILL.md`, the project's own;
+//! 2. `~/.agents/skills/<name>/SKILL.md`, the user's;
+//! 3. the builtin set in the repository's `skills/` folder, compiled into the
+//!    binary so it needs no files at run time.
+//!
+//! Folders are read again on every call, so a skill written during a session
+//! is visible at once. A skill that breaks the format rules (see
+//! [`SkillError`]) is skipped with a warning naming the file and the reason; a
+//! bad skill never stops the agent.
+
+use crate::tools::{Tool, ToolContext, ToolError};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// A usable skill.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skill {
+    pub name: String,
+    /// One line: runs of whitespace in the front matter are collapsed.
+    pub description: String,
+    /// The skill's folder, or `builtin:<name>` for a builtin skill.
+    pub location: PathBuf,
+    /// The Markdown after the front matter, trimmed, with `$SKILL_DIR` (and
+    /// `${SKILL_DIR}`) replaced by the location.
+    pub body: String,
+    /// The optional flat `metadata` map (e.g. `channel: telegram`).
+    pub metadata: BTreeMap<String, String>,
+}
+
+/// Why a `SKILL.md` was skipped.
+#[derive(Debug, thiserror::Error)]
+pub enum SkillError {
+    #[error("cannot read SKILL.md: {0}")]
+    Read(#[from] std::io::Error),
+    #[error("SKILL.md is {0} bytes; skills are limited to {MAX_SKILL_BYTES} bytes")]
+    TooLarge(u64),
+    #[error("SKILL.md must start with a `---` line opening the front matter")]
+    NoFrontMatter,
+    #[error("front matter is not closed: add a `---` line after it")]
+    UnclosedFrontMatter,
+    #[error("front matter is not valid YAML: {0}")]
+    Yaml(#[from] serde_yaml_ng::Error),
+    #[error("front matter has no `name`")]
+    MissingName,
+    #[error(
+        "name `{0}` is not lowercase kebab-case (a-z, 0-9, single `-` between words) of at most {MAX_NAME_CHARS} characters"
+    )]
+    BadName(String),
+    #[error("name `{name}` does not match its folder `{folder}`: rename one to match")]
+    NameMismatch { name: String, folder: String },
+    #[error("front matter has no non-empty `description`")]
+    MissingDescription,
+    #[error("description is {0} characters; the limit is {MAX_DESCRIPTION_CHARS}")]
+    DescriptionTooLong(usize),
+    #[error("metadata must be a flat map of strings to strings; `{0}` is not")]
+    BadMetadata(String),
+}
+
+const MAX_NAME_CHARS: usize = 64;
+const MAX_DESCRIPTION_CHARS: usize = 1024;
+/// Skill files are read on every model step; a huge one is a mistake.
+const MAX_SKILL_BYTES: u64 = 1024 * 1024;
+const SKILL_FILE: &str = "SKILL.md";
+
+/// The skills compiled into the binary: `(folder name, SKILL.md text)`.
+const BUILTIN_SKILLS: &[(&str, &str)] = &[
+    ("spill-reading", include_str!("../skills/spill-reading/SKILL.md")),
+    ("tape-handoff", include_str!("../skills/tape-handoff/SKILL.md")),
+];
+
+/// The folders searched for skills, most important first:
+/// `<workspace>/.agents/skills`, then `$HOME/.agents/skills` when there is a
+/// home directory (and it is not the same folder).
+pub fn skill_roots(workspace: &Path) -> Vec<PathBuf> {
+    let mut roots = vec![workspace.join(".agents").join("skills")];
+    if let Some(home) = std::env::home_dir() {
+        let user = home.join(".agents").join("skills");
+        if !roots.contains(&user) {
+            roots.push(user);
+        }
+    }
+    roots
+}
+
+/// Every valid skill under `roots` plus the builtin set, sorted by name. When
+/// names collide (ignoring case) the earlier root wins, and any root wins over
+/// a builtin.
+pub fn discover(roots: &[PathBuf]) -> Vec<Skill> {
+    let mut found: BTreeMap<String, Skill> = BTreeMap::new();
+    let candidates = roots.iter().flat_map(|root| skills_in(root)).chain(builtin_skills());
+    for skill in candidates {
+        found.entry(skill.name.to_lowercase()).or_insert(skill);
+    }
+    found.into_values().collect()
+}
+
+/// The `<available_skills>` block of the system prompt, one `- name:
+/// description` line per skill; empty when there are none.
+pub fn prompt_section(skills: &[Skill]) -> String {
+    if skills.is_empty() {
+        return String::new();
+    }
+    let mut section = String::from("<available_skills>\n");
+    for skill in skills {
+        section.push_str(&format!("- {}: {}\n", skill.name, skill.description));
+    }
+    section.push_str("</available_skills>");
+    section
+}
+
+/// List the available skills, or show one skill's instructions and location.
+#[derive(Debug, Deserialize, JsonSchema)]
+struct SkillArgs {
+    /// The skill to show; leave out to list all skills.
+    #[serde(default)]
+    name: Option<String>,
+}
+
+/// The `skill` tool: with no name it lists `name: description` lines; with a
+/// name it returns `location: …` and the skill's body; an unknown name gives
+/// `(no such skill)`. Skills are discovered from the call's workspace each
+/// time.
+pub fn skill_tool() -> Tool {
+    Tool::typed("skill", |args: SkillArgs, ctx: ToolContext| async move {
+        let roots = skill_roots(&ctx.workspace);
+        let skills = tokio::task::spawn_blocking(move || discover(&roots))
+            .await
+            .map_err(|error| ToolError::failed(format!("skill discovery failed: {error}")))?;
+        Ok::<_, ToolError>(match args.name {
+            None => list_skills(&skills),
+            Some(name) => show_skill(&skills, &name),
+        })
+    })
+}
+
+fn list_skills(skills: &[Skill]) -> String {
+    if skills.is_empty() {
+        return "(no skills)".to_string();
+    }
+    skills.iter().map(|skill| format!("{}: {}", skill.name, skill.description)).collect::<Vec<_>>().join("\n")
+}
+
+fn show_skill(skills: &[Skill], name: &str) -> String {
+    let wanted = name.trim().to_lowercase();
+    match skills.iter().find(|skill| skill.name == wanted) {
+        Some(skill) => format!("location: {}\n\n{}", skill.location.display(), skill.body),
+        None => "(no such skill)".to_string(),
+    }
+}
+
+/// The valid skills directly under `root`, in folder-name order. A missing
+/// root is normal (most workspaces have none) and is skipped quietly.
+fn skills_in(root: &Path) -> Vec<Skill> {
+    let entries = match std::fs::read_dir(root) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
+        Err(error) => {
+            tracing::warn!(path = %root.display(), reason = %error, "cannot read skills folder");
+            return Vec::new();
+        }
+    };
+    let mut folders: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .filter(|path| path.join(SKILL_FILE).is_file())
+        .collect();
+    folders.sort();
+    folders
+        .into_iter()
+        .filter_map(|folder| {
+            load_skill(&folder).inspect_err(|error| warn_skipped(&folder.join(SKILL_FILE), error)).ok()
+        })
+        .collect()
+}
+
+/// Reads and checks `<folder>/SKILL.md`.
+fn load_skill(folder: &Path) -> Result<Skill, SkillError> {
+    let file = folder.join(SKILL_FILE);
+    let size = std::fs::metadata(&file)?.len();
+    if size > MAX_SKILL_BYTES {
+        return Err(SkillError::TooLarge(size));
+    }
+    let text = std::fs::read_to_string(&file)?;
+    let folder_name = folder.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
+    parse_skill(&text, &folder_name, folder.to_path_buf())
+}
+
+fn builtin_skills() -> Vec<Skill> {
+    BUILTIN_SKILLS
+        .iter()
+        .filter_map(|(folder, text)| {
+            let location = PathBuf::from(format!("builtin:{folder}"));
+            parse_skill(text, folder, location.clone()).inspect_err(|error| warn_skipped(&location, error)).ok()
+        })
+        .collect()
+}
+
+fn warn_skipped(path: &Path, error: &SkillError) {
+    tracing::warn!(path = %path.display(), reason = %error, "skipping invalid skill");
+}
+
+#[derive(Debug, Deserialize)]
+struct FrontMatter {
+    name: Option<String>,
+    description: Option<String>,
+    #[serde(default)]
+    metadata: Option<serde_yaml_ng::Mapping>,
+}
+
+/// Checks a `SKILL.md` text found in `folder_name`, located at `location`.
+fn parse_skill(text: &str, folder_name: &str, location: PathBuf) -> Result<Skill, SkillError> {
+    let (yaml, body) = split_front_matter(text)?;
+    let front: FrontMatter = serde_yaml_ng::from_str(yaml)?;
+    let name = front.name.ok_or(SkillError::MissingName)?;
+    check_name(&name, folder_name)?;
+    let description = check_description(front.description)?;
+    let metadata = flat_metadata(front.metadata)?;
+    let body = render_body(body, &location);
+    Ok(Skill { name, description, location, body, metadata })
+}
+
+/// Splits `---\n<yaml>\n---\n<body>` (any line endings, optional BOM).
+fn split_front_matter(text: &str) -> Result<(&str, &str), SkillError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut lines = text.split_inclusive('\n');
+    let opening = lines.next().ok_or(SkillError::NoFrontMatter)?;
+    if opening.trim_end() != "---" {
+        return Err(SkillError::NoFrontMatter);
+    }
+    let yaml_start = opening.len();
+    let mut offset = yaml_start;
+    for line in lines {
+        if line.trim_end() == "---" {
+            return Ok((&text[yaml_start..offset], &text[offset + line.len()..]));
+        }
+        offset += line.len();
+    }
+    Err(SkillError::UnclosedFrontMatter)
+}
+
+fn check_name(name: &str, folder_name: &str) -> Result<(), SkillError> {
+    if name.is_empty() {
+        return Err(SkillError::MissingName);
+    }
+    if !is_kebab_case(name) || name.chars().count() > MAX_NAME_CHARS {
+        return Err(SkillError::BadName(name.to_string()));
+    }
+    if name != folder_name {
+        return Err(SkillError::NameMismatch { name: name.to_string(), folder: folder_name.to_string() });
+    }
+    Ok(())
+}
+
+/// `^[a-z0-9]+(-[a-z0-9]+)*$`
+fn is_kebab_case(name: &str) -> bool {
+    name.split('-').all(|word| !word.is_empty() && word.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()))
+}
+
+fn check_description(description: Option<String>) -> Result<String, SkillError> {
+    let description = description.unwrap_or_default().split_whitespace().collect::<Vec<_>>().join(" ");
+    if description.is_empty() {
+        return Err(SkillError::MissingDescription);
+    }
+    let chars = description.chars().count();
+    if chars > MAX_DESCRIPTION_CHARS {
+        return Err(SkillError::DescriptionTooLong(chars));
+    }
+    Ok(description)
+}
+
+fn flat_metadata(metadata: Option<serde_yaml_ng::Mapping>) -> Result<BTreeMap<String, String>, SkillError> {
+    let mut flat = BTreeMap::new();
+    for (key, value) in metadata.unwrap_or_default() {
+        match (key, value) {
+            (serde_yaml_ng::Value::String(key), serde_yaml_ng::Value::String(value)) => {
+                flat.insert(key, value);
+            }
+            (key, _) => {
+                let key = key.as_str().map(str::to_string).unwrap_or_else(|| format!("{key:?}"));
+                return Err(SkillError::BadMetadata(key));
+            }
+        }
+    }
+    Ok(flat)
+}
+
+fn render_body(body: &str, location: &Path) -> String {
+    let dir = location.display().to_string();
+    body.trim().replace("${SKILL_DIR}", &dir).replace("$SKILL_DIR", &dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tape::{InMemoryTapeStore, Tape, TapeName};
+    use serde_json::json;
+    use std::sync::Arc;
+    use tempfile::TempDir;
+
+    fn write_skill(root: &Path, folder: &str, text: &str) -> PathBuf {
+        let dir = root.join(folder);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(SKILL_FILE), text).unwrap();
+        dir
+    }
+
+    fn skill_md(name: &str, description: &str, body: &str) -> String {
+        format!("---\nname: {name}\ndescription: {description}\n---\n{body}")
+    }
+
+    fn user_skills(skills: &[Skill]) -> Vec<&Skill> {
+        skills.iter().filter(|skill| !skill.location.to_string_lossy().starts_with("builtin:")).collect()
+    }
+
+    fn names(skills: &[Skill]) -> Vec<String> {
+        user_skills(skills).iter().map(|skill| skill.name.clone()).collect()
+    }
+
+    #[test]
+    fn valid_skill_is_found_with_its_body_and_metadata() {
+        let root = TempDir::new().unwrap();
+        let dir = write_skill(
+            root.path(),
+            "deploy-app",
+            "---\nname: deploy-app\ndescription: >\n  Deploys the app\n  to staging.\nmetadata:\n  channel: telegram\n---\n\nRun $SKILL_DIR/scripts/deploy.sh\n",
+        );
+        let skills = discover(&[root.path().to_path_buf()]);
+        let skill = user_skills(&skills)[0];
+        assert_eq!(skill.name, "deploy-app");
+        assert_eq!(skill.description, "Deploys the app to staging.");
+        assert_eq!(skill.location, dir);
+        assert_eq!(skill.body, format!("Run {}/scripts/deploy.sh", dir.display()));
+        assert_eq!(skill.metadata["channel"], "telegram");
+    }
+
+    #[test]
+    fn name_that_differs_from_its_folder_is_skipped() {
+        let root = TempDir::new().unwrap();
+        write_skill(root.path(), "deploy", &skill_md("deploy-app", "Deploys.", ""));
+        assert!(names(&discover(&[root.path().to_path_buf()])).is_empty());
+        let error = load_skill(&root.path().join("deploy")).unwrap_err();
+        assert!(matches!(error, SkillError::NameMismatch { .. }), "{error}");
+    }
+
+    #[test]
+    fn names_that_are_not_kebab_case_are_skipped() {
+        let root = TempDir::new().unwrap();
+        for folder in ["Deploy", "deploy_app", "-deploy", "deploy--app", "deploy-"] {
+            write_skill(root.path(), folder, &skill_md(folder, "Deploys.", ""));
+        }
+        let long = "a".repeat(65);
+        write_skill(root.path(), &long, &skill_md(&long, "Long.", ""));
+        write_skill(root.path(), "deploy-2", &skill_md("deploy-2", "Fine.", ""));
+        assert_eq!(names(&discover(&[root.path().to_path_buf()])), ["deploy-2"]);
+    }
+
+    #[test]
+    fn missing_or_empty_description_is_skipped() {
+        let root = TempDir::new().unwrap();
+        write_skill(root.path(), "quiet", "---\nname: quiet\n---\nbody");
+        write_skill(root.path(), "blank", &skill_md("blank", "'  '", ""));
+        assert!(names(&discover(&[root.path().to_path_buf()])).is_empty());
+    }
+
+    #[test]
+    fn description_over_the_limit_is_skipped() {
+        let root = TempDir::new().unwrap();
+        write_skill(root.path(), "wordy", &skill_md("wordy", &"w".repeat(1025), ""));
+        assert!(names(&discover(&[root.path().to_path_buf()])).is_empty());
+    }
+
+    #[test]
+    fn broken_front_matter_and_nested_metadata_are_skipped() {
+        let root = TempDir::new().unwrap();
+        write_skill(root.path(), "no-front", "# just markdown");
+        write_skill(root.path(), "unclosed", "---\nname: unclosed\ndescription: x\n");
+        write_skill(root.path(), "bad-yaml", "---\nname: [bad-yaml\n---\n");
+        write_skill(root.path(), "nested", "---\nname: nested\ndescription: x\nmetadata:\n  a:\n    b: c\n---\n");
+        write_skill(root.path(), "numeric", "---\nname: numeric\ndescription: x\nmetadata:\n  priority: 1\n---\n");
+        assert!(names(&discover(&[root.path().to_path_buf()])).is_empty());
+        assert!(matches!(
+            load_skill(&root.path().join("nested")),
+            Err(SkillError::BadMetadata(key)) if key == "a"
+        ));
+    }
+
+    #[test]
+    fn folders_without_skill_md_and_missing_roots_are_ignored() {
+        let root = TempDir::new().unwrap();
+        std::fs::create_dir_all(root.path().join("notes")).unwrap();
+        let missing = root.path().join("does-not-exist");
+        assert!(names(&discover(&[root.path().to_path_buf(), missing])).is_empty());
+    }
+
+    #[test]
+    fn crlf_front_matter_is_read() {
+        let root = TempDir::new().unwrap();
+        write_skill(
+            root.path(),
+            "windows",
+            "---\r\nname: windows\r\ndescription: Written on Windows.\r\n---\r\nBody\r\n",
+        );
+        let skills = discover(&[root.path().to_path_buf()]);
+        assert_eq!(user_skills(&skills)[0].body, "Body");
+    }
+
+    #[test]
+    fn workspace_skill_shadows_a_home_skill_of_the_same_name() {
+        let workspace = TempDir::new().unwrap();
+        let home = TempDir::new().unwrap();
+        write_skill(workspace.path(), "deploy", &skill_md("deploy", "Project deploy.", ""));
+        write_skill(home.path(), "deploy", &skill_md("deploy", "Personal deploy.", ""));
+        write_skill(home.path(), "notes", &skill_md("notes", "Personal notes.", ""));
+        let skills = discover(&[workspace.path().to_path_buf(), home.path().to_path_buf()]);
+        let found: Vec<(&str, &str)> =
+            user_skills(&skills).iter().map(|s| (s.name.as_str(), s.description.as_str())).collect();
+        assert_eq!(found, [("deploy", "Project deploy."), ("notes", "Personal notes.")]);
+    }
+
+    #[test]
+    fn user_skill_shadows_a_builtin_and_builtins_come_last() {
+        let root = TempDir::new().unwrap();
+        write_skill(root.path(), "tape-handoff", &skill_md("tape-handoff", "Mine.", ""));
+        let skills = discover(&[root.path().to_path_buf()]);
+        let handoff = skills.iter().find(|s| s.name == "tape-handoff").unwrap();
+        assert_eq!(handoff.description, "Mine.");
+        let spill = skills.iter().find(|s| s.name == "spill-reading").unwrap();
+        assert_eq!(spill.location, PathBuf::from("builtin:spill-reading"));
+    }
+
+    #[test]
+    fn builtin_skills_are_all_valid() {
+        let builtins = builtin_skills();
+        assert_eq!(builtins.len(), BUILTIN_SKILLS.len());
+        assert!(builtins.iter().all(|skill| !skill.body.is_empty()));
+    }
+
+    #[test]
+    fn results_are_sorted_by_name() {
+        let root = TempDir::new().unwrap();
+        for name in ["zeta", "alpha", "mid"] {
+            write_skill(root.path(), name, &skill_md(name, "x", ""));
+        }
+        let skills = discover(&[root.path().to_path_buf()]);
+        let all: Vec<&str> = skills.iter().map(|s| s.name.as_str()).collect();
+        let mut sorted = all.clone();
+        sorted.sort();
+        assert_eq!(all, sorted);
+    }
+
+    #[test]
+    fn skill_roots_start_with_the_workspace() {
+        let roots = skill_roots(Path::new("/srv/project"));
+        assert_eq!(roots[0], PathBuf::from("/srv/project/.agents/skills"));
+    }
+
+    #[test]
+    fn prompt_section_lists_one_line_per_skill() {
+        let skill = |name: &str, description: &str| Skill {
+            name: name.into(),
+            description: description.into(),
+            location: PathBuf::from(format!("builtin:{name}")),
+            body: String::new(),
+            metadata: BTreeMap::new(),
+        };
+        assert_eq!(
+            prompt_section(&[skill("deploy", "Deploys."), skill("notes", "Takes notes.")]),
+            "<available_skills>\n- deploy: Deploys.\n- notes: Takes notes.\n</available_skills>"
+        );
+        assert_eq!(prompt_section(&[]), "");
+    }
+
+    fn context(workspace: &Path) -> ToolContext {
+        let tape = Tape::new(Arc::new(InMemoryTapeStore::new()), TapeName::new("skills-test").unwrap());
+        ToolContext::detached(tape, workspace)
+    }
+
+    fn workspace_with_skill() -> TempDir {
+        let workspace = TempDir::new().unwrap();
+        write_skill(
+            &workspace.path().join(".agents").join("skills"),
+            "deploy",
+            &skill_md("deploy", "Deploys the app.", "Run ./deploy.sh"),
+        );
+        workspace
+    }
+
+    #[tokio::test]
+    async fn skill_tool_without_a_name_lists_skills() {
+        let workspace = workspace_with_skill();
+        let tool = skill_tool();
+        assert_eq!(tool.name(), "skill");
+        let listing = tool.call(json!({}), context(workspace.path())).await.unwrap();
+        let listing = listing.as_str().unwrap();
+        assert!(listing.lines().any(|line| line == "deploy: Deploys the app."), "{listing}");
+        assert!(listing.lines().any(|line| line.starts_with("tape-handoff: ")), "{listing}");
+    }
+
+    #[tokio::test]
+    async fn skill_tool_with_a_name_shows_location_and_body() {
+        let workspace = workspace_with_skill();
+        let shown = skill_tool().call(json!({"name": "Deploy"}), context(workspace.path())).await.unwrap();
+        let location = workspace.path().join(".agents/skills/deploy");
+        assert_eq!(shown, json!(format!("location: {}\n\nRun ./deploy.sh", location.display())));
+    }
+
+    #[tokio::test]
+    async fn skill_tool_with_an_unknown_name_says_so() {
+        let workspace = workspace_with_skill();
+        let shown = skill_tool().call(json!({"name": "nope"}), context(workspace.path())).await.unwrap();
+        assert_eq!(shown, json!("(no such skill)"));
+    }
+
+    #[test]
+    fn skill_tool_schema_has_an_optional_name() {
+        let tool = skill_tool();
+        assert_eq!(tool.parameters()["properties"]["name"]["type"], json!(["string", "null"]));
+        assert!(tool.parameters().get("required").is_none());
+        assert!(tool.description().starts_with("List the available skills"));
+    }
+}

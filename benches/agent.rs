@@ -35,7 +35,11 @@ impl ModelClient for InstantModel {
         let wants_tool = self.tool_first && !self.next_is_tool.fetch_xor(true, Ordering::Relaxed);
         let events = if wants_tool {
             vec![
-                Ok(ModelEvent::ToolCall(ToolCallRequest { id: "c".into(), name: "noop".into(), arguments: "{}".into() })),
+                Ok(ModelEvent::ToolCall(ToolCallRequest {
+                    id: "c".into(),
+                    name: "noop".into(),
+                    arguments: "{}".into(),
+                })),
                 Ok(ModelEvent::Finish(FinishReason::ToolCalls)),
             ]
         } else {

@@ -3,6 +3,12 @@
 //! # Layout
 //! - [`tape`]: append-only session history — entries, stores (SQLite, memory),
 //!   anchors, forks, context building, spill of oversized tool results.
+//! - [`agent`]: the agent loop — `Agent`, runs and their event streams, the
+//!   typed event bus, system prompt sections, steering.
+//! - [`model`]: streaming model clients (`ModelClient`), typed model errors.
+//! - [`tools`]: `Tool`, `ToolRegistry`, and the builtin tools.
+//! - [`command`]: comma-command parsing and argument binding.
+//! - [`skills`]: `SKILL.md` discovery and the `skill` tool.
 //! - [`home`]: where bub keeps its files (`$BUB_HOME`).
 //! - [`cli`]: the `bub` command line.
 

@@ -357,6 +357,12 @@ mod tests {
     }
 
     #[test]
+    fn openrouter_style_reasoning_is_a_reasoning_delta() {
+        let (events, _) = parse(&[r#"{"choices":[{"delta":{"reasoning":"hmm"}}]}"#, "[DONE]"]);
+        assert_eq!(events[0], ModelEvent::ReasoningDelta("hmm".into()));
+    }
+
+    #[test]
     fn garbage_is_a_protocol_error() {
         let (_, end) = parse(&["not json"]);
         assert_eq!(end.unwrap_err().kind(), "protocol");

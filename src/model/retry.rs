@@ -21,6 +21,7 @@ use rand::Rng;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 /// How hard to try. Defaults: 4 attempts, 0.5 s base delay doubling to at most
 /// 8 s, 60 s budget, 60 s timeout.
@@ -138,6 +139,14 @@ impl ModelClient for Retrying {
     }
 
     async fn stream(&self, request: ChatRequest) -> Result<ModelStream, ModelError> {
+        let span =
+            tracing::info_span!("model_call", provider = self.provider(), model = %request.model);
+        self.stream_with_retries(request).instrument(span).await
+    }
+}
+
+impl Retrying {
+    async fn stream_with_retries(&self, request: ChatRequest) -> Result<ModelStream, ModelError> {
         let started = Instant::now();
         let mut attempt = 1;
         loop {
@@ -152,24 +161,15 @@ impl ModelClient for Retrying {
                 return Err(error);
             }
             let wait = self.policy.delay(attempt, error.retry_after());
+            let wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
+            let provider = self.provider();
             if started.elapsed() + wait > self.policy.budget {
-                tracing::warn!(
-                    provider = self.provider(),
-                    attempt,
-                    error_kind = error.kind(),
-                    wait_ms = wait.as_millis() as u64,
-                    "model call failed; the next wait would exceed the retry budget"
-                );
+                tracing::warn!(provider, attempt, error_kind = error.kind(), wait_ms, %error,
+                    "model call failed; the next wait would exceed the retry budget");
                 return Err(error);
             }
-            tracing::warn!(
-                provider = self.provider(),
-                attempt,
-                error_kind = error.kind(),
-                wait_ms = wait.as_millis() as u64,
-                %error,
-                "model call failed, retrying"
-            );
+            tracing::warn!(provider, attempt, error_kind = error.kind(), wait_ms, %error,
+                "model call failed, retrying");
             tokio::time::sleep(wait).await;
             attempt += 1;
         }
@@ -179,6 +179,92 @@ impl ModelClient for Retrying {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    /// The items of one call, and whether it then goes silent.
+    type Script = (Vec<Result<ModelEvent, ModelError>>, bool);
+
+    /// Each call streams the next script.
+    struct Scripted {
+        calls: AtomicU32,
+        scripts: Mutex<Vec<Script>>,
+    }
+
+    #[async_trait]
+    impl ModelClient for Scripted {
+        fn provider(&self) -> &str {
+            "scripted"
+        }
+
+        async fn stream(&self, _request: ChatRequest) -> Result<ModelStream, ModelError> {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            let (items, hang) = self.scripts.lock().unwrap().remove(0);
+            let items = futures::stream::iter(items);
+            Ok(match hang {
+                true => items.chain(futures::stream::pending()).boxed(),
+                false => items.boxed(),
+            })
+        }
+    }
+
+    fn retrying(
+        scripts: Vec<(Vec<Result<ModelEvent, ModelError>>, bool)>,
+    ) -> (Arc<Scripted>, Retrying) {
+        let inner = Arc::new(Scripted {
+            calls: AtomicU32::new(0),
+            scripts: Mutex::new(scripts),
+        });
+        let policy = RetryPolicy {
+            base_delay: Duration::from_millis(1),
+            max_delay: Duration::from_millis(1),
+            timeout: Duration::from_millis(50),
+            ..RetryPolicy::default()
+        };
+        (inner.clone(), Retrying::new(inner, policy))
+    }
+
+    fn server_error() -> ModelError {
+        ModelError::Server {
+            provider: "scripted".into(),
+            status: 500,
+            message: "boom".into(),
+        }
+    }
+
+    async fn collect(stream: ModelStream) -> Vec<Result<ModelEvent, ModelError>> {
+        stream.collect().await
+    }
+
+    #[tokio::test]
+    async fn an_error_after_the_first_event_is_passed_on_not_retried() {
+        let text = ModelEvent::TextDelta("hi".into());
+        let (inner, client) = retrying(vec![(vec![Ok(text.clone()), Err(server_error())], false)]);
+        let items = collect(client.stream(ChatRequest::default()).await.unwrap()).await;
+        assert_eq!(items, vec![Ok(text), Err(server_error())]);
+        assert_eq!(inner.calls.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn an_error_as_the_first_item_is_retried() {
+        let finish = ModelEvent::Finish(crate::model::FinishReason::Stop);
+        let (inner, client) = retrying(vec![
+            (vec![Err(server_error())], false),
+            (vec![Ok(finish.clone())], false),
+        ]);
+        let items = collect(client.stream(ChatRequest::default()).await.unwrap()).await;
+        assert_eq!(items, vec![Ok(finish)]);
+        assert_eq!(inner.calls.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn silence_between_events_ends_the_stream_with_a_timeout() {
+        let text = ModelEvent::TextDelta("hi".into());
+        let (_, client) = retrying(vec![(vec![Ok(text.clone())], true)]);
+        let items = collect(client.stream(ChatRequest::default()).await.unwrap()).await;
+        assert_eq!(items.len(), 2);
+        assert!(matches!(items[1], Err(ModelError::Timeout { .. })));
+    }
 
     #[test]
     fn delays_stay_under_the_doubling_cap_and_honour_retry_after() {

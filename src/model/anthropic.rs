@@ -22,6 +22,7 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, VecDeque};
 
+/// The `anthropic-version` header: the API version whose event stream this parses.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 /// `max_tokens` is required by the API; used when neither request nor settings set it.
 pub const DEFAULT_MAX_TOKENS: u32 = 4096;

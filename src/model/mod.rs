@@ -2,11 +2,30 @@
 //!
 //! - [`types`]: `ChatRequest`, `ModelEvent`, the `ModelClient` trait.
 //! - [`error`]: `ModelError`, typed from the HTTP status to the user.
+//! - [`spec`]: `provider:model` names.
+//! - [`config`]: `ModelSettings` from `BUB_*` variables; builds clients.
+//! - [`openai`]: the OpenAI-compatible Chat Completions client.
+//! - [`anthropic`]: the Anthropic Messages client.
+//! - [`retry`]: `Retrying`, retries with backoff and the timeouts, around any client.
+//! - `sse` and `http` (private): event-stream framing and status mapping
+//!   shared by both clients.
 
+pub mod anthropic;
+pub mod config;
 pub mod error;
+mod http;
+pub mod openai;
+pub mod retry;
+pub mod spec;
+mod sse;
 pub mod types;
 
+pub use anthropic::AnthropicClient;
+pub use config::ModelSettings;
 pub use error::ModelError;
+pub use openai::OpenAiClient;
+pub use retry::{RetryPolicy, Retrying};
+pub use spec::ModelSpec;
 pub use types::{ChatRequest, FinishReason, ModelClient, ModelEvent, ModelStream, ToolCallRequest, Usage};
 
 use std::sync::Arc;
@@ -24,5 +43,11 @@ pub struct SingleClient(pub Arc<dyn ModelClient>);
 impl ModelProvider for SingleClient {
     fn client(&self, _spec: &str) -> Result<Arc<dyn ModelClient>, ModelError> {
         Ok(self.0.clone())
+    }
+}
+
+impl ModelProvider for ModelSettings {
+    fn client(&self, spec: &str) -> Result<Arc<dyn ModelClient>, ModelError> {
+        ModelSettings::client(self, spec)
     }
 }

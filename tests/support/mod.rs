@@ -1,6 +1,9 @@
 //! Shared helpers for integration tests. Fake platform servers join this module
-//! as the gateway grows; for now it builds tape stores on temporary files.
+//! as the gateway grows: [`fake_model`] is a scripted model server; the rest
+//! builds tape stores on temporary files.
 #![allow(dead_code)]
+
+pub mod fake_model;
 
 use bub::tape::{ForkStore, InMemoryTapeStore, SqliteTapeStore, Tape, TapeName, TapeSettings, TapeStore};
 use std::sync::Arc;

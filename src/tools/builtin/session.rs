@@ -1,0 +1,73 @@
+//! Command-only tools about the session itself: `help`, `model`, `quit`.
+
+use crate::tape::{EntryKind, NewEntry, TapeQuery};
+use crate::tools::{Tool, ToolContext, ToolError};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::json;
+
+/// List the comma commands available here.
+#[derive(Deserialize, JsonSchema)]
+pub struct HelpArgs {}
+
+/// `,help`: every tool that can run as a command, with its arguments.
+pub fn help_tool() -> Tool {
+    Tool::typed("help", |_: HelpArgs, ctx: ToolContext| async move {
+        let Some(agent) = ctx.agent.as_ref() else { return Ok("no agent: commands are unavailable here".to_string()) };
+        let prefix = agent.command_prefix().unwrap_or(",").to_string();
+        let mut lines = vec![format!("Commands (type {prefix}name key=value …; anything else runs in the shell):")];
+        for tool in agent.tools().iter() {
+            let params: Vec<String> = tool
+                .parameters()
+                .get("properties")
+                .and_then(|p| p.as_object())
+                .map(|props| props.keys().cloned().collect())
+                .unwrap_or_default();
+            let summary = tool.description().lines().next().unwrap_or_default();
+            lines.push(format!("  {prefix}{} {} — {summary}", tool.name(), params.join(" ")).replace("  —", " —"));
+        }
+        Ok::<_, ToolError>(lines.join("\n"))
+    })
+    .command_only()
+}
+
+/// Switch this session's model from the next turn on.
+#[derive(Deserialize, JsonSchema)]
+pub struct ModelArgs {
+    /// `provider:model`, e.g. `openrouter:anthropic/claude-sonnet-4`. Empty: back to the default.
+    #[serde(default)]
+    pub model_id: Option<String>,
+}
+
+/// `,model provider:model`: records a `model_switch` event; the next turn uses it.
+/// Without an argument it says which model the session uses.
+pub fn model_tool() -> Tool {
+    Tool::typed("model", |args: ModelArgs, ctx: ToolContext| async move {
+        let current = async {
+            let switch = ctx
+                .tape
+                .read(&TapeQuery::all().kinds([EntryKind::Event]).named("model_switch").newest_first().limit(1))
+                .await?;
+            let chosen = switch.first().and_then(|e| e.data()?.get("model")?.as_str().map(str::to_string));
+            let default = ctx.agent.as_ref().and_then(|a| a.default_model().map(str::to_string));
+            Ok::<_, ToolError>(chosen.filter(|m| !m.is_empty()).or(default))
+        };
+        let Some(model) = args.model_id else {
+            return Ok(match current.await? {
+                Some(model) => format!("model: {model}"),
+                None => "model: none configured (set BUB_MODEL or use ,model provider:model)".to_string(),
+            });
+        };
+        let model = model.trim().to_string();
+        if !model.is_empty() && !model.split_once(':').is_some_and(|(p, m)| !p.is_empty() && !m.is_empty()) {
+            return Err(ToolError::invalid_input(format!("`{model}` is not provider:model (e.g. openai:gpt-4o-mini)")));
+        }
+        ctx.tape.append(NewEntry::event("model_switch", json!({"model": model}))).await?;
+        Ok(if model.is_empty() {
+            "model reset to the default from the next turn".to_string()
+        } else {
+            format!("model for this session: {model} (from the next turn)")
+        })
+    })
+    .command_only()
+}

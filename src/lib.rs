@@ -9,6 +9,7 @@
 //! - [`tools`]: `Tool`, `ToolRegistry`, and the builtin tools.
 //! - [`command`]: comma-command parsing and argument binding.
 //! - [`skills`]: `SKILL.md` discovery and the `skill` tool.
+//! - [`setup`]: the agent the `bub` binary runs, assembled from `BUB_*` variables.
 //! - [`home`]: where bub keeps its files (`$BUB_HOME`).
 //! - [`cli`]: the `bub` command line.
 
@@ -17,6 +18,7 @@ pub mod cli;
 pub mod command;
 pub mod home;
 pub mod model;
+pub mod setup;
 pub mod skills;
 pub mod tape;
 pub mod tools;

@@ -188,6 +188,8 @@ impl Agent {
             None => all_tools.clone(),
         };
         let workspace = options.workspace.clone().unwrap_or_else(|| self.inner.workspace.clone());
+        run.state.set("session_id", json!(options.tape));
+        run.state.set("workspace", json!(workspace.display().to_string()));
         let site = CallSite { agent: self, run, tools: &tools, workspace };
 
         if let Some(prefix) = self.inner.command_prefix.as_deref()

@@ -1,32 +1,14 @@
-//! The `bub` command line. Output is meant for both a person and a script:
-//! tables and one-line summaries by default, JSON lines with `--json`.
+//! `bub tape …`: inspect tapes. Output is meant for both a person and a
+//! script: tables and one-line summaries by default, JSON lines with `--json`.
 
 use crate::home::BubHome;
 use crate::tape::{Entry, EntryKind, SqliteTapeStore, Tape, TapeName, TapeQuery, TapeStore};
 use anyhow::{Context, Result, bail};
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Subcommand};
 use serde_json::Value;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
-
-#[derive(Debug, Parser)]
-#[command(name = "bub", version, about = "A chat-bot gateway for LLM agents")]
-pub struct Cli {
-    /// Where bub keeps its database and archives.
-    #[arg(long, global = true, env = "BUB_HOME", value_name = "DIR")]
-    pub home: Option<PathBuf>,
-
-    #[command(subcommand)]
-    pub command: Command,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum Command {
-    /// Inspect the tapes (per-session histories) in the database.
-    #[command(subcommand)]
-    Tape(TapeCommand),
-}
 
 #[derive(Debug, Subcommand)]
 pub enum TapeCommand {
@@ -79,15 +61,7 @@ pub struct Format {
     json: bool,
 }
 
-/// Runs a parsed command line.
-pub async fn run(cli: Cli) -> Result<()> {
-    let home = cli.home.map(BubHome::at).unwrap_or_else(BubHome::from_env);
-    match cli.command {
-        Command::Tape(command) => run_tape(&home, command).await,
-    }
-}
-
-async fn run_tape(home: &BubHome, command: TapeCommand) -> Result<()> {
+pub(crate) async fn run_tape(home: &BubHome, command: TapeCommand) -> Result<()> {
     let store = Arc::new(SqliteTapeStore::open(home.database()).await?);
     let result = run_tape_command(store.clone(), command).await;
     store.close().await;
@@ -245,7 +219,7 @@ pub fn summarize(entry: &Entry) -> String {
     one_line(&line, 160)
 }
 
-fn one_line(text: &str, max_chars: usize) -> String {
+pub(crate) fn one_line(text: &str, max_chars: usize) -> String {
     let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
     match flat.char_indices().nth(max_chars) {
         Some((cut, _)) => format!("{}…", &flat[..cut]),

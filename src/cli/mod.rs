@@ -1,0 +1,63 @@
+//! The `bub` command line.
+//!
+//! - `bub run MESSAGE`: one turn, the reply streamed to stdout ([`agent`]).
+//! - `bub chat`: an interactive session ([`agent`]).
+//! - `bub tools`: the tools the agent has ([`agent`]).
+//! - `bub tape …`: inspect tapes ([`tape`]).
+
+mod agent;
+mod tape;
+
+use crate::home::BubHome;
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+pub use tape::summarize;
+
+#[derive(Debug, Parser)]
+#[command(name = "bub", version, about = "A chat-bot gateway for LLM agents")]
+pub struct Cli {
+    /// Where bub keeps its database and archives.
+    #[arg(long, global = true, env = "BUB_HOME", value_name = "DIR")]
+    pub home: Option<PathBuf>,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Send one message to the agent and stream its reply to stdout.
+    Run {
+        /// The message (a comma command such as `,help` works too).
+        message: String,
+        #[command(flatten)]
+        session: agent::SessionArgs,
+    },
+    /// Talk to the agent interactively (Ctrl-C cancels a turn, Ctrl-D or `,quit` leaves).
+    Chat {
+        #[command(flatten)]
+        session: agent::SessionArgs,
+    },
+    /// List the agent's tools: model names and flags.
+    Tools {
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Inspect the tapes (per-session histories) in the database.
+    #[command(subcommand)]
+    Tape(tape::TapeCommand),
+}
+
+/// Runs a parsed command line.
+pub async fn run(cli: Cli) -> Result<()> {
+    let home = cli.home.map(BubHome::at).unwrap_or_else(BubHome::from_env);
+    match cli.command {
+        Command::Run { message, session } => agent::run_once(&home, &message, session).await,
+        Command::Chat { session } => agent::chat(&home, session).await,
+        Command::Tools { json } => agent::list_tools(&home, json).await,
+        Command::Tape(command) => tape::run_tape(&home, command).await,
+    }
+}

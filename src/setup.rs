@@ -1,0 +1,142 @@
+//! Assembles the agent the `bub` binary runs: the builtin tools, the default
+//! system prompt (instructions, workspace `AGENTS.md`, the tool and skill
+//! lists), the model from `BUB_*` variables and the SQLite tape store in
+//! `$BUB_HOME`. Library users build their own [`Agent`] instead.
+//!
+//! Variables read here (the model ones are read by [`ModelSettings`]):
+//! `BUB_COMMAND_PREFIX` (default `,`), `BUB_MAX_STEPS` (default 100),
+//! `BUB_SPILL_THRESHOLD` (estimated tokens, default 4096, 0 = no new spills).
+
+use crate::agent::Agent;
+use crate::command::CommandPrefix;
+use crate::home::BubHome;
+use crate::model::ModelSettings;
+use crate::skills;
+use crate::tape::{SpillSettings, SqliteTapeStore, TapeSettings, TapeStore};
+use crate::tools::builtin::{self, ShellManager, WebFetchSettings};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// What bub tells every model before anything else.
+pub const DEFAULT_INSTRUCTIONS: &str = "\
+You are bub, an agent working for a team through a chat. Use your tools to act \
+and to check facts before you answer; answer plainly and briefly.
+Context: the conversation is kept on a tape. When it grows long (see `tape_info`), \
+write a `tape_handoff` with a summary of what matters so far; the context then \
+restarts from that summary.
+Tool results that are too long are spilled: you get a preview and a handle to \
+page through with `spill_read`.";
+
+/// A configuration value that could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error("{variable}={value:?}: {reason}")]
+    Variable { variable: &'static str, value: String, reason: String },
+    #[error(transparent)]
+    Model(#[from] crate::model::ModelError),
+    #[error(transparent)]
+    Tape(#[from] crate::tape::TapeError),
+}
+
+/// Everything a `bub` command needs to run the agent.
+pub struct Setup {
+    pub agent: Agent,
+    pub shells: Arc<ShellManager>,
+    pub store: Arc<SqliteTapeStore>,
+}
+
+impl Setup {
+    /// Reads the environment, opens the database and builds the agent.
+    pub async fn from_env(home: &BubHome, workspace: PathBuf) -> Result<Setup, SetupError> {
+        let vars: Vec<(String, String)> = std::env::vars().collect();
+        let store = Arc::new(SqliteTapeStore::open(home.database()).await?);
+        Setup::build(home, workspace, store, vars)
+    }
+
+    /// Builds the agent from explicit variables (tests pass their own).
+    pub fn build(
+        home: &BubHome,
+        workspace: PathBuf,
+        store: Arc<SqliteTapeStore>,
+        vars: Vec<(String, String)>,
+    ) -> Result<Setup, SetupError> {
+        let var = |name: &str| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+        let models = ModelSettings::from_vars(vars.clone())?;
+        let prefix = match var("BUB_COMMAND_PREFIX") {
+            Some(value) => CommandPrefix::new(&value)
+                .map_err(|e| SetupError::Variable { variable: "BUB_COMMAND_PREFIX", value, reason: e.to_string() })?,
+            None => CommandPrefix::default(),
+        };
+        let max_steps = parse_var(&var, "BUB_MAX_STEPS", crate::agent::DEFAULT_MAX_STEPS)?;
+        let threshold_tokens = parse_var(&var, "BUB_SPILL_THRESHOLD", SpillSettings::default().threshold_tokens)?;
+        let shells = Arc::new(ShellManager::new());
+
+        let mut builder = Agent::builder()
+            .store(store.clone() as Arc<dyn TapeStore>)
+            .tools(builtin::tools(shells.clone(), WebFetchSettings::default()))
+            .tools(builtin::session_tools(shells.clone()))
+            .tool(builtin::subagent::subagent_tool())
+            .tool(skills::skill_tool())
+            .command_prefix(prefix.as_ref())
+            .max_steps(max_steps)
+            .workspace(workspace)
+            .tape_settings(TapeSettings { archive_dir: home.archive_dir(), spill: SpillSettings { threshold_tokens } })
+            .system_prompt(DEFAULT_INSTRUCTIONS);
+        if let Some(max_tokens) = models.max_tokens {
+            builder = builder.max_tokens(max_tokens);
+        }
+        builder = match models.default_model() {
+            Ok(spec) => builder.model(Arc::new(models), spec.to_string()),
+            // No model: commands still work, prompts get a reply naming BUB_MODEL.
+            Err(_) => builder.models(Arc::new(models)),
+        };
+        let agent = builder.build();
+        add_prompt_sections(&agent);
+        Ok(Setup { agent, shells, store })
+    }
+}
+
+fn parse_var(var: &impl Fn(&str) -> Option<String>, name: &'static str, default: usize) -> Result<usize, SetupError> {
+    match var(name) {
+        None => Ok(default),
+        Some(value) => value.trim().parse().map_err(|_| SetupError::Variable {
+            variable: name,
+            value,
+            reason: "must be a whole number".into(),
+        }),
+    }
+}
+
+/// Workspace `AGENTS.md`, then the tools and skills of the step: all re-read
+/// every step, so edits take effect on the next one.
+fn add_prompt_sections(agent: &Agent) {
+    agent.system_prompt().add(|ctx| async move {
+        let workspace = ctx.state.get_str("workspace").map(PathBuf::from)?;
+        let text = tokio::fs::read_to_string(workspace.join("AGENTS.md")).await.ok()?;
+        Some(text.trim().to_string())
+    });
+    agent.system_prompt().add(|ctx| async move {
+        if ctx.tools.is_empty() {
+            return None;
+        }
+        let lines: Vec<String> = ctx
+            .tools
+            .iter()
+            .map(|t| format!("- {}: {}", t.model_name, t.description.lines().next().unwrap_or_default()))
+            .collect();
+        Some(format!("<available_tools>\n{}\n</available_tools>", lines.join("\n")))
+    });
+    agent.system_prompt().add(|ctx| async move {
+        let workspace = ctx.state.get_str("workspace").map(PathBuf::from)?;
+        let found = tokio::task::spawn_blocking(move || skills::discover(&skills::skill_roots(&workspace))).await.ok()?;
+        Some(skills::prompt_section(&found))
+    });
+}
+
+/// The workspace a command runs in: the given directory or the current one.
+pub fn workspace_or_cwd(workspace: Option<&Path>) -> PathBuf {
+    match workspace {
+        Some(dir) => dir.to_path_buf(),
+        None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+    }
+}

@@ -1,0 +1,4 @@
+//! The builtin tools, one module per family. Each module exposes `*_tool`
+//! constructors returning [`Tool`](crate::tools::Tool)s whose argument
+//! structs' doc comments are what the model reads.
+pub mod fs;

@@ -1,4 +1,8 @@
 //! The builtin tools, one module per family. Each module exposes `*_tool`
 //! constructors returning [`Tool`](crate::tools::Tool)s whose argument
 //! structs' doc comments are what the model reads.
+
 pub mod fs;
+pub mod shell;
+
+pub use shell::ShellManager;

@@ -4,5 +4,7 @@
 
 pub mod fs;
 pub mod shell;
+pub mod spill;
+pub mod tape;
 
 pub use shell::ShellManager;

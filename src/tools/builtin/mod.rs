@@ -6,5 +6,7 @@ pub mod fs;
 pub mod shell;
 pub mod spill;
 pub mod tape;
+pub mod web;
 
 pub use shell::ShellManager;
+pub use web::WebFetchSettings;

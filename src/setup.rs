@@ -63,8 +63,11 @@ impl Setup {
         let var = |name: &str| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
         let models = ModelSettings::from_vars(vars.clone())?;
         let prefix = match var("BUB_COMMAND_PREFIX") {
-            Some(value) => CommandPrefix::new(&value)
-                .map_err(|e| SetupError::Variable { variable: "BUB_COMMAND_PREFIX", value, reason: e.to_string() })?,
+            Some(value) => CommandPrefix::new(&value).map_err(|e| SetupError::Variable {
+                variable: "BUB_COMMAND_PREFIX",
+                value,
+                reason: e.to_string(),
+            })?,
             None => CommandPrefix::default(),
         };
         let max_steps = parse_var(&var, "BUB_MAX_STEPS", crate::agent::DEFAULT_MAX_STEPS)?;
@@ -128,7 +131,8 @@ fn add_prompt_sections(agent: &Agent) {
     });
     agent.system_prompt().add(|ctx| async move {
         let workspace = ctx.state.get_str("workspace").map(PathBuf::from)?;
-        let found = tokio::task::spawn_blocking(move || skills::discover(&skills::skill_roots(&workspace))).await.ok()?;
+        let found =
+            tokio::task::spawn_blocking(move || skills::discover(&skills::skill_roots(&workspace))).await.ok()?;
         Some(skills::prompt_section(&found))
     });
 }

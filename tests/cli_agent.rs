@@ -118,9 +118,24 @@ fn bub_tools_lists_model_names_and_flags() {
     assert_eq!(find("fs.read")["model_name"], "fs_read");
     assert_eq!(find("fs.read")["preserve"], true);
     assert_eq!(find("help")["agent_use"], false);
-    for name in ["bash", "bash.output", "bash.kill", "fs.write", "fs.edit", "tape.info", "tape.search", "tape.anchors",
-        "tape.handoff", "tape.reset", "spill.read", "skill", "web.fetch", "subagent", "model", "quit"]
-    {
+    for name in [
+        "bash",
+        "bash.output",
+        "bash.kill",
+        "fs.write",
+        "fs.edit",
+        "tape.info",
+        "tape.search",
+        "tape.anchors",
+        "tape.handoff",
+        "tape.reset",
+        "spill.read",
+        "skill",
+        "web.fetch",
+        "subagent",
+        "model",
+        "quit",
+    ] {
         find(name);
     }
     let plain = run(bub(&env, None, &["tools"]));

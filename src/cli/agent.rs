@@ -1,8 +1,8 @@
 //! `bub run`, `bub chat` and `bub tools`: the agent from the command line.
 
+use super::tape::one_line;
 use crate::agent::{RunOptions, RunStream, StreamEvent};
 use crate::home::BubHome;
-use super::tape::one_line;
 use crate::setup::{Setup, workspace_or_cwd};
 use anyhow::{Context, Result, bail};
 use clap::Args;
@@ -69,7 +69,7 @@ async fn stream_run(mut run: RunStream) -> Option<(String, String)> {
 pub(crate) async fn run_once(home: &BubHome, message: &str, session: SessionArgs) -> Result<()> {
     let setup = setup(home, session.workspace.as_ref()).await?;
     let error = stream_run(setup.agent.run(message, session.options())).await;
-    setup.shells.kill_all();
+    setup.shells.kill_all().await;
     setup.store.close().await;
     if let Some((_, message)) = error {
         bail!("{message}");
@@ -103,7 +103,7 @@ pub(crate) async fn chat(home: &BubHome, session: SessionArgs) -> Result<()> {
             _ = interrupts.recv() => eprintln!("\n(turn cancelled)"),
         }
     }
-    setup.shells.kill_all();
+    setup.shells.kill_all().await;
     setup.store.close().await;
     Ok(())
 }

@@ -125,7 +125,10 @@ async fn run_tape_command(store: Arc<SqliteTapeStore>, command: TapeCommand) -> 
                     eprintln!("wrote {count} entries to {}", path.display());
                 }
                 None => {
-                    crate::tape::archive::write_jsonl(&tape, &mut out, std::path::Path::new("<stdout>")).await?;
+                    drop(out);
+                    let mut stdout = std::io::BufWriter::new(std::io::stdout());
+                    crate::tape::archive::write_jsonl(&tape, &mut stdout, std::path::Path::new("<stdout>")).await?;
+                    return Ok(());
                 }
             }
         }

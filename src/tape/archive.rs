@@ -13,7 +13,7 @@ const PAGE: usize = 1000;
 
 /// Writes every entry of `tape` to `out`, oldest first; returns how many.
 /// `target` names the destination in errors.
-pub async fn write_jsonl(tape: &Tape, out: &mut dyn Write, target: &Path) -> TapeResult<u64> {
+pub async fn write_jsonl(tape: &Tape, out: &mut (dyn Write + Send), target: &Path) -> TapeResult<u64> {
     let io_error = |source| TapeError::Archive { tape: tape.name().clone(), path: target.to_path_buf(), source };
     let mut written = 0;
     let mut after = 0;

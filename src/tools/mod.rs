@@ -5,6 +5,7 @@
 //! - [`context`]: `ToolContext`, what a call knows about its run.
 //! - [`error`]: `ToolError`, returned to the model as a result.
 
+pub mod builtin;
 pub mod context;
 pub mod error;
 pub mod registry;

@@ -1,10 +1,12 @@
 //! Command-only tools about the session itself: `help`, `model`, `quit`.
 
+use super::ShellManager;
 use crate::tape::{EntryKind, NewEntry, TapeQuery};
 use crate::tools::{Tool, ToolContext, ToolError};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
+use std::sync::Arc;
 
 /// List the comma commands available here.
 #[derive(Deserialize, JsonSchema)]
@@ -68,6 +70,25 @@ pub fn model_tool() -> Tool {
         } else {
             format!("model for this session: {model} (from the next turn)")
         })
+    })
+    .command_only()
+}
+
+/// End the session's work: kill its background shells.
+#[derive(Deserialize, JsonSchema)]
+pub struct QuitArgs {}
+
+/// `,quit`: kills every background shell of this session and marks the turn
+/// state `quit = true` (an interactive front end leaves; the gateway also drops
+/// the session's queued turns).
+pub fn quit_tool(shells: Arc<ShellManager>) -> Tool {
+    Tool::typed("quit", move |_: QuitArgs, ctx: ToolContext| {
+        let shells = shells.clone();
+        async move {
+            let killed = shells.kill_session(ctx.tape.name()).await;
+            ctx.state.set("quit", json!(true));
+            Ok::<_, ToolError>(format!("bye ({killed} background shell(s) stopped)"))
+        }
     })
     .command_only()
 }

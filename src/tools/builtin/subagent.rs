@@ -39,7 +39,8 @@ pub fn subagent_tool() -> Tool {
             None => agent.tools().iter().map(|t| t.name().to_string()).collect(),
         };
         let allowed = allowed.into_iter().filter(|name| crate::tools::model_name(name) != "subagent").collect();
-        let mut options = RunOptions::new(tape).state(ctx.state.fork()).allowed_tools(allowed).workspace(ctx.workspace.clone());
+        let mut options =
+            RunOptions::new(tape).state(ctx.state.fork()).allowed_tools(allowed).workspace(ctx.workspace.clone());
         options.model = args.model.or_else(|| ctx.state.get_str("model"));
         let outcome = agent.run(args.prompt, options).collect().await;
         let mut text = String::new();

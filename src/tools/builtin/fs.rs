@@ -1,0 +1,265 @@
+//! File tools: `fs.read`, `fs.write`, `fs.edit`, over UTF-8 text files.
+//!
+//! Every path goes through [`resolve_path`]: relative paths start at the
+//! session's workspace, `~` is the home directory, absolute paths are taken as
+//! they are. Confining tools to the workspace is a later change, and it belongs
+//! in that one function. Errors name the resolved path, so the model can see
+//! where it actually looked.
+
+use crate::tools::{Tool, ToolContext, ToolError};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// Why a path given by the model cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PathError {
+    #[error("the path is empty")]
+    Empty,
+    #[error("cannot expand `~` in {0:?}: no home directory is known")]
+    NoHome(String),
+}
+
+impl From<PathError> for ToolError {
+    fn from(error: PathError) -> ToolError {
+        ToolError::invalid_input(error.to_string())
+    }
+}
+
+/// Resolves a path the model gave against `workspace`: `~` and `~/…` expand to
+/// the home directory, relative paths join the workspace, absolute paths stay.
+/// `~user` is not expanded. This is the one place where workspace confinement
+/// will be enforced.
+pub fn resolve_path(workspace: &Path, path: &str) -> Result<PathBuf, PathError> {
+    if path.trim().is_empty() {
+        return Err(PathError::Empty);
+    }
+    let home = || std::env::home_dir().ok_or_else(|| PathError::NoHome(path.to_string()));
+    let resolved = if path == "~" {
+        home()?
+    } else if let Some(rest) = path.strip_prefix("~/") {
+        home()?.join(rest)
+    } else {
+        workspace.join(path)
+    };
+    Ok(resolved)
+}
+
+/// A window of a file's lines.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinePage {
+    pub text: String,
+    /// Index of the first line shown (0-based).
+    pub start: usize,
+    /// Index after the last line shown.
+    pub end: usize,
+    pub total: usize,
+    /// Whether an offset or a limit was asked for; only then the footer shows.
+    pub paginated: bool,
+}
+
+/// Lines `offset..offset+limit` of `text` (lines split on `\n`, a `\r` before
+/// it dropped), clamped to the text.
+pub fn page_lines(text: &str, offset: usize, limit: Option<usize>) -> LinePage {
+    let lines: Vec<&str> = text.lines().collect();
+    let total = lines.len();
+    let start = offset.min(total);
+    let end = limit.map_or(total, |limit| start.saturating_add(limit).min(total));
+    LinePage { text: lines[start..end].join("\n"), start, end, total, paginated: offset > 0 || limit.is_some() }
+}
+
+impl fmt::Display for LinePage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)?;
+        if !self.paginated {
+            return Ok(());
+        }
+        if !self.text.is_empty() {
+            f.write_str("\n")?;
+        }
+        if self.start == self.end {
+            return write!(f, "[no lines at offset {}: the file has {} lines]", self.start, self.total);
+        }
+        write!(f, "[lines {}-{} of {}", self.start + 1, self.end, self.total)?;
+        match self.end < self.total {
+            true => write!(f, "; continue with offset={}]", self.end),
+            false => f.write_str("; end of file]"),
+        }
+    }
+}
+
+/// Why an edit was not made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EditError {
+    #[error("`old` is empty; give the exact text to replace")]
+    EmptyOld,
+    #[error("start={start} is past the end: the file has {lines} lines")]
+    StartPastEnd { start: usize, lines: usize },
+    #[error("`old` was not found from line {start} on")]
+    NotFound { start: usize },
+}
+
+/// Replaces every occurrence of `old` in `text` from line `start` (0-based) on.
+/// Returns the new text and how many occurrences were replaced.
+pub fn edit_from_line(text: &str, old: &str, new: &str, start: usize) -> Result<(String, usize), EditError> {
+    if old.is_empty() {
+        return Err(EditError::EmptyOld);
+    }
+    let split = match start {
+        0 => 0,
+        _ => text
+            .match_indices('\n')
+            .nth(start - 1)
+            .map(|(i, _)| i + 1)
+            .ok_or(EditError::StartPastEnd { start, lines: text.lines().count() })?,
+    };
+    let (head, tail) = text.split_at(split);
+    let count = tail.matches(old).count();
+    if count == 0 {
+        return Err(EditError::NotFound { start });
+    }
+    Ok((format!("{head}{}", tail.replace(old, new)), count))
+}
+
+async fn read_text(path: &Path) -> Result<String, ToolError> {
+    let bytes = tokio::fs::read(path)
+        .await
+        .map_err(|error| ToolError::failed(format!("cannot read {}: {error}", path.display())))?;
+    String::from_utf8(bytes)
+        .map_err(|_| ToolError::failed(format!("cannot read {}: it is not UTF-8 text", path.display())))
+}
+
+async fn write_text(path: &Path, text: &str) -> Result<(), ToolError> {
+    let failed = |error: std::io::Error| ToolError::failed(format!("cannot write {}: {error}", path.display()));
+    if let Some(parent) = path.parent() {
+        tokio::fs::create_dir_all(parent).await.map_err(failed)?;
+    }
+    tokio::fs::write(path, text).await.map_err(failed)
+}
+
+/// Read a UTF-8 text file. Relative paths start at the workspace. For long
+/// files read a window with `offset` (0-based line) and `limit` (lines); the
+/// reply then ends with the line range and the total line count.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct FsReadArgs {
+    /// File to read: relative to the workspace, absolute, or starting with `~/`.
+    pub path: String,
+    /// First line to return, 0-based.
+    #[serde(default)]
+    pub offset: usize,
+    /// Most lines to return. Default: to the end of the file.
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
+/// `fs.read`: line-paginated text read.
+pub fn fs_read_tool() -> Tool {
+    Tool::typed("fs.read", |args: FsReadArgs, ctx: ToolContext| async move {
+        let path = resolve_path(&ctx.workspace, &args.path)?;
+        tracing::debug!(tool = "fs.read", session = %ctx.tape.name(), path = %path.display(), "read");
+        let text = read_text(&path).await?;
+        Ok::<_, ToolError>(page_lines(&text, args.offset, args.limit).to_string())
+    })
+    .preserved()
+}
+
+/// Write a UTF-8 text file, replacing it if it exists and creating missing
+/// parent directories. Returns the path written.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct FsWriteArgs {
+    /// File to write: relative to the workspace, absolute, or starting with `~/`.
+    pub path: String,
+    /// The complete new content of the file.
+    pub content: String,
+}
+
+/// `fs.write`: whole-file write.
+pub fn fs_write_tool() -> Tool {
+    Tool::typed(
+        "fs.write",
+        |args: FsWriteArgs, ctx: ToolContext| async move {
+            let path = resolve_path(&ctx.workspace, &args.path)?;
+            tracing::debug!(tool = "fs.write", session = %ctx.tape.name(), path = %path.display(), bytes = args.content.len(), "write");
+            write_text(&path, &args.content).await?;
+            Ok::<_, ToolError>(format!("wrote: {}", path.display()))
+        },
+    )
+    .preserved()
+}
+
+/// Replace text in a UTF-8 file: every occurrence of `old` from line `start`
+/// on becomes `new`. Fails, changing nothing, when `old` does not occur there.
+/// Include enough surrounding text in `old` to hit only what you mean.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct FsEditArgs {
+    /// File to edit: relative to the workspace, absolute, or starting with `~/`.
+    pub path: String,
+    /// Exact text to replace (whitespace and line breaks included).
+    pub old: String,
+    /// Replacement text.
+    pub new: String,
+    /// First line (0-based) where replacing may happen; earlier lines are left alone.
+    #[serde(default)]
+    pub start: usize,
+}
+
+/// `fs.edit`: replace-all from a line on.
+pub fn fs_edit_tool() -> Tool {
+    Tool::typed("fs.edit", |args: FsEditArgs, ctx: ToolContext| async move {
+        let path = resolve_path(&ctx.workspace, &args.path)?;
+        let text = read_text(&path).await?;
+        let (edited, count) =
+            edit_from_line(&text, &args.old, &args.new, args.start).map_err(|error| {
+                ToolError::failed(format!("cannot edit {}: {error}", path.display()))
+            })?;
+        write_text(&path, &edited).await?;
+        tracing::debug!(tool = "fs.edit", session = %ctx.tape.name(), path = %path.display(), replacements = count, "edit");
+        let plural = if count == 1 { "" } else { "s" };
+        Ok::<_, ToolError>(format!(
+            "edited {}: {count} replacement{plural}",
+            path.display()
+        ))
+    })
+    .preserved()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_resolve_against_the_workspace_home_or_themselves() {
+        let ws = Path::new("/ws");
+        assert_eq!(resolve_path(ws, "a/b.txt").unwrap(), Path::new("/ws/a/b.txt"));
+        assert_eq!(resolve_path(ws, "/etc/hosts").unwrap(), Path::new("/etc/hosts"));
+        assert_eq!(resolve_path(ws, "~user/x").unwrap(), Path::new("/ws/~user/x"));
+        assert_eq!(resolve_path(ws, " "), Err(PathError::Empty));
+        if let Some(home) = std::env::home_dir() {
+            assert_eq!(resolve_path(ws, "~/notes.md").unwrap(), home.join("notes.md"));
+            assert_eq!(resolve_path(ws, "~").unwrap(), home);
+        }
+    }
+
+    #[test]
+    fn pages_report_their_range_and_the_total() {
+        let text = "a\nb\nc\nd\ne\n";
+        assert_eq!(page_lines(text, 0, None).to_string(), "a\nb\nc\nd\ne");
+        assert_eq!(page_lines(text, 1, Some(2)).to_string(), "b\nc\n[lines 2-3 of 5; continue with offset=3]");
+        assert_eq!(page_lines(text, 3, None).to_string(), "d\ne\n[lines 4-5 of 5; end of file]");
+        assert_eq!(page_lines(text, 9, Some(2)).to_string(), "[no lines at offset 5: the file has 5 lines]");
+        assert_eq!(page_lines("x\r\ny", 0, Some(1)).text, "x");
+    }
+
+    #[test]
+    fn edits_replace_every_occurrence_from_the_start_line_only() {
+        let text = "foo\nfoo bar\nfoo\n";
+        assert_eq!(edit_from_line(text, "foo", "baz", 1), Ok(("foo\nbaz bar\nbaz\n".to_string(), 2)));
+        assert_eq!(edit_from_line(text, "foo", "x", 0).map(|(_, n)| n), Ok(3));
+        assert_eq!(edit_from_line(text, "nope", "x", 0), Err(EditError::NotFound { start: 0 }));
+        assert_eq!(edit_from_line(text, "foo", "x", 9), Err(EditError::StartPastEnd { start: 9, lines: 3 }));
+        assert_eq!(edit_from_line(text, "", "x", 0), Err(EditError::EmptyOld));
+        // the line after the last newline exists (it is empty): no match there
+        assert_eq!(edit_from_line(text, "foo", "x", 3), Err(EditError::NotFound { start: 3 }));
+    }
+}

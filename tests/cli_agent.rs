@@ -164,3 +164,34 @@ async fn bub_chat_keeps_one_session_across_lines() {
     let second = fake.requests()[1]["messages"].as_array().unwrap().clone();
     assert!(second.iter().any(|m| m["content"] == "first answer"), "the second turn saw the first");
 }
+
+#[tokio::test]
+async fn ctrl_c_in_chat_cancels_the_turn_not_the_program() {
+    use std::time::Duration;
+    let fake = FakeModel::start().await;
+    fake.push(Reply::slow_first_token(Duration::from_secs(30), Reply::text("too late")))
+        .push(Reply::text("still alive"));
+    let env = env();
+    let mut command = bub(&env, Some(&fake), &["chat"]);
+    command.env("BUB_MODEL_TIMEOUT_SECONDS", "60");
+    command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = command.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"take your time\n").unwrap();
+    for _ in 0..500 {
+        if fake.request_count() == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(fake.request_count(), 1, "the first turn reached the model");
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
+    stdin.write_all(b"are you there?\n,quit\n").unwrap();
+    drop(stdin);
+    let output = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap()).await.unwrap();
+    assert!(output.status.success(), "stderr: {}", text(&output.stderr));
+    assert!(text(&output.stderr).contains("(turn cancelled)"), "{}", text(&output.stderr));
+    assert!(text(&output.stdout).contains("still alive"), "{}", text(&output.stdout));
+    assert!(!text(&output.stdout).contains("too late"));
+}

@@ -143,11 +143,12 @@ impl Agent {
                 return;
             }
         };
-        if let Err(error) = parent.ensure_bootstrap_anchor().await {
+        // Written inside the fork: a discarded or `temp/` run leaves no trace at all.
+        let fork = parent.fork();
+        if let Err(error) = fork.tape().ensure_bootstrap_anchor().await {
             out.send(StreamEvent::Error { kind: "tape".into(), message: error.to_string() }).await;
             return;
         }
-        let fork = parent.fork();
         let run = RunContext { run_id: new_run_id(), tape: fork.tape().clone(), state: options.state.clone() };
         let active = self.inner.steering.open(&options.tape);
         let result = tokio::select! {

@@ -1,0 +1,139 @@
+//! The agent `bub` runs (built by `Setup` from variables): its session
+//! commands, subagents and system prompt, against the fake model.
+
+mod support;
+
+use bub::agent::{RunOptions, StreamEvent};
+use bub::home::BubHome;
+use bub::setup::Setup;
+use bub::tape::{SqliteTapeStore, TapeStore};
+use serde_json::json;
+use std::sync::Arc;
+use support::fake_model::{FakeModel, Reply};
+use tempfile::TempDir;
+
+struct World {
+    setup: Setup,
+    workspace: TempDir,
+    _home: TempDir,
+}
+
+async fn world(fake: &FakeModel, extra: &[(&str, &str)]) -> World {
+    let home = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let bub_home = BubHome::at(home.path());
+    let store = Arc::new(SqliteTapeStore::open(bub_home.database()).await.unwrap());
+    let mut vars = fake.vars("openai:gpt-test");
+    vars.push(("BUB_MODEL_TIMEOUT_SECONDS".into(), "5".into()));
+    vars.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    let setup = Setup::build(&bub_home, workspace.path().to_path_buf(), store, vars).unwrap();
+    World { setup, workspace, _home: home }
+}
+
+async fn say(world: &World, text: &str) -> bub::agent::RunOutcome {
+    world.setup.agent.run(text, RunOptions::new("ops")).collect().await
+}
+
+#[tokio::test]
+async fn model_switch_applies_from_the_next_turn_and_survives_on_the_tape() {
+    let fake = FakeModel::start().await;
+    fake.push(Reply::text("from the switched model"));
+    let world = world(&fake, &[]).await;
+    let switched = say(&world, ",model openai:gpt-other").await;
+    assert_eq!(switched.text, "model for this session: openai:gpt-other (from the next turn)");
+    assert_eq!(say(&world, ",model").await.text, "model: openai:gpt-other");
+    say(&world, "hello").await;
+    assert_eq!(fake.requests()[0]["model"], "gpt-other");
+    let bad = say(&world, ",model gpt-4").await;
+    assert!(bad.text.starts_with("error: `gpt-4` is not provider:model"), "{}", bad.text);
+}
+
+#[tokio::test]
+async fn help_lists_commands_with_their_arguments() {
+    let fake = FakeModel::start().await;
+    let world = world(&fake, &[]).await;
+    let help = say(&world, ",help").await.text;
+    assert!(help.lines().any(|l| l.starts_with("  ,fs.read path offset limit")), "{help}");
+    assert!(help.contains(",model model_id"), "{help}");
+    assert_eq!(fake.request_count(), 0);
+}
+
+#[tokio::test]
+async fn quit_stops_the_sessions_background_shells() {
+    let fake = FakeModel::start().await;
+    let world = world(&fake, &[]).await;
+    let started = say(&world, ",bash 'sleep 30' background=true").await.text;
+    assert!(started.starts_with("started: bash-"), "{started}");
+    let tape = world.setup.agent.tape("ops").unwrap();
+    assert_eq!(world.setup.shells.shell_ids(tape.name()).len(), 1);
+    let bye = say(&world, ",quit").await.text;
+    assert_eq!(bye, "bye (1 background shell(s) stopped)");
+    assert!(world.setup.shells.shell_ids(tape.name()).is_empty());
+    let shell = started.trim_start_matches("started: ").trim();
+    let gone = say(&world, &format!(",bash.output {shell}")).await.text;
+    assert!(gone.contains("no background shell"), "{gone}");
+}
+
+#[tokio::test]
+async fn a_temp_subagent_answers_and_leaves_no_tape() {
+    let fake = FakeModel::start().await;
+    fake.push(Reply::tool_calls(vec![("subagent", json!({"prompt": "count to three"}))]))
+        .push(Reply::text("one two three"))
+        .push(Reply::text("The subagent counted."));
+    let world = world(&fake, &[]).await;
+    let outcome = say(&world, "delegate counting").await;
+    assert_eq!(outcome.text, "The subagent counted.");
+    let result = outcome.events.iter().find_map(|e| match e {
+        StreamEvent::ToolResult { output, .. } => Some(output.clone()),
+        _ => None,
+    });
+    assert_eq!(result.as_deref(), Some("one two three"));
+    let child_request = &fake.requests()[1];
+    let child_tools: Vec<String> = child_request["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+        .collect();
+    assert!(!child_tools.contains(&"subagent".to_string()), "no recursion");
+    assert_eq!(child_request["messages"].as_array().unwrap().last().unwrap()["content"], "count to three");
+    let tapes: Vec<String> = world.setup.store.list().await.unwrap().into_iter().map(|t| t.name).collect();
+    assert!(tapes.iter().all(|t| !t.starts_with("temp/")), "{tapes:?}");
+}
+
+#[tokio::test]
+async fn the_system_prompt_carries_agents_md_tools_and_skills() {
+    let fake = FakeModel::start().await;
+    fake.push(Reply::text("ok"));
+    let world = world(&fake, &[]).await;
+    std::fs::write(world.workspace.path().join("AGENTS.md"), "Always answer in French.").unwrap();
+    let skill = world.workspace.path().join(".agents/skills/deploy-check");
+    std::fs::create_dir_all(&skill).unwrap();
+    std::fs::write(
+        skill.join("SKILL.md"),
+        "---\nname: deploy-check\ndescription: Check a deploy before announcing it.\n---\nRun the checks.",
+    )
+    .unwrap();
+    say(&world, "hi").await;
+    let system = fake.requests()[0]["messages"][0]["content"].as_str().unwrap().to_string();
+    assert!(system.starts_with("You are bub"), "{system}");
+    assert!(system.contains("Always answer in French."), "{system}");
+    assert!(system.contains("<available_tools>") && system.contains("- fs_read: "), "{system}");
+    assert!(system.contains("<available_skills>") && system.contains("deploy-check: Check a deploy"), "{system}");
+    assert!(!system.contains("- help:"), "command-only tools are not offered to the model");
+}
+
+#[tokio::test]
+async fn bad_variables_are_named() {
+    let fake = FakeModel::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let bub_home = BubHome::at(home.path());
+    let store = Arc::new(SqliteTapeStore::open(bub_home.database()).await.unwrap());
+    let mut vars = fake.vars("openai:gpt-test");
+    vars.push(("BUB_COMMAND_PREFIX".into(), "two words".into()));
+    let error = Setup::build(&bub_home, home.path().into(), store.clone(), vars).err().unwrap().to_string();
+    assert!(error.starts_with("BUB_COMMAND_PREFIX=\"two words\""), "{error}");
+    let vars = vec![("BUB_MAX_STEPS".to_string(), "many".to_string())];
+    let error = Setup::build(&bub_home, home.path().into(), store, vars).err().unwrap().to_string();
+    assert_eq!(error, "BUB_MAX_STEPS=\"many\": must be a whole number");
+}

@@ -22,26 +22,20 @@ use std::time::{Duration, Instant};
 use tokio::runtime::Runtime;
 
 fn runtime() -> Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("a tokio runtime")
+    tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime")
 }
 
 fn context_build(c: &mut Criterion) {
     let rt = runtime();
     let mut group = c.benchmark_group("context_build");
-    group
-        .sample_size(20)
-        .measurement_time(Duration::from_secs(5));
+    group.sample_size(20).measurement_time(Duration::from_secs(5));
     for len in [100, 1_000_000] {
         let tape = rt.block_on(support::cached_tape(len));
         let context = rt.block_on(tape.context()).expect("context");
         // anchor note + 4 of every 5 turn entries (run events stay out)
         assert!((40..=support::ANCHOR_BACK as usize).contains(&context.len()));
         group.bench_with_input(BenchmarkId::from_parameter(len), &tape, |b, tape| {
-            b.to_async(&rt)
-                .iter(|| async { black_box(tape.context().await.expect("context")) });
+            b.to_async(&rt).iter(|| async { black_box(tape.context().await.expect("context")) });
         });
     }
     group.finish();
@@ -74,16 +68,11 @@ fn append(c: &mut Criterion) {
     for (label, durability) in [("full", Durability::Full), ("normal", Durability::Normal)] {
         let dir = tempfile::tempdir_in(support::data_dir()).expect("scratch directory");
         let store = rt
-            .block_on(SqliteTapeStore::open_with(
-                dir.path().join("append.db"),
-                durability,
-            ))
+            .block_on(SqliteTapeStore::open_with(dir.path().join("append.db"), durability))
             .expect("open a scratch store");
         let store = Arc::new(store);
         let mut group = c.benchmark_group(format!("append/{label}"));
-        group
-            .sample_size(10)
-            .measurement_time(Duration::from_secs(5));
+        group.sample_size(10).measurement_time(Duration::from_secs(5));
         for writers in [1, 8] {
             let tapes: Vec<Tape> = (0..writers)
                 .map(|n| {
@@ -92,14 +81,9 @@ fn append(c: &mut Criterion) {
                 })
                 .collect();
             group.throughput(Throughput::Elements(writers));
-            let id = if writers == 1 {
-                "1_writer"
-            } else {
-                "8_writers"
-            };
+            let id = if writers == 1 { "1_writer" } else { "8_writers" };
             group.bench_function(id, |b| {
-                b.to_async(&rt)
-                    .iter_custom(|iters| append_from(&tapes, iters));
+                b.to_async(&rt).iter_custom(|iters| append_from(&tapes, iters));
             });
         }
         group.finish();

@@ -211,6 +211,19 @@ async fn concurrent_appends_stay_gapless_and_batches_stay_whole(s: TestStore) {
     }
 }
 
+async fn a_large_batch_lands_whole_with_consecutive_ids(s: TestStore) {
+    let tape = s.tape("chat");
+    tape.append(NewEntry::chat("user", "first")).await.unwrap();
+    let batch: Vec<NewEntry> = (0..2_500).map(|i| NewEntry::chat("user", format!("m{i}"))).collect();
+    let stored = tape.append_all(batch).await.unwrap();
+    assert_eq!(stored.first().unwrap().id, 2);
+    assert_eq!(stored.last().unwrap().id, 2_501);
+    let read = tape.read(&TapeQuery::all()).await.unwrap();
+    assert_eq!(read.iter().map(|e| e.id).collect::<Vec<_>>(), (1..=2_501).collect::<Vec<_>>());
+    assert_eq!(read[2_500].payload["content"], "m2499");
+    assert_eq!(s.store.stats(&name("chat")).await.unwrap().last_id, 2_501);
+}
+
 macro_rules! conformance {
     ($($case:ident),* $(,)?) => {
         mod memory { $( #[tokio::test] async fn $case() { super::$case(super::support::memory_store().await).await } )* }
@@ -235,4 +248,5 @@ conformance!(
     reset_clears_the_tape_and_restarts_ids,
     stats_and_list_report_counts,
     concurrent_appends_stay_gapless_and_batches_stay_whole,
+    a_large_batch_lands_whole_with_consecutive_ids,
 );

@@ -64,3 +64,38 @@ proptest! {
         runtime().block_on(async { check(support::sqlite_store().await, writers).await });
     }
 }
+
+/// Two stores on one file behave like two processes sharing a database (an
+/// operator's `bub` beside the gateway): SQLite's lock keeps ids gapless.
+#[test]
+fn two_stores_on_one_file_append_without_gaps() {
+    runtime().block_on(async {
+        use bub::tape::{SqliteTapeStore, Tape, TapeName};
+        use std::sync::Arc;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("bub.db");
+        let first = Arc::new(SqliteTapeStore::open(&path).await.expect("open"));
+        let second = Arc::new(SqliteTapeStore::open(&path).await.expect("open again"));
+        let name = TapeName::new("shared").expect("name");
+        let writers: Vec<_> = [first.clone(), second.clone()]
+            .into_iter()
+            .enumerate()
+            .map(|(n, store)| {
+                let tape = Tape::new(store, name.clone());
+                tokio::spawn(async move {
+                    for i in 0..100 {
+                        let batch = (0..1 + i % 3).map(|_| NewEntry::chat("user", format!("{n}"))).collect();
+                        tape.append_all(batch).await.expect("append");
+                    }
+                })
+            })
+            .collect();
+        for writer in writers {
+            writer.await.expect("writer");
+        }
+        let entries = Tape::new(first, name).read(&TapeQuery::all()).await.expect("read");
+        let ids: Vec<u64> = entries.iter().map(|e| e.id).collect();
+        assert_eq!(ids, (1..=ids.len() as u64).collect::<Vec<_>>());
+        assert_eq!(ids.len(), 2 * (34 + 33 * 2 + 33 * 3));
+    });
+}

@@ -19,13 +19,59 @@ use chrono::Utc;
 use futures_util::TryStreamExt;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous};
 use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection, SqlitePool};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
 
-/// Rows per multi-row INSERT (7 parameters each, well under SQLite's limit).
+/// Rows per INSERT statement (6 parameters each, well under SQLite's limit).
 const INSERT_CHUNK: usize = 1000;
+
+/// Inserts `entries` after the tape's last entry in ONE statement and returns
+/// the id of the first. The base id is read in a materialized CTE, i.e. once,
+/// before any row is inserted; the `tape_entries_advance` trigger then moves
+/// `tapes.last_entry_id` forward row by row. The statement holds SQLite's write
+/// lock from the read to the last insert, so concurrent appends — from this
+/// process or another — can neither interleave nor leave gaps.
+async fn insert_batch<'c>(
+    executor: impl sqlx::Executor<'c, Database = Sqlite>,
+    tape_id: i64,
+    entries: &[NewEntry],
+) -> Result<u64, sqlx::Error> {
+    let mut insert = QueryBuilder::<Sqlite>::new("WITH base AS MATERIALIZED (SELECT last_entry_id AS last FROM tapes WHERE id = ");
+    insert.push_bind(tape_id);
+    insert.push("), batch (n, kind, name, payload, meta, date) AS (");
+    insert.push_values(entries.iter().enumerate(), |mut row, (n, entry)| {
+        row.push_bind(n as i64 + 1)
+            .push_bind(entry.kind.as_str())
+            .push_bind(entry.name().map(str::to_string))
+            .push_bind(serde_json::Value::Object(entry.payload.clone()).to_string())
+            .push_bind(serde_json::Value::Object(entry.meta.clone()).to_string())
+            .push_bind(format_date(&entry.date));
+    });
+    insert.push(
+        ") INSERT INTO tape_entries (tape_id, entry_id, kind, name, payload, meta, date) \
+         SELECT ",
+    );
+    insert.push_bind(tape_id);
+    insert.push(
+        ", base.last + batch.n, batch.kind, batch.name, batch.payload, batch.meta, batch.date \
+         FROM base, batch ORDER BY batch.n RETURNING entry_id",
+    );
+    let ids: Vec<i64> = insert.build_query_scalar().fetch_all(executor).await?;
+    let first = ids.iter().min().copied().unwrap_or(0);
+    if ids.len() != entries.len() || first < 1 {
+        return Err(sqlx::Error::Protocol(format!("append stored {} of {} entries", ids.len(), entries.len())));
+    }
+    Ok(first as u64)
+}
+
+/// Gives a batch its ids, consecutive from `first`.
+fn number(entries: Vec<NewEntry>, first: u64) -> Vec<Entry> {
+    entries.into_iter().enumerate().map(|(i, e)| e.into_entry(first + i as u64)).collect()
+}
 
 /// How long a write waits for another process holding the database.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -47,6 +93,7 @@ pub struct SqliteTapeStore {
     path: PathBuf,
     writer: SqlitePool,
     reader: SqlitePool,
+    known_tapes: Arc<Mutex<HashMap<TapeName, i64>>>,
 }
 
 impl SqliteTapeStore {
@@ -77,6 +124,9 @@ impl SqliteTapeStore {
             .busy_timeout(BUSY_TIMEOUT);
         let writer = SqlitePoolOptions::new()
             .max_connections(1)
+            // One connection, used back to back: a liveness ping per acquire would
+            // cost a round trip to SQLite's worker thread on every append.
+            .test_before_acquire(false)
             .min_connections(1)
             .acquire_timeout(Duration::from_secs(60))
             .connect_with(options.clone())
@@ -90,7 +140,7 @@ impl SqliteTapeStore {
             .connect_with(options.read_only(true))
             .await
             .map_err(|e| open_error(describe_open_error(&e)))?;
-        Ok(SqliteTapeStore { path, writer, reader })
+        Ok(SqliteTapeStore { path, writer, reader, known_tapes: Arc::default() })
     }
 
     /// The database file.
@@ -112,6 +162,27 @@ impl SqliteTapeStore {
             location: self.location(),
             source: Box::new(source),
         }
+    }
+
+    /// The row id of `tape`, creating the row on its first append. Rows are
+    /// never deleted, so ids are cached for the life of the store.
+    async fn tape_id_for_append(&self, tape: &TapeName) -> Result<i64, sqlx::Error> {
+        if let Some(id) = self.known_tapes.lock().unwrap_or_else(|p| p.into_inner()).get(tape) {
+            return Ok(*id);
+        }
+        let now = format_date(&Utc::now());
+        sqlx::query(
+            "INSERT INTO tapes (name, last_entry_id, created_at, updated_at) VALUES ($1, 0, $2, $2) \
+             ON CONFLICT (name) DO NOTHING",
+        )
+        .bind(tape.as_str())
+        .bind(&now)
+        .execute(&self.writer)
+        .await?;
+        let id: i64 =
+            sqlx::query_scalar("SELECT id FROM tapes WHERE name = $1").bind(tape.as_str()).fetch_one(&self.writer).await?;
+        self.known_tapes.lock().unwrap_or_else(|p| p.into_inner()).insert(tape.clone(), id);
+        Ok(id)
     }
 
     fn decode(&self, tape: &TapeName, row: &SqliteRow) -> TapeResult<Entry> {
@@ -142,52 +213,20 @@ impl TapeStore for SqliteTapeStore {
             return Ok(Vec::new());
         }
         let failed = self.backend_error(tape, "append");
-        let now = format_date(&Utc::now());
-        let count = entries.len() as i64;
+        let tape_id = self.tape_id_for_append(tape).await.map_err(&failed)?;
+        if entries.len() <= INSERT_CHUNK {
+            // One statement: atomic by itself, so no explicit transaction.
+            let first = insert_batch(&self.writer, tape_id, &entries).await.map_err(&failed)?;
+            return Ok(number(entries, first));
+        }
         let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await.map_err(&failed)?;
-        let bumped: Option<(i64, i64)> = sqlx::query_as(
-            "UPDATE tapes SET last_entry_id = last_entry_id + $1, updated_at = $2 WHERE name = $3 \
-             RETURNING id, last_entry_id",
-        )
-        .bind(count)
-        .bind(&now)
-        .bind(tape.as_str())
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(&failed)?;
-        let (tape_id, last_id) = match bumped {
-            Some(row) => row,
-            None => sqlx::query_as(
-                "INSERT INTO tapes (name, last_entry_id, created_at, updated_at) VALUES ($1, $2, $3, $3) \
-                 RETURNING id, last_entry_id",
-            )
-            .bind(tape.as_str())
-            .bind(count)
-            .bind(&now)
-            .fetch_one(&mut *tx)
-            .await
-            .map_err(&failed)?,
-        };
-        let first_id = (last_id - count + 1) as u64;
-        let stored: Vec<Entry> =
-            entries.into_iter().enumerate().map(|(i, e)| e.into_entry(first_id + i as u64)).collect();
-        for chunk in stored.chunks(INSERT_CHUNK) {
-            let mut insert = QueryBuilder::<Sqlite>::new(
-                "INSERT INTO tape_entries (tape_id, entry_id, kind, name, payload, meta, date) ",
-            );
-            insert.push_values(chunk, |mut row, entry| {
-                row.push_bind(tape_id)
-                    .push_bind(entry.id as i64)
-                    .push_bind(entry.kind.as_str())
-                    .push_bind(entry.name().map(str::to_string))
-                    .push_bind(serde_json::Value::Object(entry.payload.clone()).to_string())
-                    .push_bind(serde_json::Value::Object(entry.meta.clone()).to_string())
-                    .push_bind(format_date(&entry.date));
-            });
-            insert.build().execute(&mut *tx).await.map_err(&failed)?;
+        let mut first = None;
+        for chunk in entries.chunks(INSERT_CHUNK) {
+            let id = insert_batch(&mut *tx, tape_id, chunk).await.map_err(&failed)?;
+            first.get_or_insert(id);
         }
         tx.commit().await.map_err(&failed)?;
-        Ok(stored)
+        Ok(number(entries, first.unwrap_or(1)))
     }
 
     async fn read(&self, tape: &TapeName, query: &TapeQuery) -> TapeResult<Vec<Entry>> {

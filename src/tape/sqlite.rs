@@ -1,8 +1,9 @@
 //! The SQLite tape store: one database file, WAL mode, migrations embedded.
 //!
-//! All writes go through a single connection (a pool of one), so id assignment
-//! never races inside the process and never meets `SQLITE_BUSY`; other processes
-//! (an operator's `bub tape` while the gateway runs) wait on the busy timeout.
+//! All writes go through a single connection held behind an async mutex (not a
+//! pool: a pool's acquire and release cost thread hand-offs on every append),
+//! so writes never race inside the process and never meet `SQLITE_BUSY`; other
+//! processes (an operator's `bub` beside the gateway) wait on the busy timeout.
 //! Reads use a separate pool and see a consistent snapshot per query.
 //!
 //! Before migrating, the file is checked to be a SQLite database that is either
@@ -18,7 +19,7 @@ use async_trait::async_trait;
 use chrono::Utc;
 use futures_util::TryStreamExt;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous};
-use sqlx::{QueryBuilder, Row, Sqlite, SqliteConnection, SqlitePool};
+use sqlx::{Connection, QueryBuilder, Row, Sqlite, SqliteConnection, SqlitePool};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -40,7 +41,8 @@ async fn insert_batch<'c>(
     tape_id: i64,
     entries: &[NewEntry],
 ) -> Result<u64, sqlx::Error> {
-    let mut insert = QueryBuilder::<Sqlite>::new("WITH base AS MATERIALIZED (SELECT last_entry_id AS last FROM tapes WHERE id = ");
+    let mut insert =
+        QueryBuilder::<Sqlite>::new("WITH base AS MATERIALIZED (SELECT last_entry_id AS last FROM tapes WHERE id = ");
     insert.push_bind(tape_id);
     insert.push("), batch (n, kind, name, payload, meta, date) AS (");
     insert.push_values(entries.iter().enumerate(), |mut row, (n, entry)| {
@@ -91,7 +93,7 @@ pub enum Durability {
 #[derive(Clone)]
 pub struct SqliteTapeStore {
     path: PathBuf,
-    writer: SqlitePool,
+    writer: Arc<tokio::sync::Mutex<Option<SqliteConnection>>>,
     reader: SqlitePool,
     known_tapes: Arc<Mutex<HashMap<TapeName, i64>>>,
 }
@@ -122,24 +124,17 @@ impl SqliteTapeStore {
             })
             .foreign_keys(true)
             .busy_timeout(BUSY_TIMEOUT);
-        let writer = SqlitePoolOptions::new()
-            .max_connections(1)
-            // One connection, used back to back: a liveness ping per acquire would
-            // cost a round trip to SQLite's worker thread on every append.
-            .test_before_acquire(false)
-            .min_connections(1)
-            .acquire_timeout(Duration::from_secs(60))
-            .connect_with(options.clone())
-            .await
-            .map_err(|e| open_error(describe_open_error(&e)))?;
-        check_schema_owner(&writer).await.map_err(open_error)?;
-        MIGRATOR.run(&writer).await.map_err(|e| open_error(describe_migrate_error(&e)))?;
+        let mut writer =
+            SqliteConnection::connect_with(&options).await.map_err(|e| open_error(describe_open_error(&e)))?;
+        check_schema_owner(&mut writer).await.map_err(open_error)?;
+        MIGRATOR.run(&mut writer).await.map_err(|e| open_error(describe_migrate_error(&e)))?;
         let reader = SqlitePoolOptions::new()
             .max_connections(4)
             .acquire_timeout(Duration::from_secs(60))
             .connect_with(options.read_only(true))
             .await
             .map_err(|e| open_error(describe_open_error(&e)))?;
+        let writer = Arc::new(tokio::sync::Mutex::new(Some(writer)));
         Ok(SqliteTapeStore { path, writer, reader, known_tapes: Arc::default() })
     }
 
@@ -151,7 +146,9 @@ impl SqliteTapeStore {
     /// Closes both pools, waiting for running statements.
     pub async fn close(&self) {
         self.reader.close().await;
-        self.writer.close().await;
+        if let Some(writer) = self.writer.lock().await.take() {
+            let _ = writer.close().await;
+        }
     }
 
     fn backend_error(&self, tape: &TapeName, operation: &'static str) -> impl Fn(sqlx::Error) -> TapeError + '_ {
@@ -166,7 +163,7 @@ impl SqliteTapeStore {
 
     /// The row id of `tape`, creating the row on its first append. Rows are
     /// never deleted, so ids are cached for the life of the store.
-    async fn tape_id_for_append(&self, tape: &TapeName) -> Result<i64, sqlx::Error> {
+    async fn tape_id_for_append(&self, conn: &mut SqliteConnection, tape: &TapeName) -> Result<i64, sqlx::Error> {
         if let Some(id) = self.known_tapes.lock().unwrap_or_else(|p| p.into_inner()).get(tape) {
             return Ok(*id);
         }
@@ -177,12 +174,21 @@ impl SqliteTapeStore {
         )
         .bind(tape.as_str())
         .bind(&now)
-        .execute(&self.writer)
+        .execute(&mut *conn)
         .await?;
         let id: i64 =
-            sqlx::query_scalar("SELECT id FROM tapes WHERE name = $1").bind(tape.as_str()).fetch_one(&self.writer).await?;
+            sqlx::query_scalar("SELECT id FROM tapes WHERE name = $1").bind(tape.as_str()).fetch_one(conn).await?;
         self.known_tapes.lock().unwrap_or_else(|p| p.into_inner()).insert(tape.clone(), id);
         Ok(id)
+    }
+
+    fn closed(&self, tape: &TapeName) -> TapeError {
+        TapeError::Backend {
+            tape: tape.to_string(),
+            operation: "write",
+            location: self.location(),
+            source: "the store was closed".into(),
+        }
     }
 
     fn decode(&self, tape: &TapeName, row: &SqliteRow) -> TapeResult<Entry> {
@@ -213,13 +219,15 @@ impl TapeStore for SqliteTapeStore {
             return Ok(Vec::new());
         }
         let failed = self.backend_error(tape, "append");
-        let tape_id = self.tape_id_for_append(tape).await.map_err(&failed)?;
+        let mut writer = self.writer.lock().await;
+        let conn = writer.as_mut().ok_or_else(|| self.closed(tape))?;
+        let tape_id = self.tape_id_for_append(conn, tape).await.map_err(&failed)?;
         if entries.len() <= INSERT_CHUNK {
             // One statement: atomic by itself, so no explicit transaction.
-            let first = insert_batch(&self.writer, tape_id, &entries).await.map_err(&failed)?;
+            let first = insert_batch(&mut *conn, tape_id, &entries).await.map_err(&failed)?;
             return Ok(number(entries, first));
         }
-        let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await.map_err(&failed)?;
+        let mut tx = conn.begin_with("BEGIN IMMEDIATE").await.map_err(&failed)?;
         let mut first = None;
         for chunk in entries.chunks(INSERT_CHUNK) {
             let id = insert_batch(&mut *tx, tape_id, chunk).await.map_err(&failed)?;
@@ -357,7 +365,9 @@ impl TapeStore for SqliteTapeStore {
 
     async fn reset(&self, tape: &TapeName) -> TapeResult<()> {
         let failed = self.backend_error(tape, "reset");
-        let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await.map_err(&failed)?;
+        let mut writer = self.writer.lock().await;
+        let conn = writer.as_mut().ok_or_else(|| self.closed(tape))?;
+        let mut tx = conn.begin_with("BEGIN IMMEDIATE").await.map_err(&failed)?;
         if let Some(tape_id) = tape_id(&mut tx, tape).await.map_err(&failed)? {
             sqlx::query("DELETE FROM tape_entries WHERE tape_id = $1")
                 .bind(tape_id)
@@ -463,10 +473,10 @@ fn check_file_header(path: &Path) -> Result<(), String> {
 }
 
 /// Refuses a SQLite database that holds tables but not bub's.
-async fn check_schema_owner(pool: &SqlitePool) -> Result<(), String> {
+async fn check_schema_owner(conn: &mut SqliteConnection) -> Result<(), String> {
     let tables: Vec<String> =
         sqlx::query_scalar("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
-            .fetch_all(pool)
+            .fetch_all(conn)
             .await
             .map_err(|e| describe_open_error(&e))?;
     let ours = ["_sqlx_migrations", "tapes", "tape_entries"];

@@ -1,6 +1,10 @@
 //! [`Tool`]: a named, described, schema-checked async function the model (or an
 //! operator's comma command) can call.
 //!
+//! Every handler receives a [`ToolContext`] (the run's tape, turn state, run
+//! id, event bus, workspace, and whether the call came from a command or from
+//! code mode); a tool that needs none of it ignores the argument.
+//!
 //! Typed tools take one argument struct deriving `Deserialize` and `JsonSchema`;
 //! its doc comments become the schema's descriptions and deserializing it is the
 //! argument check:

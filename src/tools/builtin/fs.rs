@@ -2,9 +2,8 @@
 //!
 //! Every path goes through [`resolve_path`]: relative paths start at the
 //! session's workspace, `~` is the home directory, absolute paths are taken as
-//! they are. Confining tools to the workspace is a later change, and it belongs
-//! in that one function. Errors name the resolved path, so the model can see
-//! where it actually looked.
+//! they are. Errors name the resolved path, so the model can see where it
+//! actually looked.
 
 use crate::tools::{Tool, ToolContext, ToolError};
 use schemars::JsonSchema;
@@ -12,14 +11,7 @@ use serde::Deserialize;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-/// Why a path given by the model cannot be used.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum PathError {
-    #[error("the path is empty")]
-    Empty,
-    #[error("cannot expand `~` in {0:?}: no home directory is known")]
-    NoHome(String),
-}
+pub use crate::environment::PathError;
 
 impl From<PathError> for ToolError {
     fn from(error: PathError) -> ToolError {
@@ -27,23 +19,11 @@ impl From<PathError> for ToolError {
     }
 }
 
-/// Resolves a path the model gave against `workspace`: `~` and `~/…` expand to
-/// the home directory, relative paths join the workspace, absolute paths stay.
-/// `~user` is not expanded. This is the one place where workspace confinement
-/// will be enforced.
+/// Resolves a path the model gave against `workspace` (unconfined until the
+/// file tools run through the session environment; see
+/// [`crate::environment::path`]).
 pub fn resolve_path(workspace: &Path, path: &str) -> Result<PathBuf, PathError> {
-    if path.trim().is_empty() {
-        return Err(PathError::Empty);
-    }
-    let home = || std::env::home_dir().ok_or_else(|| PathError::NoHome(path.to_string()));
-    let resolved = if path == "~" {
-        home()?
-    } else if let Some(rest) = path.strip_prefix("~/") {
-        home()?.join(rest)
-    } else {
-        workspace.join(path)
-    };
-    Ok(resolved)
+    crate::environment::path::resolve_path(workspace, path, false)
 }
 
 /// A window of a file's lines.

@@ -1,0 +1,173 @@
+//! [`LocalEnvironment`]: the host itself. Every spawn leads a new process
+//! group, so [`Process::signal`] reaches the whole tree; `close` kills every
+//! group the environment started that is still alive.
+
+use super::path::resolve_path;
+use super::process_group::{group_is_alive, signal_group};
+use super::{Command, Environment, EnvironmentError, EnvironmentProvider, Process, ProcessIo, SpawnOptions};
+use async_trait::async_trait;
+use rustix::process::{Pid, Signal};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+
+/// Runs on the host in `workspace`.
+pub struct LocalEnvironment {
+    workspace: PathBuf,
+    confined: bool,
+    python: String,
+    groups: Mutex<Vec<Pid>>,
+}
+
+impl LocalEnvironment {
+    /// An environment in `workspace` (created if missing). With `confined`,
+    /// paths outside the workspace are refused.
+    pub fn new(workspace: impl Into<PathBuf>, confined: bool) -> std::io::Result<LocalEnvironment> {
+        let workspace = workspace.into();
+        std::fs::create_dir_all(&workspace)?;
+        Ok(LocalEnvironment { workspace, confined, python: "python3".into(), groups: Mutex::new(Vec::new()) })
+    }
+
+    /// Uses another interpreter for code mode.
+    pub fn with_python(mut self, python: impl Into<String>) -> LocalEnvironment {
+        self.python = python.into();
+        self
+    }
+
+    fn path(&self, path: &str) -> Result<PathBuf, EnvironmentError> {
+        Ok(resolve_path(&self.workspace, path, self.confined)?)
+    }
+}
+
+#[async_trait]
+impl Environment for LocalEnvironment {
+    fn workspace(&self) -> &Path {
+        &self.workspace
+    }
+
+    fn python(&self) -> &str {
+        &self.python
+    }
+
+    fn resolve_path(&self, path: &str) -> Result<PathBuf, EnvironmentError> {
+        self.path(path)
+    }
+
+    async fn spawn(&self, command: Command, options: SpawnOptions) -> Result<Box<dyn Process>, EnvironmentError> {
+        let cwd = match &options.cwd {
+            Some(cwd) => self.path(cwd)?,
+            None => self.workspace.clone(),
+        };
+        let (label, mut process) = match &command {
+            Command::Shell(line) => {
+                let shell = if Path::new("/bin/bash").exists() || which("bash") { "bash" } else { "sh" };
+                let mut process = tokio::process::Command::new(shell);
+                process.arg("-c").arg(line);
+                (line.clone(), process)
+            }
+            Command::Argv(argv) => {
+                let Some((program, args)) = argv.split_first() else {
+                    return Err(EnvironmentError::Spawn {
+                        command: String::new(),
+                        source: std::io::Error::other("empty argument list"),
+                    });
+                };
+                let mut process = tokio::process::Command::new(program);
+                process.args(args);
+                (argv.join(" "), process)
+            }
+        };
+        process
+            .current_dir(&cwd)
+            .envs(options.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(false);
+        let mut child = process.spawn().map_err(|source| EnvironmentError::Spawn { command: label.clone(), source })?;
+        let pgid = child.id().and_then(|id| Pid::from_raw(i32::try_from(id).ok()?)).ok_or_else(|| {
+            EnvironmentError::Spawn { command: label, source: std::io::Error::other("exited at once") }
+        })?;
+        self.groups.lock().unwrap_or_else(|p| p.into_inner()).push(pgid);
+        let io = ProcessIo {
+            stdin: child.stdin.take().map(|p| Box::new(p) as _),
+            stdout: child.stdout.take().map(|p| Box::new(p) as _),
+            stderr: child.stderr.take().map(|p| Box::new(p) as _),
+        };
+        Ok(Box::new(LocalProcess { child, pgid, io }))
+    }
+
+    async fn read_text(&self, path: &str) -> Result<String, EnvironmentError> {
+        let path = self.path(path)?;
+        tokio::fs::read_to_string(&path).await.map_err(|source| EnvironmentError::File { path, source })
+    }
+
+    async fn write_text(&self, path: &str, content: &str) -> Result<PathBuf, EnvironmentError> {
+        let path = self.path(path)?;
+        if let Some(parent) = path.parent() {
+            tokio::fs::create_dir_all(parent)
+                .await
+                .map_err(|source| EnvironmentError::File { path: parent.to_path_buf(), source })?;
+        }
+        tokio::fs::write(&path, content)
+            .await
+            .map_err(|source| EnvironmentError::File { path: path.clone(), source })?;
+        Ok(path)
+    }
+
+    async fn close(&self) {
+        let groups = std::mem::take(&mut *self.groups.lock().unwrap_or_else(|p| p.into_inner()));
+        for pgid in groups.into_iter().filter(|pgid| group_is_alive(*pgid)) {
+            signal_group(pgid, Signal::KILL);
+        }
+    }
+}
+
+fn which(program: &str) -> bool {
+    std::env::var_os("PATH").is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
+}
+
+/// A process started by [`LocalEnvironment`].
+pub struct LocalProcess {
+    child: tokio::process::Child,
+    pgid: Pid,
+    io: ProcessIo,
+}
+
+#[async_trait]
+impl Process for LocalProcess {
+    fn take_io(&mut self) -> ProcessIo {
+        std::mem::take(&mut self.io)
+    }
+
+    async fn wait(&mut self) -> std::io::Result<i32> {
+        use std::os::unix::process::ExitStatusExt;
+        let status = self.child.wait().await?;
+        Ok(status.code().unwrap_or_else(|| status.signal().map_or(-1, |signal| -signal)))
+    }
+
+    fn signal(&self, kill: bool) {
+        signal_group(self.pgid, if kill { Signal::KILL } else { Signal::TERM });
+    }
+
+    fn is_running(&self) -> bool {
+        group_is_alive(self.pgid)
+    }
+}
+
+/// Provides a [`LocalEnvironment`] per session in the workspace it is given.
+#[derive(Debug, Clone, Default)]
+pub struct LocalProvider {
+    /// Refuse paths outside the workspace.
+    pub confined: bool,
+}
+
+#[async_trait]
+impl EnvironmentProvider for LocalProvider {
+    async fn provide(&self, _session: &str, workspace: PathBuf) -> Result<Arc<dyn Environment>, EnvironmentError> {
+        let environment = LocalEnvironment::new(&workspace, self.confined)
+            .map_err(|source| EnvironmentError::File { path: workspace, source })?;
+        Ok(Arc::new(environment))
+    }
+}

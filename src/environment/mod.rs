@@ -1,0 +1,116 @@
+//! Session environments: where a session's processes run and its files live.
+//!
+//! Tools keep their behaviour (background shells, timeouts, rendering, events)
+//! on the host; an [`Environment`] only starts processes, reads and writes text
+//! files and resolves paths, so a container or remote sandbox needs to
+//! implement just these. [`LocalEnvironment`] runs on the host, each spawn in a
+//! process group of its own, optionally confined to the workspace.
+//! [`Environments`] keeps one environment per session, created by an
+//! [`EnvironmentProvider`] on first use and closed when idle or at shutdown.
+//!
+//! - [`path`]: path resolution and workspace confinement.
+//! - [`process_group`]: signalling and liveness of whole process trees.
+//! - [`local`]: `LocalEnvironment` and its `LocalProcess`.
+//! - [`sessions`]: `Environments`, the per-session registry.
+
+pub mod local;
+pub mod path;
+pub mod process_group;
+pub mod sessions;
+
+pub use local::{LocalEnvironment, LocalProcess, LocalProvider};
+pub use path::PathError;
+pub use sessions::Environments;
+
+use async_trait::async_trait;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use tokio::io::{AsyncRead, AsyncWrite};
+
+/// What to start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// A command line run through the shell (`bash -c`, else `sh -c`).
+    Shell(String),
+    /// A program and its arguments, run directly.
+    Argv(Vec<String>),
+}
+
+/// How to start it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SpawnOptions {
+    /// Working directory, resolved like any path (default: the workspace).
+    pub cwd: Option<String>,
+    /// Variables layered over the environment's defaults.
+    pub env: Vec<(String, String)>,
+}
+
+/// A started process's pipes; each can be taken once.
+#[derive(Default)]
+pub struct ProcessIo {
+    pub stdin: Option<Box<dyn AsyncWrite + Send + Unpin>>,
+    pub stdout: Option<Box<dyn AsyncRead + Send + Unpin>>,
+    pub stderr: Option<Box<dyn AsyncRead + Send + Unpin>>,
+}
+
+/// A process started by an environment.
+#[async_trait]
+pub trait Process: Send {
+    /// Takes the pipes (stdin, stdout, stderr); later calls get empty ones.
+    fn take_io(&mut self) -> ProcessIo;
+
+    /// Waits for the process to exit: its exit code, or minus the signal that ended it.
+    async fn wait(&mut self) -> std::io::Result<i32>;
+
+    /// TERM (or KILL with `kill`) to the process and everything it started. A
+    /// process that is already gone is not an error.
+    fn signal(&self, kill: bool);
+
+    /// True while the process or anything it started is still running.
+    fn is_running(&self) -> bool;
+}
+
+/// Errors of an environment, each naming what it was about.
+#[derive(Debug, thiserror::Error)]
+pub enum EnvironmentError {
+    #[error(transparent)]
+    Path(#[from] PathError),
+    #[error("cannot start {command}: {source}")]
+    Spawn { command: String, source: std::io::Error },
+    #[error("{}: {source}", .path.display())]
+    File { path: PathBuf, source: std::io::Error },
+    #[error("the environment of session {0} is closed")]
+    Closed(String),
+}
+
+/// Where one session's processes and files are.
+#[async_trait]
+pub trait Environment: Send + Sync {
+    /// The working directory inside the environment.
+    fn workspace(&self) -> &Path;
+
+    /// The Python interpreter code mode runs.
+    fn python(&self) -> &str {
+        "python3"
+    }
+
+    /// Resolves a path a tool was given (see [`path`]).
+    fn resolve_path(&self, path: &str) -> Result<PathBuf, EnvironmentError>;
+
+    async fn spawn(&self, command: Command, options: SpawnOptions) -> Result<Box<dyn Process>, EnvironmentError>;
+
+    async fn read_text(&self, path: &str) -> Result<String, EnvironmentError>;
+
+    /// Writes UTF-8 text, creating parent directories; returns the path written.
+    async fn write_text(&self, path: &str, content: &str) -> Result<PathBuf, EnvironmentError>;
+
+    /// Releases the environment: every process it started is killed.
+    async fn close(&self);
+}
+
+/// Creates a session's environment on its first turn. The gateway or a library
+/// user replaces [`LocalProvider`] to run sessions elsewhere.
+#[async_trait]
+pub trait EnvironmentProvider: Send + Sync {
+    async fn provide(&self, session: &str, workspace: PathBuf) -> Result<Arc<dyn Environment>, EnvironmentError>;
+}

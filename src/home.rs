@@ -3,6 +3,7 @@
 //! ```text
 //! $BUB_HOME/bub.db          tapes (SQLite, WAL)
 //! $BUB_HOME/tapes/          JSONL archives written by `tape.reset archive=true`
+//! $BUB_HOME/workspaces/     one workspace per session (when none is given)
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -38,5 +39,10 @@ impl BubHome {
     /// Where tape archives go.
     pub fn archive_dir(&self) -> PathBuf {
         self.root.join("tapes")
+    }
+
+    /// Where sessions get their workspaces (one folder per session).
+    pub fn workspaces_dir(&self) -> PathBuf {
+        self.root.join("workspaces")
     }
 }

@@ -5,10 +5,17 @@
 //!
 //! Variables read here (the model ones are read by [`ModelSettings`]):
 //! `BUB_COMMAND_PREFIX` (default `,`), `BUB_MAX_STEPS` (default 100),
-//! `BUB_SPILL_THRESHOLD` (estimated tokens, default 4096, 0 = no new spills).
+//! `BUB_SPILL_THRESHOLD` (estimated tokens, default 4096, 0 = no new spills),
+//! `BUB_CONFINE_FS` (`true`: file tools and `cwd` may not leave the workspace).
+//!
+//! Each session runs in its own [`LocalEnvironment`](crate::environment::LocalEnvironment):
+//! in the workspace a run names (`bub run` uses the current directory), else
+//! in `$BUB_HOME/workspaces/<session>`.
 
 use crate::agent::Agent;
 use crate::command::CommandPrefix;
+use crate::environment::sessions::DEFAULT_IDLE;
+use crate::environment::{Environments, LocalProvider};
 use crate::home::BubHome;
 use crate::model::ModelSettings;
 use crate::skills;
@@ -43,6 +50,7 @@ pub struct Setup {
     pub agent: Agent,
     pub shells: Arc<ShellManager>,
     pub store: Arc<SqliteTapeStore>,
+    pub environments: Arc<Environments>,
 }
 
 impl Setup {
@@ -73,6 +81,19 @@ impl Setup {
         let max_steps = parse_var(&var, "BUB_MAX_STEPS", crate::agent::DEFAULT_MAX_STEPS)?;
         let threshold_tokens = parse_var(&var, "BUB_SPILL_THRESHOLD", SpillSettings::default().threshold_tokens)?;
         let shells = Arc::new(ShellManager::new());
+        let confined = match var("BUB_CONFINE_FS").as_deref().map(str::trim) {
+            None | Some("") | Some("0") | Some("false") | Some("no") => false,
+            Some("1") | Some("true") | Some("yes") => true,
+            Some(other) => {
+                return Err(SetupError::Variable {
+                    variable: "BUB_CONFINE_FS",
+                    value: other.to_string(),
+                    reason: "must be true or false".into(),
+                });
+            }
+        };
+        let environments =
+            Arc::new(Environments::new(Arc::new(LocalProvider { confined }), home.workspaces_dir(), DEFAULT_IDLE));
 
         let mut builder = Agent::builder()
             .store(store.clone() as Arc<dyn TapeStore>)
@@ -80,6 +101,7 @@ impl Setup {
             .tools(builtin::session_tools(shells.clone()))
             .tool(builtin::subagent::subagent_tool())
             .tool(skills::skill_tool())
+            .environments(environments.clone())
             .command_prefix(prefix.as_ref())
             .max_steps(max_steps)
             .workspace(workspace)
@@ -95,7 +117,7 @@ impl Setup {
         };
         let agent = builder.build();
         add_prompt_sections(&agent);
-        Ok(Setup { agent, shells, store })
+        Ok(Setup { agent, shells, store, environments })
     }
 }
 
@@ -135,6 +157,15 @@ fn add_prompt_sections(agent: &Agent) {
             tokio::task::spawn_blocking(move || skills::discover(&skills::skill_roots(&workspace))).await.ok()?;
         Some(skills::prompt_section(&found))
     });
+}
+
+impl Setup {
+    /// Stops what the sessions left running and closes the database.
+    pub async fn shutdown(&self) {
+        self.shells.kill_all().await;
+        self.environments.close_all().await;
+        self.store.close().await;
+    }
 }
 
 /// The workspace a command runs in: the given directory or the current one.

@@ -31,7 +31,7 @@ async fn world(fake: &FakeModel, extra: &[(&str, &str)]) -> World {
 }
 
 async fn say(world: &World, text: &str) -> bub::agent::RunOutcome {
-    world.setup.agent.run(text, RunOptions::new("ops")).collect().await
+    world.setup.agent.run(text, RunOptions::new("ops").workspace(world.workspace.path())).collect().await
 }
 
 #[tokio::test]
@@ -136,4 +136,32 @@ async fn bad_variables_are_named() {
     let vars = vec![("BUB_MAX_STEPS".to_string(), "many".to_string())];
     let error = Setup::build(&bub_home, home.path().into(), store, vars).err().unwrap().to_string();
     assert_eq!(error, "BUB_MAX_STEPS=\"many\": must be a whole number");
+}
+
+#[tokio::test]
+async fn with_confinement_file_tools_cannot_leave_the_workspace() {
+    let fake = FakeModel::start().await;
+    let world = world(&fake, &[("BUB_CONFINE_FS", "true")]).await;
+    let outside = world.workspace.path().parent().unwrap().join("outside-secret.txt");
+    std::fs::write(&outside, "secret").unwrap();
+    let options = || RunOptions::new("ops").workspace(world.workspace.path());
+    let refused = world.setup.agent.run(",fs.read ../outside-secret.txt", options()).collect().await.text;
+    assert!(refused.starts_with("error: ") && refused.contains("leaves the workspace"), "{refused}");
+    let absolute = format!(",fs.write {} overwritten", outside.display());
+    let refused = world.setup.agent.run(absolute, options()).collect().await.text;
+    assert!(refused.contains("leaves the workspace"), "{refused}");
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "secret");
+    let inside = world.setup.agent.run(",fs.write notes/a.txt fine", options()).collect().await.text;
+    assert!(inside.starts_with("wrote: "), "{inside}");
+    let cwd = world.setup.agent.run(",bash pwd cwd=..", options()).collect().await.text;
+    assert!(cwd.contains("leaves the workspace"), "{cwd}");
+}
+
+#[tokio::test]
+async fn sessions_without_a_workspace_get_their_own_under_bub_home() {
+    let fake = FakeModel::start().await;
+    let world = world(&fake, &[]).await;
+    let out = world.setup.agent.run(",bash pwd", RunOptions::new("telegram:-100/7")).collect().await.text;
+    assert!(out.trim_end().ends_with("workspaces/telegram%3A-100%2F7"), "{out}");
+    world.setup.shutdown().await;
 }

@@ -6,9 +6,11 @@
 use super::bus::HandlerError;
 use super::events::{AfterToolCall, BeforeToolCall, RunContext, ToolCall, ToolCallDecision, ToolCallResult};
 use super::runtime::Agent;
+use crate::environment::Environment;
 use crate::tools::{ToolContext, ToolError, ToolErrorKind, ToolRegistry, default_render};
 use serde_json::Value;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Where a call runs.
@@ -18,6 +20,8 @@ pub(crate) struct CallSite<'a> {
     /// The tools callable from here (the run's allowed tools; every tool for commands).
     pub tools: &'a ToolRegistry,
     pub workspace: PathBuf,
+    /// The session's environment, when the agent manages environments.
+    pub environment: Option<Arc<dyn Environment>>,
 }
 
 impl CallSite<'_> {
@@ -68,6 +72,7 @@ impl CallSite<'_> {
             code_mode: call.code_mode,
             workspace: self.workspace.clone(),
             agent: Some(self.agent.clone()),
+            environment: self.environment.clone(),
         }
     }
 

@@ -188,10 +188,20 @@ impl Agent {
             Some(names) => all_tools.only(names).map_err(|e| RunFailure::new("invalid_input", e.to_string()))?,
             None => all_tools.clone(),
         };
-        let workspace = options.workspace.clone().unwrap_or_else(|| self.inner.workspace.clone());
+        let (workspace, environment) = match &self.inner.environments {
+            Some(environments) => {
+                let environment = environments
+                    .get(&options.tape, options.workspace.clone())
+                    .await
+                    .map_err(|e| RunFailure::new("environment", e.to_string()))?;
+                run.state.insert_extension(environment.clone());
+                (environment.workspace().to_path_buf(), Some(environment))
+            }
+            None => (options.workspace.clone().unwrap_or_else(|| self.inner.workspace.clone()), None),
+        };
         run.state.set("session_id", json!(options.tape));
         run.state.set("workspace", json!(workspace.display().to_string()));
-        let site = CallSite { agent: self, run, tools: &tools, workspace };
+        let site = CallSite { agent: self, run, tools: &tools, workspace, environment };
 
         if let Some(prefix) = self.inner.command_prefix.as_deref()
             && crate::command::is_command(&prompt, prefix)

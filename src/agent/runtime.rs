@@ -5,6 +5,7 @@ use super::bus::EventBus;
 use super::prompt::SystemPrompt;
 use super::recorder;
 use super::steering::Steering;
+use crate::environment::Environments;
 use crate::model::ModelProvider;
 use crate::tape::{
     ContextSelector, InMemoryTapeStore, Tape, TapeError, TapeName, TapeSettings, TapeStore, default_context,
@@ -35,6 +36,7 @@ pub(crate) struct AgentInner {
     pub command_prefix: Option<String>,
     pub tape_settings: TapeSettings,
     pub workspace: PathBuf,
+    pub environments: Option<Arc<Environments>>,
     pub steering: Steering,
 }
 
@@ -51,6 +53,7 @@ pub struct AgentBuilder {
     command_prefix: Option<String>,
     tape_settings: TapeSettings,
     workspace: PathBuf,
+    environments: Option<Arc<Environments>>,
 }
 
 impl Agent {
@@ -68,6 +71,7 @@ impl Agent {
             command_prefix: None,
             tape_settings: TapeSettings::default(),
             workspace: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+            environments: None,
         }
     }
 
@@ -105,6 +109,11 @@ impl Agent {
 
     pub fn workspace(&self) -> &PathBuf {
         &self.inner.workspace
+    }
+
+    /// The per-session environments, when the agent manages them.
+    pub fn environments(&self) -> Option<&Arc<Environments>> {
+        self.inner.environments.as_ref()
     }
 
     /// A tape of this agent's store, for use outside runs (writes go straight
@@ -190,6 +199,14 @@ impl AgentBuilder {
         self
     }
 
+    /// Gives every session its own environment (see [`Environments`]); runs
+    /// then work in the session's environment and workspace unless their
+    /// options name a workspace.
+    pub fn environments(mut self, environments: Arc<Environments>) -> Self {
+        self.environments = Some(environments);
+        self
+    }
+
     pub fn build(self) -> Agent {
         let events = EventBus::new();
         recorder::register(&events);
@@ -207,6 +224,7 @@ impl AgentBuilder {
                 command_prefix: self.command_prefix,
                 tape_settings: self.tape_settings,
                 workspace: self.workspace,
+                environments: self.environments,
                 steering: Steering::default(),
             }),
         }

@@ -26,6 +26,7 @@ impl SessionArgs {
     fn options(&self) -> RunOptions {
         let mut options = RunOptions::new(self.session.clone());
         options.model = self.model.clone();
+        options.workspace = Some(workspace_or_cwd(self.workspace.as_deref()));
         options
     }
 }
@@ -69,8 +70,7 @@ async fn stream_run(mut run: RunStream) -> Option<(String, String)> {
 pub(crate) async fn run_once(home: &BubHome, message: &str, session: SessionArgs) -> Result<()> {
     let setup = setup(home, session.workspace.as_ref()).await?;
     let error = stream_run(setup.agent.run(message, session.options())).await;
-    setup.shells.kill_all().await;
-    setup.store.close().await;
+    setup.shutdown().await;
     if let Some((_, message)) = error {
         bail!("{message}");
     }
@@ -103,8 +103,7 @@ pub(crate) async fn chat(home: &BubHome, session: SessionArgs) -> Result<()> {
             _ = interrupts.recv() => eprintln!("\n(turn cancelled)"),
         }
     }
-    setup.shells.kill_all().await;
-    setup.store.close().await;
+    setup.shutdown().await;
     Ok(())
 }
 

@@ -4,7 +4,9 @@
 
 use super::path::resolve_path;
 use super::process_group::{group_is_alive, signal_group};
-use super::{Command, Environment, EnvironmentError, EnvironmentProvider, Process, ProcessIo, SpawnOptions};
+use super::{
+    Command, Environment, EnvironmentError, EnvironmentProvider, Process, ProcessControl, ProcessIo, SpawnOptions,
+};
 use async_trait::async_trait;
 use rustix::process::{Pid, Signal};
 use std::path::{Path, PathBuf};
@@ -95,7 +97,7 @@ impl Environment for LocalEnvironment {
             stdout: child.stdout.take().map(|p| Box::new(p) as _),
             stderr: child.stderr.take().map(|p| Box::new(p) as _),
         };
-        Ok(Box::new(LocalProcess { child, pgid, io }))
+        Ok(Box::new(LocalProcess { child, group: Arc::new(ProcessGroup(pgid)), io }))
     }
 
     async fn read_text(&self, path: &str) -> Result<String, EnvironmentError> {
@@ -131,8 +133,21 @@ fn which(program: &str) -> bool {
 /// A process started by [`LocalEnvironment`].
 pub struct LocalProcess {
     child: tokio::process::Child,
-    pgid: Pid,
+    group: Arc<ProcessGroup>,
     io: ProcessIo,
+}
+
+/// The process group a [`LocalProcess`] leads.
+struct ProcessGroup(Pid);
+
+impl ProcessControl for ProcessGroup {
+    fn signal(&self, kill: bool) {
+        signal_group(self.0, if kill { Signal::KILL } else { Signal::TERM });
+    }
+
+    fn is_running(&self) -> bool {
+        group_is_alive(self.0)
+    }
 }
 
 #[async_trait]
@@ -147,12 +162,8 @@ impl Process for LocalProcess {
         Ok(status.code().unwrap_or_else(|| status.signal().map_or(-1, |signal| -signal)))
     }
 
-    fn signal(&self, kill: bool) {
-        signal_group(self.pgid, if kill { Signal::KILL } else { Signal::TERM });
-    }
-
-    fn is_running(&self) -> bool {
-        group_is_alive(self.pgid)
+    fn control(&self) -> Arc<dyn ProcessControl> {
+        self.group.clone()
     }
 }
 

@@ -53,6 +53,17 @@ pub struct ProcessIo {
     pub stderr: Option<Box<dyn AsyncRead + Send + Unpin>>,
 }
 
+/// Signals and liveness of a started process tree, shareable while another
+/// task waits for the process.
+pub trait ProcessControl: Send + Sync {
+    /// TERM (or KILL with `kill`) to the process and everything it started. A
+    /// process that is already gone is not an error.
+    fn signal(&self, kill: bool);
+
+    /// True while the process or anything it started is still running.
+    fn is_running(&self) -> bool;
+}
+
 /// A process started by an environment.
 #[async_trait]
 pub trait Process: Send {
@@ -62,12 +73,18 @@ pub trait Process: Send {
     /// Waits for the process to exit: its exit code, or minus the signal that ended it.
     async fn wait(&mut self) -> std::io::Result<i32>;
 
-    /// TERM (or KILL with `kill`) to the process and everything it started. A
-    /// process that is already gone is not an error.
-    fn signal(&self, kill: bool);
+    /// The process tree's signals and liveness, usable from other tasks.
+    fn control(&self) -> Arc<dyn ProcessControl>;
 
-    /// True while the process or anything it started is still running.
-    fn is_running(&self) -> bool;
+    /// Shorthand for `control().signal(kill)`.
+    fn signal(&self, kill: bool) {
+        self.control().signal(kill)
+    }
+
+    /// Shorthand for `control().is_running()`.
+    fn is_running(&self) -> bool {
+        self.control().is_running()
+    }
 }
 
 /// Errors of an environment, each naming what it was about.

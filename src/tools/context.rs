@@ -1,8 +1,11 @@
 //! What a tool knows about the call it serves.
 
 use crate::agent::{Agent, EventBus, TurnState};
+use crate::environment::{Environment, LocalEnvironment};
 use crate::tape::Tape;
+use crate::tools::ToolError;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// Handed to every tool call.
 #[derive(Clone)]
@@ -22,6 +25,8 @@ pub struct ToolContext {
     pub workspace: PathBuf,
     /// The agent running the call (for `subagent`, `model`, `help`…).
     pub agent: Option<Agent>,
+    /// The session's environment; `None` outside a run with environments.
+    pub environment: Option<Arc<dyn Environment>>,
 }
 
 impl ToolContext {
@@ -36,6 +41,19 @@ impl ToolContext {
             code_mode: false,
             workspace: workspace.into(),
             agent: None,
+            environment: None,
         }
+    }
+
+    /// Where the call's processes run and files live: the session's
+    /// environment, or an unconfined host environment in the workspace.
+    pub fn environment(&self) -> Result<Arc<dyn Environment>, ToolError> {
+        if let Some(environment) = &self.environment {
+            return Ok(environment.clone());
+        }
+        let local = LocalEnvironment::new(&self.workspace, false).map_err(|error| {
+            ToolError::failed(format!("cannot create the workspace {}: {error}", self.workspace.display()))
+        })?;
+        Ok(Arc::new(local))
     }
 }

@@ -1,15 +1,19 @@
 //! File tools: `fs.read`, `fs.write`, `fs.edit`, over UTF-8 text files.
 //!
-//! Every path goes through [`resolve_path`]: relative paths start at the
-//! session's workspace, `~` is the home directory, absolute paths are taken as
-//! they are. Errors name the resolved path, so the model can see where it
+//! Files are read and written through the session's environment, and every
+//! path is resolved by it: relative paths start at the workspace, `~` is the
+//! home directory, absolute paths are taken as they are — unless the
+//! environment is confined to its workspace, which then refuses any path that
+//! leaves it. Errors name the resolved path, so the model can see where it
 //! actually looked.
 
+use crate::environment::{Environment, EnvironmentError};
 use crate::tools::{Tool, ToolContext, ToolError};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 pub use crate::environment::PathError;
 
@@ -102,20 +106,37 @@ pub fn edit_from_line(text: &str, old: &str, new: &str, start: usize) -> Result<
     Ok((format!("{head}{}", tail.replace(old, new)), count))
 }
 
-async fn read_text(path: &Path) -> Result<String, ToolError> {
-    let bytes = tokio::fs::read(path)
-        .await
-        .map_err(|error| ToolError::failed(format!("cannot read {}: {error}", path.display())))?;
-    String::from_utf8(bytes)
-        .map_err(|_| ToolError::failed(format!("cannot read {}: it is not UTF-8 text", path.display())))
+async fn read_text(environment: &dyn Environment, path: &Path) -> Result<String, ToolError> {
+    environment.read_text(&path.to_string_lossy()).await.map_err(|error| file_error("read", path, error))
 }
 
-async fn write_text(path: &Path, text: &str) -> Result<(), ToolError> {
-    let failed = |error: std::io::Error| ToolError::failed(format!("cannot write {}: {error}", path.display()));
-    if let Some(parent) = path.parent() {
-        tokio::fs::create_dir_all(parent).await.map_err(failed)?;
+async fn write_text(environment: &dyn Environment, path: &Path, text: &str) -> Result<(), ToolError> {
+    environment
+        .write_text(&path.to_string_lossy(), text)
+        .await
+        .map(|_| ())
+        .map_err(|error| file_error("write", path, error))
+}
+
+/// The model reads what failed and where.
+fn file_error(action: &str, path: &Path, error: EnvironmentError) -> ToolError {
+    match error {
+        EnvironmentError::Path(error) => ToolError::invalid_input(error.to_string()),
+        EnvironmentError::File { source, .. } if source.kind() == std::io::ErrorKind::InvalidData => {
+            ToolError::failed(format!("cannot {action} {}: it is not UTF-8 text", path.display()))
+        }
+        EnvironmentError::File { source, .. } => {
+            ToolError::failed(format!("cannot {action} {}: {source}", path.display()))
+        }
+        other => ToolError::failed(format!("cannot {action} {}: {other}", path.display())),
     }
-    tokio::fs::write(path, text).await.map_err(failed)
+}
+
+/// Resolves through the call's environment (which may confine it).
+fn resolve(ctx: &ToolContext, path: &str) -> Result<(Arc<dyn Environment>, PathBuf), ToolError> {
+    let environment = ctx.environment()?;
+    let resolved = environment.resolve_path(path).map_err(|error| file_error("use", Path::new(path), error))?;
+    Ok((environment, resolved))
 }
 
 /// Read a UTF-8 text file. Relative paths start at the workspace. For long
@@ -136,9 +157,9 @@ pub struct FsReadArgs {
 /// `fs.read`: line-paginated text read.
 pub fn fs_read_tool() -> Tool {
     Tool::typed("fs.read", |args: FsReadArgs, ctx: ToolContext| async move {
-        let path = resolve_path(&ctx.workspace, &args.path)?;
+        let (environment, path) = resolve(&ctx, &args.path)?;
         tracing::debug!(tool = "fs.read", session = %ctx.tape.name(), path = %path.display(), "read");
-        let text = read_text(&path).await?;
+        let text = read_text(environment.as_ref(), &path).await?;
         Ok::<_, ToolError>(page_lines(&text, args.offset, args.limit).to_string())
     })
     .preserved()
@@ -159,9 +180,9 @@ pub fn fs_write_tool() -> Tool {
     Tool::typed(
         "fs.write",
         |args: FsWriteArgs, ctx: ToolContext| async move {
-            let path = resolve_path(&ctx.workspace, &args.path)?;
+            let (environment, path) = resolve(&ctx, &args.path)?;
             tracing::debug!(tool = "fs.write", session = %ctx.tape.name(), path = %path.display(), bytes = args.content.len(), "write");
-            write_text(&path, &args.content).await?;
+            write_text(environment.as_ref(), &path, &args.content).await?;
             Ok::<_, ToolError>(format!("wrote: {}", path.display()))
         },
     )
@@ -187,13 +208,13 @@ pub struct FsEditArgs {
 /// `fs.edit`: replace-all from a line on.
 pub fn fs_edit_tool() -> Tool {
     Tool::typed("fs.edit", |args: FsEditArgs, ctx: ToolContext| async move {
-        let path = resolve_path(&ctx.workspace, &args.path)?;
-        let text = read_text(&path).await?;
+        let (environment, path) = resolve(&ctx, &args.path)?;
+        let text = read_text(environment.as_ref(), &path).await?;
         let (edited, count) =
             edit_from_line(&text, &args.old, &args.new, args.start).map_err(|error| {
                 ToolError::failed(format!("cannot edit {}: {error}", path.display()))
             })?;
-        write_text(&path, &edited).await?;
+        write_text(environment.as_ref(), &path, &edited).await?;
         tracing::debug!(tool = "fs.edit", session = %ctx.tape.name(), path = %path.display(), replacements = count, "edit");
         let plural = if count == 1 { "" } else { "s" };
         Ok::<_, ToolError>(format!(

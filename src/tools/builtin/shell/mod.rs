@@ -12,7 +12,7 @@
 pub mod output;
 pub mod process;
 
-use super::fs::resolve_path;
+use crate::environment::Environment;
 use crate::tape::TapeName;
 use crate::tools::{Tool, ToolContext, ToolError};
 use indexmap::IndexMap;
@@ -140,14 +140,15 @@ async fn run_bash(shells: &ShellManager, args: BashArgs, ctx: ToolContext) -> Re
     if args.timeout_seconds == 0 && !args.background {
         return Err(ToolError::invalid_input("timeout_seconds must be at least 1"));
     }
-    let cwd = working_dir(&ctx, args.cwd.as_deref()).await?;
+    let environment = ctx.environment()?;
+    let cwd = working_dir(environment.as_ref(), args.cwd.as_deref()).await?;
     let session = ctx.tape.name();
-    let shell = ShellProcess::spawn(&args.cmd, &cwd, shells.output_cap)
+    let shell = ShellProcess::spawn(environment.as_ref(), &args.cmd, args.cwd.as_deref(), shells.output_cap)
+        .await
         .map_err(|error| ToolError::failed(format!("cannot start a shell in {}: {error}", cwd.display())))?;
-    let pgid = shell.pgid();
     if args.background {
         let id = shells.insert(session, shell);
-        tracing::info!(tool = "bash", session = %session, shell_id = %id, pgid, "background shell started");
+        tracing::info!(tool = "bash", session = %session, shell_id = %id, "background shell started");
         return Ok(format!("started: {id}"));
     }
     let timeout = Duration::from_secs(args.timeout_seconds);
@@ -155,7 +156,7 @@ async fn run_bash(shells: &ShellManager, args: BashArgs, ctx: ToolContext) -> Re
         Ok(status) => {
             let output = full_output(&shell);
             let code = status.exit_code().unwrap_or(-1);
-            tracing::debug!(tool = "bash", session = %session, pgid, exit_code = code, "command finished");
+            tracing::debug!(tool = "bash", session = %session, exit_code = code, "command finished");
             if code != 0 {
                 return Err(ToolError::failed(format!("exit code {code}"))
                     .with_details(json!({"exit_code": code, "output": output})));
@@ -164,7 +165,7 @@ async fn run_bash(shells: &ShellManager, args: BashArgs, ctx: ToolContext) -> Re
         }
         Err(_) => {
             shell.terminate().await;
-            tracing::info!(tool = "bash", session = %session, pgid, timeout_seconds = args.timeout_seconds, "command timed out and was stopped");
+            tracing::info!(tool = "bash", session = %session, timeout_seconds = args.timeout_seconds, "command timed out and was stopped");
             let output = full_output(&shell);
             let mut text = format!("timed out after {} seconds", args.timeout_seconds);
             if !output.is_empty() {
@@ -176,16 +177,13 @@ async fn run_bash(shells: &ShellManager, args: BashArgs, ctx: ToolContext) -> Re
     }
 }
 
-/// The directory a command runs in. The workspace is created on first use; a
-/// `cwd` must already exist.
-async fn working_dir(ctx: &ToolContext, cwd: Option<&str>) -> Result<PathBuf, ToolError> {
-    tokio::fs::create_dir_all(&ctx.workspace).await.map_err(|error| {
-        ToolError::failed(format!("cannot create the workspace {}: {error}", ctx.workspace.display()))
-    })?;
+/// The directory a command runs in (checked before the shell starts, so a
+/// missing `cwd` is reported as such rather than as a missing shell).
+async fn working_dir(environment: &dyn Environment, cwd: Option<&str>) -> Result<PathBuf, ToolError> {
     let Some(cwd) = cwd else {
-        return Ok(ctx.workspace.clone());
+        return Ok(environment.workspace().to_path_buf());
     };
-    let dir = resolve_path(&ctx.workspace, cwd)?;
+    let dir = environment.resolve_path(cwd).map_err(|error| ToolError::invalid_input(error.to_string()))?;
     match tokio::fs::metadata(&dir).await {
         Ok(meta) if meta.is_dir() => Ok(dir),
         Ok(_) => Err(ToolError::invalid_input(format!("cwd {} is not a directory", dir.display()))),
@@ -256,7 +254,7 @@ pub fn bash_kill_tool(shells: Arc<ShellManager>) -> Tool {
         async move {
             let shell = shells.get(ctx.tape.name(), &args.shell_id)?;
             let status = shell.terminate().await;
-            tracing::info!(tool = "bash.kill", session = %ctx.tape.name(), shell_id = %args.shell_id, pgid = shell.pgid(), "background shell stopped");
+            tracing::info!(tool = "bash.kill", session = %ctx.tape.name(), shell_id = %args.shell_id, "background shell stopped");
             Ok::<_, ToolError>(status_block(&args.shell_id, status).trim_end().to_string())
         }
     })

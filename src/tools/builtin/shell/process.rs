@@ -1,30 +1,21 @@
-//! [`ShellProcess`]: one `bash -c` (or `sh -c`) in a process group of its own.
+//! [`ShellProcess`]: one shell command started through the session's
+//! [`Environment`], which runs it as a tree it can signal as a whole.
 //!
 //! Guarantees the shell tools build on:
-//! - stdout and stderr share one pipe, so the output interleaves exactly as the
-//!   command wrote it;
-//! - the command leads a new process group (`process_group(0)`), so signals sent
-//!   to the group reach everything it started, however deep;
+//! - stderr is redirected into stdout by the shell itself (`exec 2>&1`), so the
+//!   output interleaves exactly as the command wrote it;
+//! - signals reach everything the command started, however deep;
 //! - [`ShellProcess::terminate`] returns only once no live process of the group
 //!   remains (or it gave up after TERM, a grace period and KILL, and logged it);
 //! - dropping a `ShellProcess` kills whatever is left of its group, so a
 //!   cancelled tool call or a dropped manager leaks no processes.
 //!
-//! "Live" ignores zombies: an orphan is reparented to PID 1, and a PID 1 that
-//! does not reap (common in containers) leaves it in the group as a zombie that
-//! runs nothing. Processes that leave the group (`setsid`) are out of reach.
 
 use super::output::OutputBuffer;
-use crate::environment::process_group::{group_is_alive, signal_group};
-use rustix::process::{Pid, Signal};
-use std::os::unix::process::ExitStatusExt;
-use std::path::Path;
-use std::process::{ExitStatus, Stdio};
+use crate::environment::{Command, Environment, EnvironmentError, Process, ProcessControl, SpawnOptions};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
-use tokio::io::AsyncReadExt;
-use tokio::net::unix::pipe;
-use tokio::process::{Child, Command};
+use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -62,39 +53,36 @@ impl ShellStatus {
 }
 
 /// A running (or finished) shell command. See the module docs.
-#[derive(Debug)]
 pub struct ShellProcess {
-    pgid: Pid,
+    control: Arc<dyn ProcessControl>,
     output: Arc<Mutex<OutputBuffer>>,
     status: watch::Receiver<ShellStatus>,
 }
 
+impl std::fmt::Debug for ShellProcess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShellProcess").field("status", &*self.status.borrow()).finish_non_exhaustive()
+    }
+}
+
 impl ShellProcess {
-    /// Starts `bash -c cmd` in `cwd` (`sh -c` when there is no bash), keeping
-    /// at most `output_cap` bytes of its newest output. `cwd` must exist: a
-    /// missing directory would be indistinguishable from a missing shell.
-    pub fn spawn(cmd: &str, cwd: &Path, output_cap: usize) -> std::io::Result<ShellProcess> {
-        let (reader, writer) = std::io::pipe()?;
-        let child = match start("bash", cmd, cwd, &writer) {
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => start("sh", cmd, cwd, &writer)?,
-            started => started?,
-        };
-        // Our copy of the write end must close, or the pipe never reaches EOF.
-        drop(writer);
-        let pgid = child
-            .id()
-            .and_then(|id| Pid::from_raw(i32::try_from(id).ok()?))
-            .ok_or_else(|| std::io::Error::other("the shell exited before it was tracked"))?;
-        let pipe = pipe::Receiver::from_owned_fd(reader.into())?;
+    /// Starts `cmd` through the environment's shell in `cwd` (default: the
+    /// workspace), keeping at most `output_cap` bytes of its newest output.
+    pub async fn spawn(
+        environment: &dyn Environment,
+        cmd: &str,
+        cwd: Option<&str>,
+        output_cap: usize,
+    ) -> Result<ShellProcess, EnvironmentError> {
+        let options = SpawnOptions { cwd: cwd.map(str::to_string), env: Vec::new() };
+        let mut process = environment.spawn(Command::Shell(format!("exec 2>&1\n{cmd}")), options).await?;
+        let io = process.take_io();
+        drop(io.stdin); // closed: commands read EOF, as from /dev/null
+        let control = process.control();
         let output = Arc::new(Mutex::new(OutputBuffer::new(output_cap)));
         let (status_tx, status) = watch::channel(ShellStatus::Running);
-        tokio::spawn(supervise(child, pipe, output.clone(), status_tx));
-        Ok(ShellProcess { pgid, output, status })
-    }
-
-    /// The process group id (the shell's pid).
-    pub fn pgid(&self) -> i32 {
-        self.pgid.as_raw_pid()
+        tokio::spawn(supervise(process, io.stdout, io.stderr, output.clone(), status_tx));
+        Ok(ShellProcess { control, output, status })
     }
 
     pub fn status(&self) -> ShellStatus {
@@ -119,13 +107,13 @@ impl ShellProcess {
     /// TERM to the whole group, KILL after [`KILL_GRACE`] if anything of it is
     /// still alive; returns once the shell was reaped and the group is empty.
     pub async fn terminate(&self) -> ShellStatus {
-        if group_is_alive(self.pgid) {
-            signal_group(self.pgid, Signal::TERM);
+        if self.control.is_running() {
+            self.control.signal(false);
         }
         if !self.wait_until_gone(KILL_GRACE).await {
-            signal_group(self.pgid, Signal::KILL);
+            self.control.signal(true);
             if !self.wait_until_gone(REAP_WAIT).await {
-                tracing::warn!(pgid = self.pgid(), "process group still alive after KILL");
+                tracing::warn!("a shell's processes are still alive after KILL");
             }
         }
         self.status()
@@ -134,7 +122,7 @@ impl ShellProcess {
     async fn wait_until_gone(&self, within: Duration) -> bool {
         let deadline = Instant::now() + within;
         loop {
-            if self.status() != ShellStatus::Running && !group_is_alive(self.pgid) {
+            if self.status() != ShellStatus::Running && !self.control.is_running() {
                 return true;
             }
             if Instant::now() >= deadline {
@@ -147,44 +135,35 @@ impl ShellProcess {
 
 impl Drop for ShellProcess {
     fn drop(&mut self) {
-        if group_is_alive(self.pgid) {
-            tracing::debug!(pgid = self.pgid(), "killing what is left of a shell's group");
-            signal_group(self.pgid, Signal::KILL);
+        if self.control.is_running() {
+            tracing::debug!("killing what is left of a shell");
+            self.control.signal(true);
         }
     }
-}
-
-/// Spawns one shell; the `Command` (and its copies of the pipe) is dropped on return.
-fn start(program: &str, cmd: &str, cwd: &Path, writer: &std::io::PipeWriter) -> std::io::Result<Child> {
-    let mut command = Command::new(program);
-    command
-        .arg("-c")
-        .arg(cmd)
-        .current_dir(cwd)
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(writer.try_clone()?))
-        .stderr(Stdio::from(writer.try_clone()?))
-        .process_group(0);
-    command.spawn()
 }
 
 /// Pumps output until the pipe closes, reaps the shell, publishes its status.
 /// Output that processes left behind keep writing is read for [`DRAIN_GRACE`]
 /// after the shell exits, then the pipe is closed.
 async fn supervise(
-    mut child: Child,
-    mut pipe: pipe::Receiver,
+    mut process: Box<dyn Process>,
+    stdout: Option<Box<dyn AsyncRead + Send + Unpin>>,
+    stderr: Option<Box<dyn AsyncRead + Send + Unpin>>,
     output: Arc<Mutex<OutputBuffer>>,
     status: watch::Sender<ShellStatus>,
 ) {
     enum First {
-        Exited(std::io::Result<ExitStatus>),
+        Exited(std::io::Result<i32>),
         Drained,
     }
-    let pump = pump(&mut pipe, &output);
+    // stderr is already in stdout (`exec 2>&1`); whatever an environment still
+    // sends there is kept too.
+    let pump = async {
+        tokio::join!(pump(stdout, &output), pump(stderr, &output));
+    };
     tokio::pin!(pump);
     let first = tokio::select! {
-        exit = child.wait() => First::Exited(exit),
+        exit = process.wait() => First::Exited(exit),
         () = &mut pump => First::Drained,
     };
     let exit = match first {
@@ -192,20 +171,18 @@ async fn supervise(
             let _ = tokio::time::timeout(DRAIN_GRACE, &mut pump).await;
             exit
         }
-        First::Drained => child.wait().await,
+        First::Drained => process.wait().await,
     };
     lock(&output).finish();
-    let code = match exit {
-        Ok(exit) => exit_code(exit),
-        Err(error) => {
-            tracing::warn!(%error, "could not reap a shell");
-            -1
-        }
-    };
+    let code = exit.unwrap_or_else(|error| {
+        tracing::warn!(%error, "could not reap a shell");
+        -1
+    });
     let _ = status.send(ShellStatus::Exited(code));
 }
 
-async fn pump(pipe: &mut pipe::Receiver, output: &Mutex<OutputBuffer>) {
+async fn pump(pipe: Option<Box<dyn AsyncRead + Send + Unpin>>, output: &Mutex<OutputBuffer>) {
+    let Some(mut pipe) = pipe else { return };
     let mut buffer = vec![0u8; 16 * 1024];
     loop {
         match pipe.read(&mut buffer).await {
@@ -218,10 +195,6 @@ async fn pump(pipe: &mut pipe::Receiver, output: &Mutex<OutputBuffer>) {
             }
         }
     }
-}
-
-fn exit_code(status: ExitStatus) -> i32 {
-    status.code().unwrap_or_else(|| status.signal().map_or(-1, |signal| -signal))
 }
 
 fn lock(output: &Mutex<OutputBuffer>) -> MutexGuard<'_, OutputBuffer> {

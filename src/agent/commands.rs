@@ -17,7 +17,7 @@ use serde_json::json;
 use std::time::Instant;
 
 /// Runs the command in `text` and streams its output as one `Text` and one `Final`.
-pub(crate) async fn run_command(site: &CallSite<'_>, text: &str, prefix: &str, out: &Output) -> Result<(), RunFailure> {
+pub(crate) async fn run_command(site: &CallSite, text: &str, prefix: &str, out: &Output) -> Result<(), RunFailure> {
     let started = Instant::now();
     let (name, raw, outcome) = match parse_command(text, prefix) {
         Some(Ok(line)) => {
@@ -54,7 +54,7 @@ pub(crate) async fn run_command(site: &CallSite<'_>, text: &str, prefix: &str, o
 
 /// The tool that ran and its output (or the error text).
 async fn execute(
-    site: &CallSite<'_>,
+    site: &CallSite,
     line: &CommandLine,
 ) -> Result<(String, Result<String, String>), super::bus::HandlerError> {
     let (tool, arguments) = match site.tools.get(&line.name) {

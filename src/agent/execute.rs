@@ -13,18 +13,20 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// Where a call runs.
-pub(crate) struct CallSite<'a> {
-    pub agent: &'a Agent,
-    pub run: &'a RunContext,
+/// Where a call runs. Owned and cheap to clone, so code mode can hand it to
+/// the tasks that serve calls from running code.
+#[derive(Clone)]
+pub(crate) struct CallSite {
+    pub agent: Agent,
+    pub run: RunContext,
     /// The tools callable from here (the run's allowed tools; every tool for commands).
-    pub tools: &'a ToolRegistry,
+    pub tools: Arc<ToolRegistry>,
     pub workspace: PathBuf,
     /// The session's environment, when the agent manages environments.
     pub environment: Option<Arc<dyn Environment>>,
 }
 
-impl CallSite<'_> {
+impl CallSite {
     /// Runs `call`. `preset` is an error found before the call could be made
     /// (arguments that are not JSON); the events still fire around it.
     /// Only a failing event handler is an `Err`: tool failures are results.

@@ -25,6 +25,7 @@ use crate::tools::ToolRegistry;
 use futures::StreamExt;
 use serde_json::{Map, Value, json};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::mpsc;
 
@@ -201,7 +202,8 @@ impl Agent {
         };
         run.state.set("session_id", json!(options.tape));
         run.state.set("workspace", json!(workspace.display().to_string()));
-        let site = CallSite { agent: self, run, tools: &tools, workspace, environment };
+        let site = CallSite { agent: self.clone(), run: run.clone(), tools: Arc::new(tools), workspace, environment };
+        let tools = site.tools.clone();
 
         if let Some(prefix) = self.inner.command_prefix.as_deref()
             && crate::command::is_command(&prompt, prefix)
@@ -216,7 +218,7 @@ impl Agent {
                     allowed_tools: allowed,
                 })
                 .await?;
-            let commands = CallSite { tools: &all_tools, ..site };
+            let commands = CallSite { tools: Arc::new(all_tools), ..site };
             return super::commands::run_command(&commands, &prompt, prefix, out).await;
         }
 
@@ -426,7 +428,7 @@ struct ModelAnswer {
 }
 
 /// Runs a step's calls concurrently; results come back in call order.
-async fn run_calls(site: &CallSite<'_>, calls: &[ToolCallRequest], out: &Output) -> Result<Vec<String>, RunFailure> {
+async fn run_calls(site: &CallSite, calls: &[ToolCallRequest], out: &Output) -> Result<Vec<String>, RunFailure> {
     for call in calls {
         let event = StreamEvent::ToolCall {
             call_id: call.id.clone(),

@@ -8,6 +8,7 @@
 //! - [`model`]: streaming model clients (`ModelClient`), typed model errors.
 //! - [`tools`]: `Tool`, `ToolRegistry`, and the builtin tools.
 //! - [`command`]: comma-command parsing and argument binding.
+//! - [`codemode`]: code mode's typed Python stub of the tools.
 //! - [`skills`]: `SKILL.md` discovery and the `skill` tool.
 //! - [`setup`]: the agent the `bub` binary runs, assembled from `BUB_*` variables.
 //! - [`home`]: where bub keeps its files (`$BUB_HOME`).
@@ -15,6 +16,7 @@
 
 pub mod agent;
 pub mod cli;
+pub mod codemode;
 pub mod command;
 pub mod home;
 pub mod model;

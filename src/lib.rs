@@ -9,6 +9,7 @@
 //! - [`tools`]: `Tool`, `ToolRegistry`, and the builtin tools.
 //! - [`command`]: comma-command parsing and argument binding.
 //! - [`environment`]: per-session environments where processes and files live.
+//! - [`codemode`]: code mode's typed Python stub of the tools.
 //! - [`skills`]: `SKILL.md` discovery and the `skill` tool.
 //! - [`setup`]: the agent the `bub` binary runs, assembled from `BUB_*` variables.
 //! - [`home`]: where bub keeps its files (`$BUB_HOME`).
@@ -16,6 +17,7 @@
 
 pub mod agent;
 pub mod cli;
+pub mod codemode;
 pub mod command;
 pub mod environment;
 pub mod home;

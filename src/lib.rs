@@ -7,6 +7,7 @@
 //!   typed event bus, system prompt sections, steering.
 //! - [`model`]: streaming model clients (`ModelClient`), typed model errors.
 //! - [`tools`]: `Tool`, `ToolRegistry`, and the builtin tools.
+//! - [`codemode`]: code mode — model-written Python whose tool calls run on the host.
 //! - [`command`]: comma-command parsing and argument binding.
 //! - [`skills`]: `SKILL.md` discovery and the `skill` tool.
 //! - [`setup`]: the agent the `bub` binary runs, assembled from `BUB_*` variables.
@@ -15,6 +16,7 @@
 
 pub mod agent;
 pub mod cli;
+pub mod codemode;
 pub mod command;
 pub mod home;
 pub mod model;

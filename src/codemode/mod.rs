@@ -1,0 +1,3 @@
+//! Code mode: the model writes Python that calls bub's tools; the tool calls run on the host.
+
+pub mod runner;

@@ -7,6 +7,7 @@
 //!   typed event bus, system prompt sections, steering.
 //! - [`model`]: streaming model clients (`ModelClient`), typed model errors.
 //! - [`tools`]: `Tool`, `ToolRegistry`, and the builtin tools.
+//! - [`codemode`]: code mode — model-written Python whose tool calls run on the host.
 //! - [`command`]: comma-command parsing and argument binding.
 //! - [`environment`]: per-session environments where processes and files live.
 //! - [`codemode`]: code mode's typed Python stub of the tools.

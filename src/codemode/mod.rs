@@ -9,5 +9,8 @@
 //!
 //! - [`stub`]: renders that `.pyi` file from the tools' schemas and writes it
 //!   under a path that stays stable while a session's tool set does.
+//! - [`runner`]: the child script and the host side of its JSON-lines
+//!   protocol; every tool call from the code runs on the host.
 
+pub mod runner;
 pub mod stub;

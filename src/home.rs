@@ -4,6 +4,7 @@
 //! $BUB_HOME/bub.db          tapes (SQLite, WAL)
 //! $BUB_HOME/tapes/          JSONL archives written by `tape.reset archive=true`
 //! $BUB_HOME/workspaces/     one workspace per session (when none is given)
+//! $BUB_HOME/codemode/       typed Python stubs of the tools, for code mode
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -39,6 +40,11 @@ impl BubHome {
     /// Where tape archives go.
     pub fn archive_dir(&self) -> PathBuf {
         self.root.join("tapes")
+    }
+
+    /// Where code mode writes its typed tool stubs.
+    pub fn codemode_dir(&self) -> PathBuf {
+        self.root.join("codemode")
     }
 
     /// Where sessions get their workspaces (one folder per session).

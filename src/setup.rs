@@ -100,11 +100,13 @@ impl Setup {
             .tools(builtin::tools(shells.clone(), WebFetchSettings::default()))
             .tools(builtin::session_tools(shells.clone()))
             .tool(builtin::subagent::subagent_tool())
+            .tool(builtin::code::run_code_tool())
             .tool(skills::skill_tool())
             .environments(environments.clone())
             .command_prefix(prefix.as_ref())
             .max_steps(max_steps)
             .workspace(workspace)
+            .codemode_dir(home.codemode_dir())
             .tape_settings(TapeSettings { archive_dir: home.archive_dir(), spill: SpillSettings { threshold_tokens } })
             .system_prompt(DEFAULT_INSTRUCTIONS);
         if let Some(max_tokens) = models.max_tokens {

@@ -30,6 +30,7 @@
 //! ```
 
 pub mod bus;
+pub mod code_mode;
 mod commands;
 pub mod events;
 mod execute;

@@ -12,6 +12,7 @@
 //!   provider's message, recorded on the tape: never an empty reply.
 
 use super::bus::HandlerError;
+use super::code_mode;
 use super::events::*;
 use super::execute::{CallSite, parse_arguments};
 use super::prompt::{PromptContext, ToolSummary};
@@ -222,6 +223,16 @@ impl Agent {
             return super::commands::run_command(&commands, &prompt, prefix, out).await;
         }
 
+        let tools = match self.open_code_mode(&site, options).await? {
+            Some(direct) => direct,
+            // `run_code` means nothing outside code mode: the model does not see it.
+            None if tools.get(code_mode::RUN_CODE).is_some() => {
+                let mut visible = (*tools).clone();
+                visible.remove(code_mode::RUN_CODE);
+                Arc::new(visible)
+            }
+            None => tools,
+        };
         let spec = self.model_spec(&run.tape, options).await?;
         run.state.set("model", json!(spec));
         let allowed = tools.model_tools().map(|t| t.name().to_string()).collect();
@@ -289,6 +300,26 @@ impl Agent {
         }
     }
 
+    /// In code mode: writes the stub, keeps the session on the turn state and
+    /// returns the tools the model sees directly. `None`: not in code mode.
+    async fn open_code_mode(
+        &self,
+        site: &CallSite,
+        options: &RunOptions,
+    ) -> Result<Option<Arc<ToolRegistry>>, RunFailure> {
+        let flag = site.run.state.get("code_mode").and_then(|v| v.as_bool());
+        if site.tools.get(code_mode::RUN_CODE).is_none() || !code_mode::requested(&site.run.tape, flag).await? {
+            return Ok(None);
+        }
+        let (direct, in_code) = code_mode::split(&site.tools);
+        let session = code_mode::open(site.clone(), &in_code, self.inner.codemode_dir.clone(), options.tape.clone())
+            .await
+            .map_err(|e| RunFailure::new("code_mode", format!("cannot write the code-mode stub: {e}")))?;
+        site.run.state.set("code_mode", json!(true));
+        site.run.state.insert_extension(session);
+        Ok(Some(Arc::new(direct)))
+    }
+
     /// The run's model: the run's own, else the session's latest `,model`
     /// switch, else the agent's default.
     async fn model_spec(&self, tape: &Tape, options: &RunOptions) -> Result<String, RunFailure> {
@@ -338,7 +369,11 @@ impl Agent {
             tape: run.tape.clone(),
             state: run.state.clone(),
         };
-        let system = self.inner.system_prompt.render(&prompt_context).await;
+        let mut system = self.inner.system_prompt.render(&prompt_context).await;
+        if let Some(session) = run.state.extension::<code_mode::CodeModeSession>() {
+            let block = code_mode::prompt_block(&session);
+            system = if system.is_empty() { block } else { format!("{system}\n\n{block}") };
+        }
         let history = run.tape.context_with(&self.inner.context).await?;
         let mut messages = Vec::with_capacity(history.len() + 1);
         if !system.is_empty() {

@@ -6,6 +6,7 @@ use super::prompt::SystemPrompt;
 use super::recorder;
 use super::steering::Steering;
 use crate::environment::Environments;
+use crate::home::BubHome;
 use crate::model::ModelProvider;
 use crate::tape::{
     ContextSelector, InMemoryTapeStore, Tape, TapeError, TapeName, TapeSettings, TapeStore, default_context,
@@ -37,6 +38,7 @@ pub(crate) struct AgentInner {
     pub tape_settings: TapeSettings,
     pub workspace: PathBuf,
     pub environments: Option<Arc<Environments>>,
+    pub codemode_dir: PathBuf,
     pub steering: Steering,
 }
 
@@ -54,6 +56,7 @@ pub struct AgentBuilder {
     tape_settings: TapeSettings,
     workspace: PathBuf,
     environments: Option<Arc<Environments>>,
+    codemode_dir: PathBuf,
 }
 
 impl Agent {
@@ -72,6 +75,7 @@ impl Agent {
             tape_settings: TapeSettings::default(),
             workspace: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
             environments: None,
+            codemode_dir: BubHome::from_env().codemode_dir(),
         }
     }
 
@@ -207,6 +211,12 @@ impl AgentBuilder {
         self
     }
 
+    /// Where code-mode stubs are written (default `$BUB_HOME/codemode`).
+    pub fn codemode_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.codemode_dir = dir.into();
+        self
+    }
+
     pub fn build(self) -> Agent {
         let events = EventBus::new();
         recorder::register(&events);
@@ -225,6 +235,7 @@ impl AgentBuilder {
                 tape_settings: self.tape_settings,
                 workspace: self.workspace,
                 environments: self.environments,
+                codemode_dir: self.codemode_dir,
                 steering: Steering::default(),
             }),
         }

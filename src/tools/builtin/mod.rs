@@ -10,11 +10,13 @@
 //! - [`web`]: `web.fetch`, with SSRF checks set by [`WebFetchSettings`].
 //! - [`session`]: command-only `help`, `model`, `quit`.
 //! - [`subagent`]: `subagent`, a nested run on a throwaway or named tape.
+//! - [`code`]: `run_code` and the command-only `code_mode` switch.
 //!
 //! Preserved tools (kept directly callable in code mode) are the ones code
 //! needs as primitives: shell, files and `spill.read`; their constructors
 //! mark them.
 
+pub mod code;
 pub mod fs;
 pub mod session;
 pub mod shell;
@@ -50,7 +52,7 @@ pub fn tools(shells: Arc<ShellManager>, web: WebFetchSettings) -> Vec<Tool> {
 
 /// The command-only session tools; `quit` kills the session's shells.
 pub fn session_tools(shells: Arc<ShellManager>) -> Vec<Tool> {
-    vec![session::help_tool(), session::model_tool(), session::quit_tool(shells)]
+    vec![session::help_tool(), session::model_tool(), session::quit_tool(shells), code::code_mode_tool()]
 }
 
 #[cfg(test)]

@@ -1,0 +1,249 @@
+//! Code mode end to end: the switch, what the model sees, `run_code` calling
+//! tools through the events, failures, restarts, and concurrent runs.
+
+mod support;
+
+use bub::agent::events::{BeforeToolCall, ToolCallDecision};
+use bub::agent::{RunOptions, StreamEvent};
+use bub::codemode::runner::{CallTool, OutputSink};
+use bub::environment::{Environments, LocalProvider};
+use bub::home::BubHome;
+use bub::setup::Setup;
+use bub::tape::SqliteTapeStore;
+use bub::tools::{Tool, ToolContext, ToolError};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use support::fake_model::{FakeModel, Reply};
+use tempfile::TempDir;
+
+struct World {
+    setup: Setup,
+    home: TempDir,
+    workspace: TempDir,
+}
+
+async fn setup_in(fake: &FakeModel, home: &std::path::Path, workspace: &std::path::Path) -> Setup {
+    let bub_home = BubHome::at(home);
+    let store = Arc::new(SqliteTapeStore::open(bub_home.database()).await.unwrap());
+    Setup::build(&bub_home, workspace.to_path_buf(), store, fake.vars("openai:gpt-test")).unwrap()
+}
+
+async fn world(fake: &FakeModel) -> World {
+    let (home, workspace) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let setup = setup_in(fake, home.path(), workspace.path()).await;
+    World { setup, home, workspace }
+}
+
+impl World {
+    async fn say(&self, text: &str) -> bub::agent::RunOutcome {
+        self.setup.agent.run(text, RunOptions::new("ops").workspace(self.workspace.path())).collect().await
+    }
+}
+
+fn tool_names(request: &Value) -> Vec<String> {
+    let mut names: Vec<String> = request["tools"]
+        .as_array()
+        .map(|tools| tools.iter().map(|t| t["function"]["name"].as_str().unwrap().to_string()).collect())
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+fn tool_result(outcome: &bub::agent::RunOutcome) -> (String, bool) {
+    outcome
+        .events
+        .iter()
+        .find_map(|e| match e {
+            StreamEvent::ToolResult { output, is_error, .. } => Some((output.clone(), *is_error)),
+            _ => None,
+        })
+        .expect("a tool result")
+}
+
+fn run_code(code: &str, timeout_seconds: u64) -> Reply {
+    Reply::tool_calls(vec![("run_code", json!({"code": code, "timeout_seconds": timeout_seconds}))])
+}
+
+#[tokio::test]
+async fn the_switch_changes_what_the_model_sees_from_the_next_turn() {
+    let fake = FakeModel::start().await;
+    fake.push(Reply::text("direct")).push(Reply::text("in code mode"));
+    let world = world(&fake).await;
+    world.say("before").await;
+    assert!(!tool_names(&fake.requests()[0]).contains(&"run_code".to_string()), "no run_code outside code mode");
+    assert!(tool_names(&fake.requests()[0]).contains(&"tape_info".to_string()));
+
+    let switched = world.say(",code_mode enable=true").await.text;
+    assert_eq!(switched, "code mode on for this session from the next turn");
+    world.say("after").await;
+    let request = &fake.requests()[1];
+    assert_eq!(
+        tool_names(request),
+        vec!["bash", "bash_kill", "bash_output", "fs_edit", "fs_read", "fs_write", "run_code", "spill_read"]
+    );
+    let system = request["messages"][0]["content"].as_str().unwrap();
+    assert!(system.contains("<code_mode>") && system.contains("tape_info"), "{system}");
+    let stub_path = system.split("Read the typed stub ").nth(1).unwrap().split(" (with fs_read)").next().unwrap();
+    assert!(stub_path.starts_with(world.home.path().join("codemode").to_str().unwrap()), "{stub_path}");
+    let stub = std::fs::read_to_string(stub_path).unwrap();
+    assert!(stub.contains("async def tape_info(") && stub.contains("async def web_fetch("), "{stub}");
+    assert!(!stub.contains("async def bash("), "preserved tools stay out of the stub");
+}
+
+#[tokio::test]
+async fn run_code_calls_tools_through_the_events_with_structured_results() {
+    let fake = FakeModel::start().await;
+    let world = world(&fake).await;
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    world.setup.agent.events().on_sync(move |event: &mut BeforeToolCall| {
+        log.lock().unwrap().push((event.call.tool.clone(), event.call.code_mode));
+        Ok(())
+    });
+    world.say(",code_mode enable=true").await;
+    let code = "import asyncio\nhandoff, info = await asyncio.gather(tools.tape_handoff(name='phase-1', summary='s'), tools.tape_info())\nprint(handoff)\nprint('entries' in info)";
+    fake.push(run_code(code, 30)).push(Reply::text("done"));
+    let outcome = world.say("use code").await;
+    assert_eq!(outcome.text, "done");
+    let (output, is_error) = tool_result(&outcome);
+    assert!(!is_error, "{output}");
+    assert_eq!(output, "handoff created: phase-1\nTrue\n");
+    let seen = seen.lock().unwrap().clone();
+    assert!(seen.contains(&("run_code".to_string(), false)));
+    assert!(seen.contains(&("tape.info".to_string(), true)), "{seen:?}");
+    assert!(seen.contains(&("tape.handoff".to_string(), true)), "{seen:?}");
+}
+
+#[tokio::test]
+async fn a_tool_denied_by_a_handler_stays_denied_inside_code() {
+    let fake = FakeModel::start().await;
+    let world = world(&fake).await;
+    world.setup.agent.events().on_sync(|event: &mut BeforeToolCall| {
+        if event.call.tool == "tape.reset" {
+            event.decision = Some(ToolCallDecision::Deny("resets are for operators".into()));
+        }
+        Ok(())
+    });
+    world.say(",code_mode enable=true").await;
+    let code =
+        "try:\n    await tools.tape_reset(archive=False)\nexcept Exception as error:\n    print('refused:', error)";
+    fake.push(run_code(code, 30)).push(Reply::text("ok"));
+    let (output, _) = tool_result(&world.say("reset please").await);
+    assert_eq!(output.trim(), "refused: resets are for operators");
+}
+
+#[tokio::test]
+async fn failures_come_back_with_output_traceback_and_timeouts_keep_what_was_printed() {
+    let fake = FakeModel::start().await;
+    let world = world(&fake).await;
+    world.say(",code_mode enable=true").await;
+    fake.push(run_code("print('step 1')\nraise ValueError('bad input')", 30))
+        .push(run_code("import time\nprint('before the wait', flush=True)\ntime.sleep(30)", 1))
+        .push(Reply::text("ok"));
+    let outcome = world.say("try twice").await;
+    let results: Vec<(String, bool)> = outcome
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::ToolResult { output, is_error, .. } => Some((output.clone(), *is_error)),
+            _ => None,
+        })
+        .collect();
+    let (failed, timed_out) = (&results[0], &results[1]);
+    assert!(failed.1 && timed_out.1);
+    let failed: Value = serde_json::from_str(&failed.0).unwrap();
+    assert_eq!(failed["message"], "raised ValueError: bad input");
+    assert_eq!(failed["details"]["output"], "step 1\n");
+    assert!(failed["details"]["traceback"].as_str().unwrap().contains("raise ValueError"));
+    let timed_out: Value = serde_json::from_str(&timed_out.0).unwrap();
+    assert_eq!(timed_out["message"], "timed out after 1 seconds");
+    assert_eq!(timed_out["details"]["output"], "before the wait\n");
+}
+
+/// A result whose serialization fails, as a value holding a non-JSON map key would.
+#[derive(JsonSchema)]
+struct NotJson {
+    #[allow(dead_code)]
+    value: f64,
+}
+
+impl Serialize for NotJson {
+    fn serialize<S: serde::Serializer>(&self, _: S) -> Result<S::Ok, S::Error> {
+        Err(serde::ser::Error::custom("key must be a string"))
+    }
+}
+
+/// A result that cannot become JSON.
+#[derive(Deserialize, JsonSchema)]
+struct NoArgs {}
+
+#[tokio::test]
+async fn a_result_that_is_not_json_fails_only_that_call() {
+    let fake = FakeModel::start().await;
+    let world = world(&fake).await;
+    let broken =
+        Tool::typed("broken", |_: NoArgs, _: ToolContext| async { Ok::<_, ToolError>(NotJson { value: 1.0 }) });
+    world.setup.agent.add_tool(broken);
+    world.say(",code_mode enable=true").await;
+    let code = "try:\n    await tools.broken()\nexcept Exception as error:\n    print('failed:', error)\nprint(await tools.tape_anchors())";
+    fake.push(run_code(code, 30)).push(Reply::text("ok"));
+    let (output, is_error) = tool_result(&world.say("go").await);
+    assert!(!is_error, "{output}");
+    assert!(output.starts_with("failed: result is not JSON"), "{output}");
+    assert!(output.contains("session/start"), "the next call still worked: {output}");
+}
+
+#[tokio::test]
+async fn code_mode_survives_a_restart() {
+    let fake = FakeModel::start().await;
+    fake.push(Reply::text("after restart"));
+    let (home, workspace) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let first = setup_in(&fake, home.path(), workspace.path()).await;
+    first.agent.run(",code_mode enable=true", RunOptions::new("ops").workspace(workspace.path())).collect().await;
+    first.shutdown().await;
+    drop(first);
+    let second = setup_in(&fake, home.path(), workspace.path()).await;
+    second.agent.run("hello again", RunOptions::new("ops").workspace(workspace.path())).collect().await;
+    assert!(tool_names(&fake.requests()[0]).contains(&"run_code".to_string()));
+}
+
+#[tokio::test]
+async fn without_run_code_in_the_allowed_tools_the_turn_calls_tools_directly() {
+    let fake = FakeModel::start().await;
+    fake.push(Reply::text("direct"));
+    let world = world(&fake).await;
+    world.say(",code_mode enable=true").await;
+    let options = RunOptions::new("ops")
+        .workspace(world.workspace.path())
+        .allowed_tools(vec!["tape.info".into(), "fs.read".into()]);
+    world.setup.agent.run("restricted", options).collect().await;
+    assert_eq!(tool_names(&fake.requests()[0]), vec!["fs_read", "tape_info"]);
+}
+
+#[tokio::test]
+async fn fifty_concurrent_runs_in_different_sessions_do_not_interfere() {
+    let dir = tempfile::tempdir().unwrap();
+    let environments =
+        Arc::new(Environments::new(Arc::new(LocalProvider::default()), dir.path(), Duration::from_secs(600)));
+    let runs = (0..50).map(|n| {
+        let environments = environments.clone();
+        async move {
+            let environment = environments.get(&format!("session-{n}"), None).await.unwrap();
+            let call_tool: CallTool = Arc::new(move |name, args| {
+                Box::pin(async move { Ok(json!({"session": n, "tool": name, "args": args})) })
+            });
+            let write: OutputSink = Arc::new(|_| {});
+            let code = "r = await tools.whoami(x=1)\nprint(r['session'], r['tool'], r['args']['x'])";
+            let output =
+                environment.run_code(code, &["whoami".to_string()], call_tool, write, Duration::from_secs(60)).await;
+            (n, output)
+        }
+    });
+    for (n, output) in futures::future::join_all(runs).await {
+        assert_eq!(output.unwrap(), format!("{n} whoami 1\n"));
+    }
+    environments.close_all().await;
+}

@@ -23,6 +23,7 @@ use crate::tape::{SpillSettings, SqliteTapeStore, TapeSettings, TapeStore};
 use crate::tools::builtin::{self, ShellManager, WebFetchSettings};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// What bub tells every model before anything else.
 pub const DEFAULT_INSTRUCTIONS: &str = "\
@@ -94,6 +95,9 @@ impl Setup {
         };
         let environments =
             Arc::new(Environments::new(Arc::new(LocalProvider { confined }), home.workspaces_dir(), DEFAULT_IDLE));
+        if tokio::runtime::Handle::try_current().is_ok() {
+            environments.sweep_idle(Duration::from_secs(60));
+        }
 
         let mut builder = Agent::builder()
             .store(store.clone() as Arc<dyn TapeStore>)

@@ -147,3 +147,20 @@ async fn idle_environments_are_closed_and_their_processes_killed() {
     assert!(environments.is_empty().await);
     assert!(gone_within(process.as_ref(), Duration::from_secs(5)).await);
 }
+
+#[tokio::test]
+async fn the_sweeper_closes_idle_environments_on_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let environments =
+        Arc::new(Environments::new(Arc::new(LocalProvider::default()), dir.path(), Duration::from_millis(50)));
+    let sweeper = environments.sweep_idle(Duration::from_millis(20));
+    environments.get("chat", None).await.unwrap();
+    for _ in 0..250 {
+        if environments.is_empty().await {
+            sweeper.abort();
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("the idle environment was never closed");
+}

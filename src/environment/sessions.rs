@@ -78,6 +78,21 @@ impl Environments {
         idle.len()
     }
 
+    /// Closes idle environments every `every` until the returned task is
+    /// aborted (or the registry is dropped).
+    pub fn sweep_idle(self: &Arc<Self>, every: Duration) -> tokio::task::JoinHandle<()> {
+        let registry = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(every);
+            ticks.tick().await;
+            loop {
+                ticks.tick().await;
+                let Some(registry) = registry.upgrade() else { return };
+                registry.close_idle().await;
+            }
+        })
+    }
+
     /// Closes every environment (at shutdown).
     pub async fn close_all(&self) {
         let all: Vec<Arc<dyn Environment>> = self.open.lock().await.drain().map(|(_, e)| e.environment).collect();

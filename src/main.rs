@@ -2,8 +2,11 @@ use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    use std::io::IsTerminal;
+    // Failures reach the user as `error: …`; other logs are opt-in (BUB_LOG=info).
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("BUB_LOG").unwrap_or_else(|_| "warn".into()))
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("BUB_LOG").unwrap_or_else(|_| "error".into()))
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .init();
     let cli = bub::cli::Cli::parse();

@@ -6,7 +6,9 @@
 //! Variables read here (the model ones are read by [`ModelSettings`]):
 //! `BUB_COMMAND_PREFIX` (default `,`), `BUB_MAX_STEPS` (default 100),
 //! `BUB_SPILL_THRESHOLD` (estimated tokens, default 4096, 0 = no new spills),
-//! `BUB_CONFINE_FS` (`true`: file tools and `cwd` may not leave the workspace).
+//! `BUB_CONFINE_FS` (`true`: file tools and `cwd` may not leave the workspace),
+//! `BUB_ENVIRONMENT_IDLE_SECONDS` (default 1800: a session's environment, and
+//! what it runs, is closed after this long without a turn).
 //!
 //! Each session runs in its own [`LocalEnvironment`](crate::environment::LocalEnvironment):
 //! in the workspace a run names (`bub run` uses the current directory), else
@@ -93,8 +95,12 @@ impl Setup {
                 });
             }
         };
-        let environments =
-            Arc::new(Environments::new(Arc::new(LocalProvider { confined }), home.workspaces_dir(), DEFAULT_IDLE));
+        let idle = parse_var(&var, "BUB_ENVIRONMENT_IDLE_SECONDS", DEFAULT_IDLE.as_secs() as usize)?;
+        let environments = Arc::new(Environments::new(
+            Arc::new(LocalProvider { confined }),
+            home.workspaces_dir(),
+            Duration::from_secs(idle as u64),
+        ));
         if tokio::runtime::Handle::try_current().is_ok() {
             environments.sweep_idle(Duration::from_secs(60));
         }

@@ -134,8 +134,14 @@ async fn bad_variables_are_named() {
     let error = Setup::build(&bub_home, home.path().into(), store.clone(), vars).err().unwrap().to_string();
     assert!(error.starts_with("BUB_COMMAND_PREFIX=\"two words\""), "{error}");
     let vars = vec![("BUB_MAX_STEPS".to_string(), "many".to_string())];
-    let error = Setup::build(&bub_home, home.path().into(), store, vars).err().unwrap().to_string();
+    let error = Setup::build(&bub_home, home.path().into(), store.clone(), vars).err().unwrap().to_string();
     assert_eq!(error, "BUB_MAX_STEPS=\"many\": must be a whole number");
+    let vars = vec![("BUB_ENVIRONMENT_IDLE_SECONDS".to_string(), "-5".to_string())];
+    let error = Setup::build(&bub_home, home.path().into(), store.clone(), vars).err().unwrap().to_string();
+    assert_eq!(error, "BUB_ENVIRONMENT_IDLE_SECONDS=\"-5\": must be a whole number");
+    let vars = vec![("BUB_CONFINE_FS".to_string(), "maybe".to_string())];
+    let error = Setup::build(&bub_home, home.path().into(), store, vars).err().unwrap().to_string();
+    assert_eq!(error, "BUB_CONFINE_FS=\"maybe\": must be true or false");
 }
 
 #[tokio::test]

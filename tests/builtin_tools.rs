@@ -117,9 +117,10 @@ async fn bash_creates_the_workspace_and_runs_in_cwd_relative_to_it() {
 #[tokio::test]
 async fn bash_timeout_stops_every_process_of_the_command() {
     let s = Session::new().await;
-    let out = s.ok("bash", json!({"cmd": "echo $$; sleep 100 & sleep 100", "timeout_seconds": 1})).await;
+    // 3 s: room for the shell to start and print its pid on a loaded machine.
+    let out = s.ok("bash", json!({"cmd": "echo $$; sleep 100 & sleep 100", "timeout_seconds": 3})).await;
     let mut lines = out.lines();
-    assert_eq!(lines.next(), Some("timed out after 1 seconds"));
+    assert_eq!(lines.next(), Some("timed out after 3 seconds"));
     let pgid: i32 = lines.next().expect("the shell's pid").parse().unwrap();
     assert_eq!(live_members(pgid), Vec::<String>::new());
 }

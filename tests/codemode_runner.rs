@@ -183,10 +183,12 @@ async fn an_unknown_tool_names_the_available_ones() {
 
 #[tokio::test]
 async fn a_timeout_returns_the_output_printed_before_it() {
-    let code = "import time\nprint('started')\ntime.sleep(5)\nprint('never')\n";
-    match run_with(code, &[], no_tools(), Duration::from_secs(1)).await {
+    // The clock includes Python's start-up, which a loaded 2-core machine can
+    // stretch past a second: 5 s leaves room for the print before the timeout.
+    let code = "import time\nprint('started')\ntime.sleep(60)\nprint('never')\n";
+    match run_with(code, &[], no_tools(), Duration::from_secs(5)).await {
         Err(CodeError::Timeout { after, output }) => {
-            assert_eq!(after, Duration::from_secs(1));
+            assert_eq!(after, Duration::from_secs(5));
             assert_eq!(output, "started\n");
         }
         other => panic!("expected a timeout, got {other:?}"),

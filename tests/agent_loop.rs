@@ -265,7 +265,7 @@ async fn dropping_the_stream_stops_the_run_and_keeps_what_was_recorded() {
     assert_eq!(stream.next_event().await, Some(StreamEvent::Text("partial".into())));
     drop(stream);
     let tape = store.tape("chat");
-    for _ in 0..200 {
+    for _ in 0..1000 {
         let messages = tape.read(&TapeQuery::all().kinds([EntryKind::Message])).await.unwrap();
         if !messages.is_empty() {
             assert_eq!(messages[0].payload["content"], "start and stop");

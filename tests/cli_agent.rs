@@ -178,7 +178,7 @@ async fn ctrl_c_in_chat_cancels_the_turn_not_the_program() {
     let mut child = command.spawn().unwrap();
     let mut stdin = child.stdin.take().unwrap();
     stdin.write_all(b"take your time\n").unwrap();
-    for _ in 0..500 {
+    for _ in 0..3000 {
         if fake.request_count() == 1 {
             break;
         }

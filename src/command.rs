@@ -223,14 +223,14 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn parse(text: &str) -> CommandLine {
+    pub(super) fn parse(text: &str) -> CommandLine {
         match parse_command(text, ",") {
             Some(Ok(command)) => command,
             other => panic!("`{text}` did not parse: {other:?}"),
         }
     }
 
-    fn parse_error(text: &str) -> CommandError {
+    pub(super) fn parse_error(text: &str) -> CommandError {
         match parse_command(text, ",") {
             Some(Err(error)) => error,
             other => panic!("`{text}` should fail: {other:?}"),

@@ -189,3 +189,22 @@ async fn the_same_loop_runs_over_anthropic_messages() {
     let blocks = second["messages"].as_array().unwrap().last().unwrap()["content"].clone();
     assert_eq!(blocks[0]["type"], "tool_result");
 }
+
+#[tokio::test]
+async fn reasoning_and_usage_reach_the_stream() {
+    let fake = FakeModel::start().await;
+    fake.push(Reply::text("42").with_reasoning("six times seven").with_usage(30, 2));
+    let (agent, _store) = agent_on(&fake, "openai:gpt-test", 10).await;
+    let outcome = agent.run("the answer?", RunOptions::new("chat")).collect().await;
+    let reasoning: String = outcome
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::Reasoning(delta) => Some(delta.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(reasoning, "six times seven");
+    assert_eq!(outcome.text, "42");
+    assert_eq!(outcome.usage.map(|u| (u.prompt_tokens, u.completion_tokens, u.total_tokens)), Some((30, 2, 32)));
+}

@@ -10,7 +10,7 @@
 use super::events::ToolCall;
 use super::execute::CallSite;
 use crate::codemode::stub::{StubTool, write_stub};
-use crate::tape::{EntryKind, Tape, TapeQuery};
+use crate::tape::Tape;
 use crate::tools::{Tool, ToolRegistry};
 use serde_json::Value;
 use std::path::PathBuf;
@@ -56,10 +56,8 @@ pub(crate) async fn requested(tape: &Tape, state_flag: Option<bool>) -> Result<b
     if let Some(flag) = state_flag {
         return Ok(flag);
     }
-    let switch = tape
-        .read(&TapeQuery::all().kinds([EntryKind::Event]).named("code_mode_switch").newest_first().limit(1))
-        .await?;
-    Ok(switch.first().and_then(|e| e.data()?.get("code_mode")?.as_bool()).unwrap_or(false))
+    let switch = tape.last_event_data("code_mode_switch").await?;
+    Ok(switch.and_then(|data| data.get("code_mode")?.as_bool()).unwrap_or(false))
 }
 
 /// Splits the run's tools: what the model calls directly (preserved tools and

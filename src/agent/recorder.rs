@@ -15,6 +15,7 @@
 
 use super::bus::{EventBus, HandlerError};
 use super::events::*;
+use crate::model::ModelSpec;
 use crate::tape::{EntryKind, NewEntry, TapeQuery};
 use serde_json::{Value, json};
 
@@ -86,7 +87,10 @@ async fn llm_call_entries(event: &AfterLlmCall) -> Result<Vec<NewEntry>, Handler
     if !event.tool_calls.is_empty() {
         entries.push(NewEntry::tool_call(event.tool_calls.iter().map(|c| c.to_openai()).collect()));
     }
-    let (provider, model) = event.spec.split_once(':').unwrap_or(("", event.spec.as_str()));
+    let (provider, model) = match ModelSpec::parse(&event.spec) {
+        Ok(spec) => (spec.provider, spec.model),
+        Err(_) => (String::new(), event.spec.clone()),
+    };
     let mut run = json!({
         "status": if event.error.is_some() { "error" } else { "ok" },
         "provider": provider,

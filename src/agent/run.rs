@@ -20,8 +20,8 @@ use super::runtime::Agent;
 use super::state::TurnState;
 use super::steering::ActiveRun;
 use super::stream::{Output, RunStream, StreamEvent};
-use crate::model::{ChatRequest, FinishReason, ModelError, ModelEvent, ToolCallRequest, Usage};
-use crate::tape::{EntryKind, Tape, TapeQuery};
+use crate::model::{ChatRequest, ModelError, ModelEvent, ModelSpec, ToolCallRequest, Usage};
+use crate::tape::Tape;
 use crate::tools::ToolRegistry;
 use futures::StreamExt;
 use serde_json::{Map, Value, json};
@@ -326,11 +326,7 @@ impl Agent {
         if let Some(spec) = &options.model {
             return Ok(spec.clone());
         }
-        let switch = tape
-            .read(&TapeQuery::all().kinds([EntryKind::Event]).named("model_switch").newest_first().limit(1))
-            .await?;
-        let switched = switch.first().and_then(|e| e.data()?.get("model")?.as_str().map(str::to_string));
-        if let Some(spec) = switched.filter(|spec| !spec.is_empty()) {
+        if let Some(spec) = session_model(tape).await? {
             return Ok(spec);
         }
         self.inner.default_model.clone().ok_or_else(|| {
@@ -381,7 +377,7 @@ impl Agent {
         }
         messages.extend(history);
         let request = ChatRequest {
-            model: model_id(spec).to_string(),
+            model: ModelSpec::parse(spec).map_or_else(|_| spec.to_string(), |spec| spec.model),
             messages,
             tools: visible.iter().map(|t| t.definition()).collect(),
             max_tokens: options.max_tokens.or(self.inner.max_tokens),
@@ -446,7 +442,7 @@ impl Agent {
                     answer.usage = Some(usage);
                     out.send(StreamEvent::Usage(usage)).await;
                 }
-                ModelEvent::Finish(reason) => answer.finish = Some(reason),
+                ModelEvent::Finish(_) => {}
             }
         }
         Ok(())
@@ -458,8 +454,6 @@ struct ModelAnswer {
     text: String,
     calls: Vec<ToolCallRequest>,
     usage: Option<Usage>,
-    #[allow(dead_code)]
-    finish: Option<FinishReason>,
 }
 
 /// Runs a step's calls concurrently; results come back in call order.
@@ -497,9 +491,10 @@ async fn run_calls(site: &CallSite, calls: &[ToolCallRequest], out: &Output) -> 
     Ok(outputs)
 }
 
-/// The model id at the provider: the part of `provider:model` after the first colon.
-pub(crate) fn model_id(spec: &str) -> &str {
-    spec.split_once(':').map_or(spec, |(_, model)| model)
+/// The session's `,model` choice: the latest `model_switch` event (empty: none).
+pub(crate) async fn session_model(tape: &Tape) -> Result<Option<String>, crate::tape::TapeError> {
+    let switch = tape.last_event_data("model_switch").await?;
+    Ok(switch.and_then(|data| data.get("model")?.as_str().map(str::to_string)).filter(|spec| !spec.is_empty()))
 }
 
 /// `run-<UTC date and time with microseconds>Z`, unique enough per process and sortable.

@@ -236,22 +236,8 @@ fn invalid_value(key: &str, text: &str, types: &[JsonType]) -> CommandError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::command::parse_command;
+    use crate::command::tests::{parse, parse_error};
     use serde_json::json;
-
-    fn parse(text: &str) -> CommandLine {
-        match parse_command(text, ",") {
-            Some(Ok(command)) => command,
-            other => panic!("`{text}` did not parse: {other:?}"),
-        }
-    }
-
-    fn parse_error(text: &str) -> CommandError {
-        match parse_command(text, ",") {
-            Some(Err(error)) => error,
-            other => panic!("`{text}` should fail: {other:?}"),
-        }
-    }
 
     fn bind(text: &str, schema: Value) -> Result<Value, CommandError> {
         bind_arguments(&parse(text), &schema)

@@ -162,11 +162,17 @@ impl Tape {
         Ok(anchors)
     }
 
+    /// The data of the newest event called `name` (an indexed lookup): how
+    /// session settings such as `model_switch` are read back.
+    pub async fn last_event_data(&self, name: &str) -> TapeResult<Option<Value>> {
+        let found = self.read(&TapeQuery::all().kinds([EntryKind::Event]).named(name).newest_first().limit(1)).await?;
+        Ok(found.into_iter().next().and_then(|event| event.data().cloned()))
+    }
+
     pub async fn info(&self) -> TapeResult<TapeInfo> {
         let stats = self.store.stats(&self.name).await?;
-        let last_run =
-            self.read(&TapeQuery::all().kinds([EntryKind::Event]).named("run").newest_first().limit(1)).await?;
-        let last_token_usage = last_run.first().and_then(|run| run.data()?.pointer("/usage/total_tokens")?.as_u64());
+        let last_run = self.last_event_data("run").await?;
+        let last_token_usage = last_run.and_then(|run| run.pointer("/usage/total_tokens")?.as_u64());
         Ok(TapeInfo {
             name: self.name.to_string(),
             entries: stats.entries,

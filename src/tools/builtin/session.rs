@@ -1,7 +1,8 @@
 //! Command-only tools about the session itself: `help`, `model`, `quit`.
 
 use super::ShellManager;
-use crate::tape::{EntryKind, NewEntry, TapeQuery};
+use crate::model::ModelSpec;
+use crate::tape::NewEntry;
 use crate::tools::{Tool, ToolContext, ToolError};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -46,13 +47,9 @@ pub struct ModelArgs {
 pub fn model_tool() -> Tool {
     Tool::typed("model", |args: ModelArgs, ctx: ToolContext| async move {
         let current = async {
-            let switch = ctx
-                .tape
-                .read(&TapeQuery::all().kinds([EntryKind::Event]).named("model_switch").newest_first().limit(1))
-                .await?;
-            let chosen = switch.first().and_then(|e| e.data()?.get("model")?.as_str().map(str::to_string));
+            let chosen = crate::agent::run::session_model(&ctx.tape).await?;
             let default = ctx.agent.as_ref().and_then(|a| a.default_model().map(str::to_string));
-            Ok::<_, ToolError>(chosen.filter(|m| !m.is_empty()).or(default))
+            Ok::<_, ToolError>(chosen.or(default))
         };
         let Some(model) = args.model_id else {
             return Ok(match current.await? {
@@ -61,7 +58,7 @@ pub fn model_tool() -> Tool {
             });
         };
         let model = model.trim().to_string();
-        if !model.is_empty() && !model.split_once(':').is_some_and(|(p, m)| !p.is_empty() && !m.is_empty()) {
+        if !model.is_empty() && ModelSpec::parse(&model).is_err() {
             return Err(ToolError::invalid_input(format!("`{model}` is not provider:model (e.g. openai:gpt-4o-mini)")));
         }
         ctx.tape.append(NewEntry::event("model_switch", json!({"model": model}))).await?;

@@ -1,0 +1,83 @@
+//! The [`Channel`] trait adapters implement.
+
+use crate::message::{ChatRef, Outbound};
+use crate::reply::InboundSink;
+use async_trait::async_trait;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What a platform allows, so the gateway can shape replies for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// The longest message the platform accepts, in characters (Telegram 4096, Discord 2000).
+    pub max_message_chars: usize,
+    /// Sent messages can be edited (streamed replies grow in place).
+    pub edits: bool,
+    /// Bursts of messages should be merged into one turn (chat platforms, where
+    /// people send several short lines; not webhooks).
+    pub debounce: bool,
+}
+
+/// The platform's id of a delivered message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivered {
+    pub message_id: String,
+}
+
+/// Why a send failed; the gateway's scheduler decides what to do about it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SendError {
+    /// The platform said to slow down: nothing more to this chat or bot for `retry_after`.
+    #[error("rate limited; retry after {retry_after:?}")]
+    RateLimited { retry_after: Duration },
+    /// Worth retrying (network error, 5xx).
+    #[error("temporary failure: {0}")]
+    Transient(String),
+    /// Retrying will not help (chat gone, message rejected, feature missing).
+    #[error("{0}")]
+    Permanent(String),
+}
+
+/// A channel that could not start (bad credentials, unreachable platform).
+#[derive(Debug, thiserror::Error)]
+#[error("channel {channel}: {message}")]
+pub struct ChannelError {
+    pub channel: String,
+    pub message: String,
+}
+
+impl ChannelError {
+    pub fn new(channel: impl Into<String>, message: impl Into<String>) -> ChannelError {
+        ChannelError { channel: channel.into(), message: message.into() }
+    }
+}
+
+/// One configured channel instance (a bot on a platform, a webhook endpoint).
+#[async_trait]
+pub trait Channel: Send + Sync + 'static {
+    /// The instance's configured name; [`Inbound::channel`](crate::Inbound) carries it.
+    fn name(&self) -> &str;
+
+    fn limits(&self) -> Limits;
+
+    /// Starts receiving: every message goes to `inbox`. An error means the
+    /// channel cannot run, and the gateway stops with it.
+    async fn start(&self, inbox: Arc<dyn InboundSink>) -> Result<(), ChannelError>;
+
+    /// HTTP routes the channel serves on the gateway's server (webhooks),
+    /// mounted at the root. Called once, before [`Channel::start`].
+    fn routes(&self) -> Option<axum::Router> {
+        None
+    }
+
+    /// Sends one message and returns the platform's id for it.
+    async fn send(&self, outbound: &Outbound) -> Result<Delivered, SendError>;
+
+    /// Replaces the text of a message sent earlier ([`Limits::edits`]).
+    async fn edit(&self, _chat: &ChatRef, _message_id: &str, _text: &str) -> Result<(), SendError> {
+        Err(SendError::Permanent(format!("channel {} cannot edit messages", self.name())))
+    }
+
+    /// Stops receiving; called once at shutdown.
+    async fn stop(&self) {}
+}

@@ -1,0 +1,21 @@
+//! The contract between bub's gateway and its channel adapters.
+//!
+//! An adapter turns platform events into [`Inbound`] values, hands them to the
+//! gateway's [`InboundSink`], and renders [`Outbound`] replies on its platform
+//! through [`Channel::send`] / [`Channel::edit`]. It never sees the agent, the
+//! tape or the policy: who may talk, what is a command and which tools run are
+//! decided once, in the gateway, so no adapter can get authorization wrong.
+//!
+//! # Layout
+//! - [`message`]: [`Inbound`], [`ChatRef`], [`SenderRef`], [`Outbound`], [`Delivery`].
+//! - [`channel`]: the [`Channel`] trait, [`Limits`] and send errors.
+//! - [`reply`]: [`InboundSink`] (the gateway side) and [`ReplySink`], the
+//!   per-message stream of a reply to a caller that waits for it (webhook `sync`/`sse`).
+
+pub mod channel;
+pub mod message;
+pub mod reply;
+
+pub use channel::{Channel, ChannelError, Delivered, Limits, SendError};
+pub use message::{Addressing, ChatKind, ChatRef, Delivery, Inbound, Outbound, SenderRef};
+pub use reply::{InboundSink, Outcome, OutcomeStatus, ReplyEvent, ReplyReceiver, ReplySink, SubmitError, Submitted};

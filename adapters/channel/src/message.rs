@@ -1,0 +1,104 @@
+//! Messages as the gateway sees them, whatever the platform.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// What kind of conversation a chat is. Groups answer only when addressed;
+/// direct chats always are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChatKind {
+    Direct,
+    Group,
+    /// A thread or forum topic inside a group: its own session by default.
+    Thread,
+}
+
+impl ChatKind {
+    /// Several people may read and write here.
+    pub fn is_shared(self) -> bool {
+        !matches!(self, ChatKind::Direct)
+    }
+}
+
+/// A chat on one platform.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ChatRef {
+    /// The platform's chat id, as text.
+    pub id: String,
+    pub kind: ChatKind,
+    /// The thread or topic inside the chat, when the message is in one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread_id: Option<String>,
+}
+
+/// Who wrote a message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SenderRef {
+    /// The platform's user id, as text (policies name users `<channel>:<id>`).
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display: Option<String>,
+    #[serde(default)]
+    pub is_bot: bool,
+}
+
+/// How a message addressed the bot, as the platform shows it. Keywords are
+/// policy and are matched by the gateway, not here.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Addressing {
+    /// The message mentions the bot (`@bot`, a mention entity).
+    #[serde(default)]
+    pub mention: bool,
+    /// The message replies to one of the bot's messages.
+    #[serde(default)]
+    pub reply_to_bot: bool,
+}
+
+/// Where the reply to an inbound message goes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Delivery {
+    /// Through the channel's [`Channel::send`](crate::Channel::send) (a chat, a callback URL).
+    #[default]
+    Channel,
+    /// To the caller that submitted it, through its [`ReplySink`](crate::ReplySink);
+    /// the outcome is kept for a caller that asks again with the same message id.
+    Caller,
+}
+
+/// One message received by a channel.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Inbound {
+    /// The channel instance's configured name (`[channels.<name>]`).
+    pub channel: String,
+    pub chat: ChatRef,
+    pub sender: SenderRef,
+    /// The platform's id of this message; with `channel` it identifies the
+    /// message for deduplication.
+    pub message_id: String,
+    pub text: String,
+    #[serde(default)]
+    pub addressing: Addressing,
+    /// Written by this bot itself (platforms echo the bot's own messages).
+    #[serde(default)]
+    pub from_self: bool,
+    #[serde(default)]
+    pub delivery: Delivery,
+    pub received_at: DateTime<Utc>,
+}
+
+/// A reply to send on a channel.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Outbound {
+    pub chat: ChatRef,
+    /// Text within the channel's [`Limits::max_message_chars`](crate::Limits)
+    /// (the gateway splits longer replies).
+    pub text: String,
+    /// The inbound message ids this answers (the platform may thread the reply to the last one).
+    pub reply_to: Vec<String>,
+    /// Stable across retries and restarts: a receiver that sees it twice may drop the second.
+    pub idempotency_key: String,
+    /// The session this reply belongs to.
+    pub session: String,
+}

@@ -1,0 +1,109 @@
+//! The gateway side of the contract: where adapters submit messages, and how a
+//! caller that waits for its reply (webhook `sync` and `sse`) receives it.
+
+use crate::message::Inbound;
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// How the gateway handled one inbound message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutcomeStatus {
+    /// The agent (or a command) answered; `text` is the reply.
+    Replied,
+    /// Kept on the tape as context, not answered (a group message that did not address the bot).
+    Recorded,
+    /// Not allowed (sender, chat or command); `text` says why.
+    Refused,
+    /// Not handled because the session was busy and its policy drops such messages.
+    Dropped,
+    /// The turn failed; `text` says why.
+    Failed,
+}
+
+/// The final outcome of one inbound message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Outcome {
+    pub status: OutcomeStatus,
+    /// The reply, or the reason.
+    pub text: String,
+    /// The session that handled it.
+    pub session: String,
+}
+
+/// One piece of a reply on its way to a waiting caller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReplyEvent {
+    /// More reply text (streamed as the model writes it).
+    Delta(String),
+    /// The end: nothing follows.
+    Done(Outcome),
+}
+
+/// The sending half of a caller's reply stream. Deltas are dropped when the
+/// caller reads too slowly (the final outcome carries the whole text); the
+/// outcome itself is never dropped while the caller listens.
+#[derive(Debug, Clone)]
+pub struct ReplySink {
+    tx: mpsc::Sender<ReplyEvent>,
+}
+
+/// The receiving half of a [`ReplySink`].
+pub type ReplyReceiver = mpsc::Receiver<ReplyEvent>;
+
+impl ReplySink {
+    /// A sink and its receiver; `buffer` deltas may wait unread.
+    pub fn channel(buffer: usize) -> (ReplySink, ReplyReceiver) {
+        let (tx, rx) = mpsc::channel(buffer.max(1));
+        (ReplySink { tx }, rx)
+    }
+
+    pub fn delta(&self, text: impl Into<String>) {
+        let _ = self.tx.try_send(ReplyEvent::Delta(text.into()));
+    }
+
+    pub async fn done(&self, outcome: Outcome) {
+        let _ = self.tx.send(ReplyEvent::Done(outcome)).await;
+    }
+
+    /// The caller stopped listening.
+    pub fn is_closed(&self) -> bool {
+        self.tx.is_closed()
+    }
+}
+
+/// What happened to a submitted message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Submitted {
+    /// Stored; the outcome will follow (through the sink, or the channel).
+    Accepted,
+    /// This channel already received this message id: its outcome, or `None`
+    /// while it is still being handled. It is not handled again.
+    Duplicate(Option<Outcome>),
+}
+
+/// Why a message was not accepted; nothing was stored.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SubmitError {
+    /// The sender sends faster than the policy allows.
+    #[error("too many messages; retry after {retry_after:?}")]
+    RateLimited { retry_after: Duration },
+    /// The gateway cannot take messages now (store unreachable, shutting down).
+    #[error("gateway unavailable: {0}")]
+    Unavailable(String),
+    /// The message itself is unusable (no channel of that name, empty id).
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Where adapters hand messages to the gateway.
+#[async_trait]
+pub trait InboundSink: Send + Sync + 'static {
+    /// Stores the message (deduplicated by channel and message id) and queues
+    /// it. Returns once it is durable, so the adapter may acknowledge it to the
+    /// platform. With [`Delivery::Caller`](crate::Delivery), `replies` receives
+    /// the reply.
+    async fn submit(&self, inbound: Inbound, replies: Option<ReplySink>) -> Result<Submitted, SubmitError>;
+}

@@ -21,6 +21,7 @@ pub mod cli;
 pub mod codemode;
 pub mod command;
 pub mod environment;
+pub mod gateway;
 pub mod home;
 pub mod model;
 pub mod setup;

@@ -27,15 +27,25 @@ pub struct Delivered {
 /// Why a send failed; the gateway's scheduler decides what to do about it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SendError {
-    /// The platform said to slow down: nothing more to this chat or bot for `retry_after`.
-    #[error("rate limited; retry after {retry_after:?}")]
-    RateLimited { retry_after: Duration },
+    /// The platform said to slow down: nothing more to this chat (or, with
+    /// [`RateScope::Channel`], to the whole bot) for `retry_after`.
+    #[error("rate limited ({scope:?}); retry after {retry_after:?}")]
+    RateLimited { retry_after: Duration, scope: RateScope },
     /// Worth retrying (network error, 5xx).
     #[error("temporary failure: {0}")]
     Transient(String),
     /// Retrying will not help (chat gone, message rejected, feature missing).
     #[error("{0}")]
     Permanent(String),
+}
+
+/// What a platform's rate limit applies to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RateScope {
+    /// Only the chat the message went to.
+    Chat,
+    /// Everything the bot sends on this channel.
+    Channel,
 }
 
 /// A channel that could not start (bad credentials, unreachable platform).

@@ -16,6 +16,6 @@ pub mod channel;
 pub mod message;
 pub mod reply;
 
-pub use channel::{Channel, ChannelError, Delivered, Limits, SendError};
+pub use channel::{Channel, ChannelError, Delivered, Limits, RateScope, SendError};
 pub use message::{Addressing, ChatKind, ChatRef, Delivery, Inbound, Outbound, SenderRef};
 pub use reply::{InboundSink, Outcome, OutcomeStatus, ReplyEvent, ReplyReceiver, ReplySink, SubmitError, Submitted};

@@ -2,8 +2,219 @@
 //! commands, run on their session's tape and environment under the channel's
 //! policy, and the replies go back out.
 //!
-//! - [`outbound`]: the outbound scheduler (budgets, 429 pauses, coalesced edits).
+//! The path of one message, in order:
+//! 1. [`Gateway::submit`] (the channels' [`InboundSink`]): the bot's own
+//!    messages are dropped, the sender's inbound rate is checked, and the
+//!    message is stored in the durable inbox ([`store`]) — deduplicated by
+//!    channel and platform message id — before the channel acknowledges it.
+//! 2. Admission ([`admission`]): chat and user allowlists; comma commands are
+//!    recognised and need the sender to be an operator for that command;
+//!    group text that does not address the bot is recorded on the tape as
+//!    inactive context, not answered.
+//! 3. The session's worker ([`session`]): bursts are debounced, one turn runs
+//!    at a time, and a message arriving mid-turn steers it, queues behind it or
+//!    is dropped with a notice, as the policy says. Commands bypass both.
+//! 4. The turn ([`turn`]): the agent runs with the tools the policy offers and
+//!    the policy's model; its reply is stored in the outbox with the messages'
+//!    outcome in one transaction, then sent through the [`outbound`] scheduler.
+//! 5. On start, [`recovery`] finishes what a crash interrupted: turns already
+//!    on the tape get their reply, the others run again; undelivered replies go out.
+//!
 //! - [`split`]: splitting long replies under a platform's limit.
 
+pub mod admission;
+mod limiter;
 pub mod outbound;
+mod recovery;
+mod session;
 pub mod split;
+pub mod store;
+mod turn;
+
+use crate::agent::Agent;
+use crate::agent::events::{AfterLlmCall, AfterToolCall, RunStarted};
+use crate::policy::{EffectivePolicy, LiveConfig};
+use bub_channel::{
+    Channel, ChannelError, Inbound, InboundSink, Outcome, OutcomeStatus, ReplySink, SubmitError, Submitted,
+};
+use outbound::OutboundScheduler;
+use session::Sessions;
+use std::collections::HashMap;
+use std::sync::Arc;
+use store::{GatewayStore, Received};
+
+/// The gateway's event on a turn's tape: which inbound messages the turn
+/// answers. Written inside the turn's fork, so it lands with the turn or not
+/// at all; a restart looks for it to know whether a turn already happened.
+pub const TURN_EVENT: &str = "gateway.turn";
+
+/// One stored inbound message on its way through the pipeline.
+pub(crate) struct Message {
+    pub seq: i64,
+    pub inbound: Inbound,
+    /// The caller waiting for the outcome (webhook `sync`/`sse`), if any.
+    pub sink: Option<ReplySink>,
+    pub policy: Arc<EffectivePolicy>,
+    /// `<channel>:<sender id>`.
+    pub user: String,
+}
+
+/// The running gateway. Cheap to clone.
+#[derive(Clone)]
+pub struct Gateway {
+    inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub agent: Agent,
+    pub store: GatewayStore,
+    pub config: Arc<LiveConfig>,
+    pub channels: HashMap<String, Arc<dyn Channel>>,
+    pub scheduler: Arc<OutboundScheduler>,
+    pub sessions: Sessions,
+    limiter: limiter::InboundLimiter,
+}
+
+impl Gateway {
+    /// A gateway over these channels; nothing runs until [`Gateway::start`].
+    pub fn new(
+        agent: Agent,
+        store: GatewayStore,
+        config: Arc<LiveConfig>,
+        channels: impl IntoIterator<Item = Arc<dyn Channel>>,
+    ) -> Gateway {
+        let channels: HashMap<String, Arc<dyn Channel>> =
+            channels.into_iter().map(|channel| (channel.name().to_string(), channel)).collect();
+        let scheduler = OutboundScheduler::new();
+        let inner = Arc::new(Inner {
+            agent,
+            store,
+            config,
+            channels,
+            scheduler,
+            sessions: Sessions::default(),
+            limiter: limiter::InboundLimiter::default(),
+        });
+        record_turns(&inner.agent);
+        observe(&inner.agent);
+        Gateway { inner }
+    }
+
+    /// HTTP routes of the channels that receive over HTTP (webhooks).
+    pub fn routes(&self) -> axum::Router {
+        let mut router = axum::Router::new();
+        for channel in self.inner.channels.values() {
+            if let Some(routes) = channel.routes() {
+                router = router.merge(routes);
+            }
+        }
+        router
+    }
+
+    /// Resumes what a previous run left unfinished, then starts every channel.
+    /// A channel that cannot start is an error: the gateway should stop.
+    pub async fn start(&self) -> Result<(), ChannelError> {
+        let config = self.inner.config.current();
+        for channel in self.inner.channels.values() {
+            let policy = config.effective(channel.name(), "");
+            self.inner.scheduler.register(channel.clone(), limiter::outbound_budget(&policy));
+        }
+        recovery::resume(&self.inner).await.map_err(|error| ChannelError::new("gateway", error.to_string()))?;
+        let inbox: Arc<dyn InboundSink> = Arc::new(self.clone());
+        let mut names: Vec<_> = self.inner.channels.keys().cloned().collect();
+        names.sort();
+        for name in names {
+            self.inner.channels[&name].start(inbox.clone()).await?;
+            tracing::info!(channel = %name, "channel started");
+        }
+        Ok(())
+    }
+
+    /// Stops the channels (no new messages); turns in flight are left to finish
+    /// or to be resumed by the next start.
+    pub async fn stop(&self) {
+        for channel in self.inner.channels.values() {
+            channel.stop().await;
+        }
+    }
+
+    /// The durable store (for readiness checks).
+    pub fn store(&self) -> &GatewayStore {
+        &self.inner.store
+    }
+
+    /// The channels, by name.
+    pub fn channel_names(&self) -> Vec<String> {
+        self.inner.channels.keys().cloned().collect()
+    }
+}
+
+#[async_trait::async_trait]
+impl InboundSink for Gateway {
+    async fn submit(&self, inbound: Inbound, sink: Option<ReplySink>) -> Result<Submitted, SubmitError> {
+        let inner = &self.inner;
+        if !inner.channels.contains_key(&inbound.channel) {
+            return Err(SubmitError::Invalid(format!("no channel named {:?}", inbound.channel)));
+        }
+        if inbound.message_id.trim().is_empty() {
+            return Err(SubmitError::Invalid("the message has no id".into()));
+        }
+        let policy = Arc::new(inner.config.current().effective(&inbound.channel, &inbound.chat.id));
+        let user = admission::user_name(&inbound);
+        if inbound.from_self {
+            tracing::debug!(channel = %inbound.channel, "dropped the bot's own message");
+            if let Some(sink) = sink {
+                sink.done(outcome(OutcomeStatus::Dropped, "the bot's own message", "")).await;
+            }
+            return Ok(Submitted::Accepted);
+        }
+        if let Some(rate) = policy.rate.inbound_per_user
+            && let Err(retry_after) = inner.limiter.check(&inbound.channel, &user, rate)
+        {
+            metrics::counter!("bub_inbound_rate_limited_total", "channel" => inbound.channel.clone()).increment(1);
+            return Err(SubmitError::RateLimited { retry_after });
+        }
+        let seq = match inner.store.receive(&inbound).await {
+            Ok(Received::New(seq)) => seq,
+            Ok(Received::Duplicate(outcome)) => return Ok(Submitted::Duplicate(outcome)),
+            Err(error) => {
+                tracing::error!(%error, channel = %inbound.channel, "cannot store an inbound message");
+                return Err(SubmitError::Unavailable(error.to_string()));
+            }
+        };
+        metrics::counter!("bub_inbound_messages_total", "channel" => inbound.channel.clone()).increment(1);
+        session::dispatch(inner, Message { seq, inbound, sink, policy, user }).await;
+        Ok(Submitted::Accepted)
+    }
+}
+
+pub(crate) fn outcome(status: OutcomeStatus, text: impl Into<String>, session: &str) -> Outcome {
+    Outcome { status, text: text.into(), session: session.to_string() }
+}
+
+/// Marks each turn's fork with the inbound messages it answers (see [`TURN_EVENT`]).
+fn record_turns(agent: &Agent) {
+    agent.events().on(|event: RunStarted| async move {
+        if let Some(marker) = event.run.state.extension::<turn::TurnMarker>() {
+            event.run.tape.append_event(TURN_EVENT, marker.to_json()).await?;
+        }
+        Ok(event)
+    });
+}
+
+/// Model latency and tool calls, for `/metrics`.
+fn observe(agent: &Agent) {
+    agent.events().on_sync(|event: &mut AfterLlmCall| {
+        let status = match &event.error {
+            Some(error) => error.kind().to_string(),
+            None => "ok".to_string(),
+        };
+        metrics::histogram!("bub_model_call_seconds", "status" => status).record(event.elapsed_ms as f64 / 1000.0);
+        Ok(())
+    });
+    agent.events().on_sync(|event: &mut AfterToolCall| {
+        let status = if event.result.is_error() { "error" } else { "ok" };
+        metrics::counter!("bub_tool_calls_total", "tool" => event.call.tool.clone(), "status" => status).increment(1);
+        Ok(())
+    });
+}

@@ -143,6 +143,22 @@ impl SqliteTapeStore {
         &self.path
     }
 
+    /// Runs `work` on the one writing connection (the gateway's inbox and
+    /// outbox live in the same file and share it, so writes never contend).
+    pub(crate) async fn with_writer<T>(
+        &self,
+        work: impl AsyncFnOnce(&mut SqliteConnection) -> Result<T, sqlx::Error>,
+    ) -> Result<T, sqlx::Error> {
+        let mut writer = self.writer.lock().await;
+        let conn = writer.as_mut().ok_or_else(|| sqlx::Error::PoolClosed)?;
+        work(conn).await
+    }
+
+    /// The read-only connections.
+    pub(crate) fn reader(&self) -> &SqlitePool {
+        &self.reader
+    }
+
     /// Closes both pools, waiting for running statements.
     pub async fn close(&self) {
         self.reader.close().await;
@@ -479,7 +495,7 @@ async fn check_schema_owner(conn: &mut SqliteConnection) -> Result<(), String> {
             .fetch_all(conn)
             .await
             .map_err(|e| describe_open_error(&e))?;
-    let ours = ["_sqlx_migrations", "tapes", "tape_entries"];
+    let ours = ["_sqlx_migrations", "tapes", "tape_entries", "gateway_inbox", "gateway_outbox"];
     if tables.is_empty() || tables.iter().any(|t| t == "tapes") && tables.iter().all(|t| ours.contains(&t.as_str())) {
         return Ok(());
     }

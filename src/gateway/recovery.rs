@@ -1,0 +1,95 @@
+//! What a start does about the previous run's unfinished work.
+//!
+//! - Replies stored but not delivered are sent (once: the outbox row is
+//!   marked delivered when the platform confirms).
+//! - Messages that were part of a turn: if the turn's marker event is on the
+//!   session's tape, the turn happened (the fork merged) and only its outcome
+//!   and reply were lost — they are rebuilt from the tape. Otherwise the turn
+//!   never landed and the messages go through the pipeline again.
+//! - Messages stored but not yet in a turn go through the pipeline again.
+
+use super::session::dispatch;
+use super::store::{StoreError, Unfinished};
+use super::{Inner, Message, TURN_EVENT, admission, outcome, turn};
+use crate::tape::{EntryKind, TapeQuery};
+use bub_channel::OutcomeStatus;
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// How far back a restart looks for a turn's marker.
+const MARKER_SEARCH: usize = 64;
+
+pub(crate) async fn resume(inner: &Arc<Inner>) -> Result<(), StoreError> {
+    let undelivered = inner.store.undelivered().await?;
+    let unfinished = inner.store.unfinished().await?;
+    if !undelivered.is_empty() || !unfinished.is_empty() {
+        tracing::info!(replies = undelivered.len(), messages = unfinished.len(), "resuming unfinished work");
+    }
+    for reply in undelivered {
+        let inner = inner.clone();
+        tokio::spawn(async move { turn::deliver(&inner, reply, None).await });
+    }
+    let mut turns: BTreeMap<(String, String), Vec<Unfinished>> = BTreeMap::new();
+    let mut fresh = Vec::new();
+    for row in unfinished {
+        match (&row.turn, &row.session) {
+            (Some(turn), Some(session)) => turns.entry((session.clone(), turn.clone())).or_default().push(row),
+            _ => fresh.push(row),
+        }
+    }
+    let mut again = fresh;
+    for ((session, turn_id), rows) in turns {
+        match landed_reply(inner, &session, &turn_id).await {
+            Some(text) => {
+                tracing::info!(session, turn = %turn_id, "turn was on the tape; sending its reply");
+                let messages = rows.into_iter().map(|row| message(inner, row)).collect();
+                turn::conclude(inner, messages, outcome(OutcomeStatus::Replied, text, &session), true).await;
+            }
+            None => again.extend(rows),
+        }
+    }
+    again.sort_by_key(|row| row.seq);
+    for row in again {
+        dispatch(inner, message(inner, row)).await;
+    }
+    Ok(())
+}
+
+fn message(inner: &Arc<Inner>, row: Unfinished) -> Message {
+    let policy = Arc::new(inner.config.current().effective(&row.inbound.channel, &row.inbound.chat.id));
+    let user = admission::user_name(&row.inbound);
+    Message { seq: row.seq, inbound: row.inbound, sink: None, policy, user }
+}
+
+/// The reply of turn `turn_id` when it is on the tape: the assistant text
+/// (or the command output) recorded after its marker.
+async fn landed_reply(inner: &Arc<Inner>, session: &str, turn_id: &str) -> Option<String> {
+    let tape = inner.agent.tape(session).ok()?;
+    let markers = tape
+        .read(&TapeQuery::all().kinds([EntryKind::Event]).named(TURN_EVENT).newest_first().limit(MARKER_SEARCH))
+        .await
+        .ok()?;
+    let marker = markers
+        .iter()
+        .find(|entry| entry.data().and_then(|d| d.get("turn")).and_then(Value::as_str) == Some(turn_id))?;
+    let after = tape.read(&TapeQuery::all().after_id(marker.id)).await.ok()?;
+    let mut text = String::new();
+    for entry in &after {
+        match entry.kind {
+            EntryKind::Event if entry.name() == Some(TURN_EVENT) => break,
+            EntryKind::Event if entry.name() == Some("command") => {
+                if let Some(output) = entry.data().and_then(|d| d.get("output")).and_then(Value::as_str) {
+                    text.push_str(output);
+                }
+            }
+            EntryKind::Message if entry.payload.get("role").and_then(Value::as_str) == Some("assistant") => {
+                if let Some(content) = entry.payload.get("content").and_then(Value::as_str) {
+                    text.push_str(content);
+                }
+            }
+            _ => {}
+        }
+    }
+    Some(text)
+}

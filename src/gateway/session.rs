@@ -1,0 +1,251 @@
+//! Per-session workers: debounce, one turn at a time, and the busy rule.
+//!
+//! Each active session has one task owning its state (pending batch, running
+//! turn, queue), fed through a channel; it exits after [`IDLE_EXIT`] without
+//! work. Sends happen under the map's lock and the worker only leaves when its
+//! channel is empty under that same lock, so no message falls between a
+//! leaving worker and its successor.
+
+use super::admission;
+use super::turn::{self, TurnShare};
+use super::{Inner, Message, outcome};
+use crate::policy::BusyRule;
+use bub_channel::{Delivery, OutcomeStatus};
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+/// A worker with nothing to do leaves after this long (longer than the usual
+/// active window, which it remembers while it lives).
+const IDLE_EXIT: Duration = Duration::from_secs(90);
+
+/// What a session's worker is told.
+pub(crate) enum SessionInput {
+    /// A prompt message, and whether it addressed the bot.
+    Prompt { message: Message, addressed: bool },
+}
+
+/// The live session workers, by session id.
+#[derive(Default)]
+pub(crate) struct Sessions {
+    workers: Mutex<HashMap<String, mpsc::UnboundedSender<SessionInput>>>,
+}
+
+impl Sessions {
+    fn send(&self, inner: &Arc<Inner>, session: String, input: SessionInput) {
+        let mut workers = self.workers.lock().unwrap_or_else(|p| p.into_inner());
+        let input = match workers.get(&session) {
+            Some(tx) => match tx.send(input) {
+                Ok(()) => return,
+                Err(returned) => returned.0,
+            },
+            None => input,
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        let _ = tx.send(input);
+        workers.insert(session.clone(), tx);
+        metrics::gauge!("bub_sessions_active").set(workers.len() as f64);
+        let worker = Worker::new(inner.clone(), session, rx);
+        tokio::spawn(worker.run());
+    }
+
+    /// Removes `session`'s worker if it has nothing queued; true when removed.
+    fn leave(&self, session: &str, rx: &mpsc::UnboundedReceiver<SessionInput>) -> bool {
+        let mut workers = self.workers.lock().unwrap_or_else(|p| p.into_inner());
+        if !rx.is_empty() {
+            return false;
+        }
+        workers.remove(session);
+        metrics::gauge!("bub_sessions_active").set(workers.len() as f64);
+        true
+    }
+}
+
+/// Routes an admitted-or-not message: refusals end here, commands run at
+/// once, prompts go to their session's worker.
+pub(crate) async fn dispatch(inner: &Arc<Inner>, message: Message) {
+    let policy = message.policy.clone();
+    let admitted = policy.admits_chat(&message.inbound.chat.id).and_then(|()| policy.admits_user(&message.user));
+    if let Err(denial) = admitted {
+        tracing::info!(channel = %message.inbound.channel, user = %message.user, %denial, "message refused");
+        // Strangers get no reply in the chat; a waiting caller gets the reason.
+        turn::conclude(inner, vec![message], outcome(OutcomeStatus::Refused, denial.to_string(), ""), false).await;
+        return;
+    }
+    let session = admission::session_id(&message.inbound, policy.session_scope);
+    if let Some(prefix) = inner.agent.command_prefix()
+        && let Some(line) = crate::command::parse_command(&message.inbound.text, prefix)
+    {
+        let name = line.map(|line| line.name).unwrap_or_default();
+        if let Err(denial) = policy.may_run_command(&message.user, &name) {
+            tracing::info!(session = %session, user = %message.user, command = %name, "command refused");
+            turn::conclude(inner, vec![message], outcome(OutcomeStatus::Refused, denial.to_string(), &session), true)
+                .await;
+            return;
+        }
+        // Commands bypass debounce and the queue.
+        let _ = turn::start(inner, &session, vec![message]);
+        return;
+    }
+    let addressed = admission::is_addressed(&message.inbound, &policy.addressing);
+    inner.sessions.send(inner, session, SessionInput::Prompt { message, addressed });
+}
+
+enum Wake {
+    Input(Option<SessionInput>),
+    Flush,
+    TurnDone,
+    Idle,
+}
+
+struct Worker {
+    inner: Arc<Inner>,
+    session: String,
+    rx: mpsc::UnboundedReceiver<SessionInput>,
+    batch: Vec<Message>,
+    /// When the pending batch is flushed: after a quiet spell, or at its latest.
+    quiet_until: Option<Instant>,
+    flush_by: Option<Instant>,
+    last_active: Option<Instant>,
+    running: Option<Arc<TurnShare>>,
+    turn_done: Option<oneshot::Receiver<()>>,
+    queue: VecDeque<Message>,
+}
+
+impl Worker {
+    fn new(inner: Arc<Inner>, session: String, rx: mpsc::UnboundedReceiver<SessionInput>) -> Worker {
+        Worker {
+            inner,
+            session,
+            rx,
+            batch: Vec::new(),
+            quiet_until: None,
+            flush_by: None,
+            last_active: None,
+            running: None,
+            turn_done: None,
+            queue: VecDeque::new(),
+        }
+    }
+
+    async fn run(mut self) {
+        loop {
+            let flush_at = match (self.quiet_until, self.flush_by) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            let idle = self.batch.is_empty() && self.running.is_none() && self.queue.is_empty();
+            let wake = {
+                let rx = &mut self.rx;
+                let turn_done = &mut self.turn_done;
+                tokio::select! {
+                    input = rx.recv() => Wake::Input(input),
+                    _ = tokio::time::sleep_until(flush_at.unwrap_or_else(Instant::now)), if flush_at.is_some() => {
+                        Wake::Flush
+                    }
+                    _ = async {
+                        if let Some(done) = turn_done.as_mut() {
+                            let _ = done.await;
+                        }
+                    }, if turn_done.is_some() => Wake::TurnDone,
+                    _ = tokio::time::sleep(IDLE_EXIT), if idle => Wake::Idle,
+                }
+            };
+            match wake {
+                Wake::Input(Some(SessionInput::Prompt { message, addressed })) => self.prompt(message, addressed).await,
+                Wake::Input(None) => return,
+                Wake::Flush => self.flush().await,
+                Wake::TurnDone => {
+                    self.running = None;
+                    self.turn_done = None;
+                    self.last_active = Some(Instant::now());
+                    let next: Vec<Message> = self.queue.drain(..).collect();
+                    if !next.is_empty() {
+                        self.start(next);
+                    }
+                }
+                Wake::Idle => {
+                    if self.inner.sessions.leave(&self.session, &self.rx) {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    async fn prompt(&mut self, message: Message, addressed: bool) {
+        let rule = message.policy.debounce.clone();
+        let channel_debounces =
+            self.inner.channels.get(&message.inbound.channel).is_some_and(|channel| channel.limits().debounce);
+        let debounce = rule.enabled.unwrap_or(channel_debounces) && !rule.quiet.is_zero();
+        let now = Instant::now();
+        if !addressed {
+            let in_window = self.last_active.is_some_and(|at| now.duration_since(at) < rule.active_window);
+            if !in_window {
+                turn::record_inactive(&self.inner, &self.session, message).await;
+                return;
+            }
+            if debounce {
+                // A follow-up in an active conversation joins the batch, flushed at the latest after max_wait.
+                self.batch.push(message);
+                self.flush_by.get_or_insert(now + rule.max_wait);
+                return;
+            }
+        } else {
+            self.last_active = Some(now);
+        }
+        if !debounce {
+            self.ready(vec![message]).await;
+            return;
+        }
+        self.batch.push(message);
+        self.quiet_until = Some(now + rule.quiet);
+        self.flush_by.get_or_insert(now + rule.max_wait);
+    }
+
+    async fn flush(&mut self) {
+        self.quiet_until = None;
+        self.flush_by = None;
+        let batch = std::mem::take(&mut self.batch);
+        if !batch.is_empty() {
+            self.ready(batch).await;
+        }
+    }
+
+    /// A batch is ready for a turn: run it, or apply the busy rule.
+    async fn ready(&mut self, batch: Vec<Message>) {
+        let Some(running) = &self.running else {
+            self.start(batch);
+            return;
+        };
+        let busy = batch.last().map(|m| m.policy.busy).unwrap_or(BusyRule::Queue);
+        match busy {
+            BusyRule::Steer => {
+                let text = admission::compose_prompt(batch.iter().map(|m| &m.inbound));
+                if self.inner.agent.steer(&self.session, text) {
+                    running.join(&self.inner, batch).await;
+                } else {
+                    self.queue.extend(batch);
+                }
+            }
+            BusyRule::Queue => self.queue.extend(batch),
+            BusyRule::Drop => {
+                const NOTICE: &str = "I'm still working on the previous message, so this one was dropped. \
+                                      Send it again when I have answered.";
+                for message in batch {
+                    let reply = message.inbound.delivery == Delivery::Channel;
+                    let result = outcome(OutcomeStatus::Dropped, NOTICE, &self.session);
+                    turn::conclude(&self.inner, vec![message], result, reply).await;
+                }
+            }
+        }
+    }
+
+    fn start(&mut self, batch: Vec<Message>) {
+        let (running, done) = turn::start(&self.inner, &self.session, batch);
+        self.running = Some(running);
+        self.turn_done = Some(done);
+    }
+}

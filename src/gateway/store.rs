@@ -1,0 +1,256 @@
+//! The gateway's durable inbox and outbox, in the tape database.
+//!
+//! Guarantees the pipeline builds on:
+//! - [`GatewayStore::receive`] stores an inbound message once per channel and
+//!   platform message id; a second delivery of the same id is reported as a
+//!   duplicate with the first one's outcome (or none while it is running).
+//! - [`GatewayStore::finish`] marks a turn's messages done and stores its
+//!   replies in the outbox in one transaction, so a reply exists exactly when
+//!   its messages are done.
+//! - [`GatewayStore::unfinished`] and [`GatewayStore::undelivered`] are what a
+//!   restart resumes.
+
+use crate::tape::SqliteTapeStore;
+use bub_channel::{Inbound, Outbound, Outcome};
+use chrono::Utc;
+use sqlx::{Row, SqliteConnection};
+
+/// The store failed; the message it was about is not acknowledged.
+#[derive(Debug, thiserror::Error)]
+#[error("gateway store ({operation}): {source}")]
+pub struct StoreError {
+    operation: &'static str,
+    #[source]
+    source: Box<dyn std::error::Error + Send + Sync>,
+}
+
+type StoreResult<T> = Result<T, StoreError>;
+
+fn failed<E: std::error::Error + Send + Sync + 'static>(operation: &'static str) -> impl Fn(E) -> StoreError {
+    move |source| StoreError { operation, source: Box::new(source) }
+}
+
+/// What [`GatewayStore::receive`] found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Received {
+    /// First time: stored under this sequence number.
+    New(i64),
+    /// Seen before; its outcome when it is done.
+    Duplicate(Option<Outcome>),
+}
+
+/// A stored message that has no outcome yet.
+#[derive(Debug, Clone)]
+pub struct Unfinished {
+    pub seq: i64,
+    pub inbound: Inbound,
+    /// The turn it was part of when the gateway stopped, if any.
+    pub turn: Option<String>,
+    pub session: Option<String>,
+}
+
+/// A reply waiting to be sent.
+#[derive(Debug, Clone)]
+pub struct PendingReply {
+    pub channel: String,
+    pub outbound: Outbound,
+}
+
+/// The inbox and outbox tables of the bub database.
+#[derive(Clone)]
+pub struct GatewayStore {
+    db: SqliteTapeStore,
+}
+
+fn now() -> String {
+    Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+}
+
+impl GatewayStore {
+    /// The gateway tables of this database (created by its migrations).
+    pub fn new(db: SqliteTapeStore) -> GatewayStore {
+        GatewayStore { db }
+    }
+
+    /// Stores `inbound` unless its channel already stored its message id.
+    pub async fn receive(&self, inbound: &Inbound) -> StoreResult<Received> {
+        let json = serde_json::to_string(inbound).map_err(failed("encode inbound"))?;
+        let inserted: Option<i64> = self
+            .db
+            .with_writer(async |conn| {
+                sqlx::query_scalar(
+                    "INSERT INTO gateway_inbox (channel, message_id, inbound, state, received_at) \
+                     VALUES ($1, $2, $3, 'queued', $4) ON CONFLICT (channel, message_id) DO NOTHING RETURNING seq",
+                )
+                .bind(&inbound.channel)
+                .bind(&inbound.message_id)
+                .bind(&json)
+                .bind(now())
+                .fetch_optional(conn)
+                .await
+            })
+            .await
+            .map_err(failed("store inbound"))?;
+        if let Some(seq) = inserted {
+            return Ok(Received::New(seq));
+        }
+        Ok(Received::Duplicate(self.outcome(&inbound.channel, &inbound.message_id).await?))
+    }
+
+    /// The outcome of a stored message, once it is done.
+    pub async fn outcome(&self, channel: &str, message_id: &str) -> StoreResult<Option<Outcome>> {
+        let text: Option<Option<String>> =
+            sqlx::query_scalar("SELECT outcome FROM gateway_inbox WHERE channel = $1 AND message_id = $2")
+                .bind(channel)
+                .bind(message_id)
+                .fetch_optional(self.db.reader())
+                .await
+                .map_err(failed("read outcome"))?;
+        match text.flatten() {
+            Some(text) => Ok(Some(serde_json::from_str(&text).map_err(failed("decode outcome"))?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Marks messages as part of `turn` in `session` (so a restart knows the
+    /// turn may already be on the tape).
+    pub async fn start_turn(&self, seqs: &[i64], session: &str, turn: &str) -> StoreResult<()> {
+        self.db
+            .with_writer(async |conn| {
+                let mut tx = sqlx::Connection::begin(conn).await?;
+                for seq in seqs {
+                    sqlx::query("UPDATE gateway_inbox SET state = 'running', session = $1, turn = $2 WHERE seq = $3")
+                        .bind(session)
+                        .bind(turn)
+                        .bind(seq)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                tx.commit().await
+            })
+            .await
+            .map_err(failed("start turn"))
+    }
+
+    /// Gives messages their final outcome and queues `replies`, atomically.
+    pub async fn finish(&self, seqs: &[i64], outcome: &Outcome, replies: &[PendingReply]) -> StoreResult<()> {
+        let outcome = serde_json::to_string(outcome).map_err(failed("encode outcome"))?;
+        let mut rows = Vec::with_capacity(replies.len());
+        for reply in replies {
+            rows.push((reply, serde_json::to_string(&reply.outbound).map_err(failed("encode reply"))?));
+        }
+        let now = now();
+        self.db
+            .with_writer(async |conn| {
+                let mut tx = sqlx::Connection::begin(conn).await?;
+                for seq in seqs {
+                    sqlx::query(
+                        "UPDATE gateway_inbox SET state = 'done', outcome = $1, finished_at = $2 WHERE seq = $3",
+                    )
+                    .bind(&outcome)
+                    .bind(&now)
+                    .bind(seq)
+                    .execute(&mut *tx)
+                    .await?;
+                }
+                for (reply, json) in &rows {
+                    insert_reply(&mut tx, reply, json, &now).await?;
+                }
+                tx.commit().await
+            })
+            .await
+            .map_err(failed("finish turn"))
+    }
+
+    /// Records that a reply reached the platform.
+    pub async fn delivered(&self, key: &str, platform_ids: &[String]) -> StoreResult<()> {
+        let ids = serde_json::to_string(platform_ids).map_err(failed("encode ids"))?;
+        self.set_reply_state(key, "delivered", Some(ids), None).await
+    }
+
+    /// Records that a reply cannot be delivered (the platform refused it for good).
+    pub async fn undeliverable(&self, key: &str, error: &str) -> StoreResult<()> {
+        self.set_reply_state(key, "failed", None, Some(error.to_string())).await
+    }
+
+    async fn set_reply_state(
+        &self,
+        key: &str,
+        state: &str,
+        ids: Option<String>,
+        error: Option<String>,
+    ) -> StoreResult<()> {
+        self.db
+            .with_writer(async |conn| {
+                sqlx::query(
+                    "UPDATE gateway_outbox SET state = $1, platform_ids = $2, error = $3, finished_at = $4 \
+                     WHERE key = $5",
+                )
+                .bind(state)
+                .bind(ids)
+                .bind(error)
+                .bind(now())
+                .bind(key)
+                .execute(conn)
+                .await
+                .map(|_| ())
+            })
+            .await
+            .map_err(failed("update reply"))
+    }
+
+    /// Messages without an outcome, oldest first.
+    pub async fn unfinished(&self) -> StoreResult<Vec<Unfinished>> {
+        let rows =
+            sqlx::query("SELECT seq, inbound, turn, session FROM gateway_inbox WHERE state <> 'done' ORDER BY seq")
+                .fetch_all(self.db.reader())
+                .await
+                .map_err(failed("read unfinished"))?;
+        let mut out = Vec::with_capacity(rows.len());
+        for row in rows {
+            let text: String = row.get("inbound");
+            let inbound = serde_json::from_str(&text).map_err(failed("decode inbound"))?;
+            out.push(Unfinished { seq: row.get("seq"), inbound, turn: row.get("turn"), session: row.get("session") });
+        }
+        Ok(out)
+    }
+
+    /// Replies stored but not yet delivered, oldest first.
+    pub async fn undelivered(&self) -> StoreResult<Vec<PendingReply>> {
+        let rows =
+            sqlx::query("SELECT channel, outbound FROM gateway_outbox WHERE state = 'pending' ORDER BY created_at")
+                .fetch_all(self.db.reader())
+                .await
+                .map_err(failed("read outbox"))?;
+        let mut out = Vec::with_capacity(rows.len());
+        for row in rows {
+            let text: String = row.get("outbound");
+            let outbound = serde_json::from_str(&text).map_err(failed("decode reply"))?;
+            out.push(PendingReply { channel: row.get("channel"), outbound });
+        }
+        Ok(out)
+    }
+
+    /// The database answers (for `/readyz`).
+    pub async fn ping(&self) -> StoreResult<()> {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM gateway_outbox WHERE state = 'pending'")
+            .fetch_one(self.db.reader())
+            .await
+            .map(|_| ())
+            .map_err(failed("ping"))
+    }
+}
+
+async fn insert_reply(conn: &mut SqliteConnection, reply: &PendingReply, json: &str, now: &str) -> sqlx::Result<()> {
+    sqlx::query(
+        "INSERT INTO gateway_outbox (key, channel, outbound, state, created_at) VALUES ($1, $2, $3, 'pending', $4) \
+         ON CONFLICT (key) DO NOTHING",
+    )
+    .bind(&reply.outbound.idempotency_key)
+    .bind(&reply.channel)
+    .bind(json)
+    .bind(now)
+    .execute(conn)
+    .await
+    .map(|_| ())
+}

@@ -1,0 +1,261 @@
+//! One turn: the agent answers a batch of messages of one session, the
+//! outcome and reply are stored together, and the reply is delivered.
+
+use super::admission;
+use super::outbound::LiveReply;
+use super::store::PendingReply;
+use super::{Inner, Message, outcome};
+use crate::agent::{RunOptions, StreamEvent, TurnState};
+use crate::policy::SessionPolicy;
+use crate::tape::NewEntry;
+use bub_channel::{Delivery, Outbound, Outcome, OutcomeStatus};
+use serde_json::{Value, json};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use tokio::sync::oneshot;
+
+/// Put in a turn's state so the gateway's `RunStarted` handler marks the
+/// turn's fork with the messages it answers (see [`super::TURN_EVENT`]).
+pub(crate) struct TurnMarker {
+    pub turn: String,
+    pub messages: Vec<String>,
+}
+
+impl TurnMarker {
+    pub(crate) fn to_json(&self) -> Value {
+        json!({"turn": self.turn, "messages": self.messages})
+    }
+}
+
+/// A running turn, shared with its session's worker so messages steered into
+/// it become part of it (and share its outcome).
+pub(crate) struct TurnShare {
+    id: String,
+    session: String,
+    members: Mutex<Vec<Message>>,
+}
+
+impl TurnShare {
+    /// Adds steered messages to the turn.
+    pub(crate) async fn join(&self, inner: &Arc<Inner>, messages: Vec<Message>) {
+        let seqs: Vec<i64> = messages.iter().map(|m| m.seq).collect();
+        if let Err(error) = inner.store.start_turn(&seqs, &self.session, &self.id).await {
+            tracing::error!(%error, session = %self.session, "cannot record steered messages");
+        }
+        self.members.lock().unwrap_or_else(|p| p.into_inner()).extend(messages);
+    }
+}
+
+/// The idempotency key of the reply to a batch: stable across restarts.
+pub(crate) fn reply_key(first: &Message) -> String {
+    format!("reply:{}:{}", first.inbound.channel, first.inbound.message_id)
+}
+
+/// Starts a turn for `batch` (not empty); the receiver resolves when it ended.
+pub(crate) fn start(inner: &Arc<Inner>, session: &str, batch: Vec<Message>) -> (Arc<TurnShare>, oneshot::Receiver<()>) {
+    let share = Arc::new(TurnShare {
+        id: uuid::Uuid::new_v4().simple().to_string(),
+        session: session.to_string(),
+        members: Mutex::new(batch),
+    });
+    let (done_tx, done_rx) = oneshot::channel();
+    let task = {
+        let inner = inner.clone();
+        let share = share.clone();
+        async move {
+            run(&inner, &share).await;
+            let _ = done_tx.send(());
+        }
+    };
+    tokio::spawn(task);
+    (share, done_rx)
+}
+
+async fn run(inner: &Arc<Inner>, share: &TurnShare) {
+    let started = Instant::now();
+    let (seqs, prompt, ids, last) = {
+        let members = share.members.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(last) = members.last() else { return };
+        (
+            members.iter().map(|m| m.seq).collect::<Vec<_>>(),
+            admission::compose_prompt(members.iter().map(|m| &m.inbound)),
+            members.iter().map(|m| m.inbound.message_id.clone()).collect::<Vec<_>>(),
+            (last.policy.clone(), last.user.clone(), last.inbound.chat.clone(), last.inbound.channel.clone()),
+        )
+    };
+    let (policy, user, chat, channel) = last;
+    let span = tracing::info_span!("turn", session = %share.session, turn = %share.id, channel = %channel);
+    let _enter = span.enter();
+    if let Err(error) = inner.store.start_turn(&seqs, &share.session, &share.id).await {
+        tracing::error!(%error, "cannot mark the turn as running; it may run again after a restart");
+    }
+
+    let state = TurnState::new();
+    state.insert_extension(SessionPolicy { policy: policy.clone(), user, chat_kind: chat.kind });
+    state.insert_extension(TurnMarker { turn: share.id.clone(), messages: ids });
+    let names: Vec<String> = inner.agent.tools().iter().map(|tool| tool.name().to_string()).collect();
+    let mut options = RunOptions::new(share.session.clone())
+        .state(state)
+        .allowed_tools(policy.offered_tools(&names, chat.kind.is_shared()));
+    if let Some(model) = &policy.model {
+        options = options.model(model.clone());
+    }
+
+    let wants_channel = {
+        let members = share.members.lock().unwrap_or_else(|p| p.into_inner());
+        members.iter().any(|m| m.inbound.delivery == Delivery::Channel)
+    };
+    let live = match inner.channels.get(&channel) {
+        Some(target) if wants_channel && target.limits().edits => {
+            let members = share.members.lock().unwrap_or_else(|p| p.into_inner());
+            members
+                .first()
+                .map(|first| inner.scheduler.live(&channel, chat.clone(), reply_key(first), share.session.clone()))
+        }
+        _ => None,
+    };
+
+    let mut stream = inner.agent.run(prompt, options);
+    let mut text = String::new();
+    let mut failure: Option<(String, String)> = None;
+    while let Some(event) = stream.next_event().await {
+        match event {
+            StreamEvent::Text(delta) => {
+                text.push_str(&delta);
+                for member in share.members.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+                    if let Some(sink) = &member.sink {
+                        sink.delta(delta.clone());
+                    }
+                }
+                if let Some(live) = &live {
+                    live.update(&text);
+                }
+            }
+            StreamEvent::Error { kind, message } if failure.is_none() => failure = Some((kind, message)),
+            _ => {}
+        }
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    metrics::histogram!("bub_turn_seconds", "channel" => channel.clone()).record(elapsed);
+    let result = match failure {
+        Some((kind, message)) if text.trim().is_empty() => {
+            metrics::counter!("bub_turn_errors_total", "kind" => kind.clone()).increment(1);
+            outcome(OutcomeStatus::Failed, failure_text(&kind, &message), &share.session)
+        }
+        _ => outcome(OutcomeStatus::Replied, text, &share.session),
+    };
+    metrics::counter!("bub_turns_total", "channel" => channel, "status" => status_name(result.status)).increment(1);
+    let members = std::mem::take(&mut *share.members.lock().unwrap_or_else(|p| p.into_inner()));
+    conclude_with(inner, members, result, true, live).await;
+}
+
+/// What the chat reads when a turn failed.
+fn failure_text(kind: &str, message: &str) -> String {
+    match kind {
+        "model" | "model_config" | "config" => format!("⚠️ {message}"),
+        _ => format!("⚠️ The turn failed ({kind}): {message}"),
+    }
+}
+
+pub(crate) fn status_name(status: OutcomeStatus) -> &'static str {
+    match status {
+        OutcomeStatus::Replied => "replied",
+        OutcomeStatus::Recorded => "recorded",
+        OutcomeStatus::Refused => "refused",
+        OutcomeStatus::Dropped => "dropped",
+        OutcomeStatus::Failed => "failed",
+    }
+}
+
+/// Gives `messages` their outcome: stored with the reply (when `reply` and
+/// the messages want one through the channel), told to waiting callers, then
+/// the reply is delivered.
+pub(crate) async fn conclude(inner: &Arc<Inner>, messages: Vec<Message>, result: Outcome, reply: bool) {
+    conclude_with(inner, messages, result, reply, None).await
+}
+
+async fn conclude_with(
+    inner: &Arc<Inner>,
+    messages: Vec<Message>,
+    result: Outcome,
+    reply: bool,
+    live: Option<LiveReply>,
+) {
+    let Some(first) = messages.first() else { return };
+    let last = messages.last().unwrap_or(first);
+    let replies: Vec<PendingReply> = if reply
+        && !result.text.trim().is_empty()
+        && messages.iter().any(|m| m.inbound.delivery == Delivery::Channel)
+    {
+        vec![PendingReply {
+            channel: last.inbound.channel.clone(),
+            outbound: Outbound {
+                chat: last.inbound.chat.clone(),
+                text: result.text.clone(),
+                reply_to: messages.iter().map(|m| m.inbound.message_id.clone()).collect(),
+                idempotency_key: reply_key(first),
+                session: result.session.clone(),
+            },
+        }]
+    } else {
+        Vec::new()
+    };
+    let seqs: Vec<i64> = messages.iter().map(|m| m.seq).collect();
+    if let Err(error) = inner.store.finish(&seqs, &result, &replies).await {
+        tracing::error!(%error, "cannot store the outcome; the messages will be handled again after a restart");
+    }
+    for message in &messages {
+        if let Some(sink) = &message.sink {
+            sink.done(result.clone()).await;
+        }
+    }
+    let mut live = live;
+    for reply in replies {
+        deliver(inner, reply, live.take()).await;
+    }
+}
+
+/// Sends a stored reply and records the delivery.
+pub(crate) async fn deliver(inner: &Arc<Inner>, reply: PendingReply, live: Option<LiveReply>) {
+    let key = reply.outbound.idempotency_key.clone();
+    let sent = match live {
+        Some(live) => live.finish(&reply.outbound.text).await,
+        None => inner.scheduler.send_final(&reply.channel, reply.outbound).await,
+    };
+    let stored = match sent {
+        Ok(delivered) => {
+            let ids: Vec<String> = delivered.into_iter().map(|d| d.message_id).collect();
+            inner.store.delivered(&key, &ids).await
+        }
+        Err(error) => {
+            tracing::warn!(%error, key = %key, channel = %reply.channel, "reply not delivered");
+            metrics::counter!("bub_delivery_errors_total", "channel" => reply.channel.clone()).increment(1);
+            inner.store.undeliverable(&key, &error.to_string()).await
+        }
+    };
+    if let Err(error) = stored {
+        tracing::error!(%error, key = %key, "cannot record the delivery; it may be sent again after a restart");
+    }
+}
+
+/// Keeps an unaddressed group message on the tape as context, unanswered.
+pub(crate) async fn record_inactive(inner: &Arc<Inner>, session: &str, message: Message) {
+    let entry = NewEntry::chat("user", admission::compose_prompt([&message.inbound]))
+        .with_meta("inactive", json!(true))
+        .with_meta("message_id", json!(message.inbound.message_id));
+    let recorded = match inner.agent.tape(session) {
+        Ok(tape) => match tape.ensure_bootstrap_anchor().await {
+            Ok(_) => tape.append(entry).await.map(|_| ()),
+            Err(error) => Err(error),
+        },
+        Err(error) => Err(error),
+    };
+    let result = match recorded {
+        Ok(()) => outcome(OutcomeStatus::Recorded, "", session),
+        Err(error) => {
+            tracing::error!(%error, session, "cannot record a group message");
+            outcome(OutcomeStatus::Failed, format!("could not record the message: {error}"), session)
+        }
+    };
+    conclude(inner, vec![message], result, false).await;
+}

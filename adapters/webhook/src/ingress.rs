@@ -1,0 +1,442 @@
+//! `POST /webhook/<name>`: authenticate, parse, submit, answer.
+//!
+//! Checks run in the order size → signature (over the raw bytes) → mode →
+//! JSON → fields, and the gateway sees the message only when all pass.
+//!
+//! With `mode=sse` the response starts only once the gateway has sent its
+//! first event, so a gateway that shuts down before saying anything still
+//! yields a plain 503. If it goes away mid-stream, the stream ends with
+//! `event: error` (the status line has been sent by then).
+
+use crate::signature::{self, SIGNATURE_HEADER, TIMESTAMP_HEADER, VerifyError};
+use axum::Json;
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{RawQuery, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::sse::{Event, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use bub_channel::{
+    Addressing, ChatKind, ChatRef, Delivery, Inbound, InboundSink, Outcome, ReplyEvent, ReplyReceiver, ReplySink,
+    SenderRef, SubmitError, Submitted,
+};
+use futures::{StreamExt, stream};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+/// Deltas that may wait for a slow caller before newer ones are dropped.
+const REPLY_BUFFER: usize = 64;
+
+/// The state behind one channel's route.
+pub(crate) struct Ingress {
+    name: String,
+    secrets: Vec<String>,
+    replay_window: Duration,
+    max_body_bytes: usize,
+    accepts_async: bool,
+    inbox: RwLock<Option<Arc<dyn InboundSink>>>,
+}
+
+impl Ingress {
+    pub(crate) fn new(
+        name: String,
+        secrets: Vec<String>,
+        replay_window: Duration,
+        max_body_bytes: usize,
+        accepts_async: bool,
+    ) -> Ingress {
+        Ingress { name, secrets, replay_window, max_body_bytes, accepts_async, inbox: RwLock::new(None) }
+    }
+
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub(crate) fn attach(&self, inbox: Arc<dyn InboundSink>) {
+        *self.inbox.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(inbox);
+    }
+
+    pub(crate) fn detach(&self) {
+        *self.inbox.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = None;
+    }
+
+    fn inbox(&self) -> Result<Arc<dyn InboundSink>, WebhookError> {
+        let inbox = self.inbox.read().unwrap_or_else(|poisoned| poisoned.into_inner());
+        inbox.clone().ok_or(WebhookError::NotStarted)
+    }
+
+    fn authenticate(&self, headers: &HeaderMap, body: &[u8]) -> Result<(), WebhookError> {
+        let timestamp = header_str(headers, TIMESTAMP_HEADER)?;
+        let signature = header_str(headers, SIGNATURE_HEADER)?;
+        let now = chrono::Utc::now().timestamp();
+        signature::verify(&self.secrets, timestamp, signature, body, now, self.replay_window)
+            .map_err(WebhookError::Unauthorized)
+    }
+}
+
+pub(crate) fn router(ingress: Arc<Ingress>) -> Router {
+    let path = format!("/webhook/{}", ingress.name);
+    Router::new().route(&path, post(receive)).with_state(ingress)
+}
+
+/// How the caller wants its reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Sync,
+    Sse,
+    Async,
+}
+
+impl Mode {
+    fn from_query(query: Option<&str>) -> Result<Mode, WebhookError> {
+        let value = query
+            .unwrap_or_default()
+            .split('&')
+            .filter_map(|pair| pair.split_once('='))
+            .find_map(|(key, value)| (key == "mode").then_some(value));
+        match value {
+            None | Some("sync") => Ok(Mode::Sync),
+            Some("sse") => Ok(Mode::Sse),
+            Some("async") => Ok(Mode::Async),
+            Some(other) => Err(WebhookError::BadMode(other.to_owned())),
+        }
+    }
+}
+
+async fn receive(
+    State(ingress): State<Arc<Ingress>>,
+    RawQuery(query): RawQuery,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, WebhookError> {
+    let inbox = ingress.inbox()?;
+    let body = read_body(&headers, body, ingress.max_body_bytes).await?;
+    ingress.authenticate(&headers, &body)?;
+    let mode = Mode::from_query(query.as_deref())?;
+    if mode == Mode::Async && !ingress.accepts_async {
+        return Err(WebhookError::AsyncWithoutCallback);
+    }
+    let message: WireMessage =
+        serde_json::from_slice(&body).map_err(|err| WebhookError::InvalidJson(err.to_string()))?;
+    let inbound = message.into_inbound(&ingress.name, mode)?;
+    let message_id = inbound.message_id.clone();
+    tracing::debug!(channel = %ingress.name, %message_id, ?mode, "webhook message received");
+
+    let (sink, replies) = match mode {
+        Mode::Async => (None, None),
+        Mode::Sync | Mode::Sse => {
+            let (sink, replies) = ReplySink::channel(REPLY_BUFFER);
+            (Some(sink), Some(replies))
+        }
+    };
+    match inbox.submit(inbound, sink).await? {
+        Submitted::Duplicate(Some(outcome)) => Ok(finished(mode, &message_id, &outcome)),
+        Submitted::Duplicate(None) => Err(WebhookError::InProgress),
+        Submitted::Accepted => match (mode, replies) {
+            (Mode::Sse, Some(replies)) => stream_reply(message_id, replies).await,
+            (_, Some(replies)) => {
+                let outcome = wait_for_outcome(replies).await?;
+                Ok(Json(OutcomeBody::new(&message_id, &outcome)).into_response())
+            }
+            (_, None) => {
+                let accepted = json!({ "message_id": message_id, "status": "accepted" });
+                Ok((StatusCode::ACCEPTED, Json(accepted)).into_response())
+            }
+        },
+    }
+}
+
+/// The answer for a message whose outcome is already known (a duplicate).
+fn finished(mode: Mode, message_id: &str, outcome: &Outcome) -> Response {
+    let body = OutcomeBody::new(message_id, outcome);
+    match mode {
+        Mode::Sse => Sse::new(stream::iter([done_event(&body)])).into_response(),
+        Mode::Sync | Mode::Async => Json(body).into_response(),
+    }
+}
+
+async fn wait_for_outcome(mut replies: ReplyReceiver) -> Result<Outcome, WebhookError> {
+    while let Some(event) = replies.recv().await {
+        if let ReplyEvent::Done(outcome) = event {
+            return Ok(outcome);
+        }
+    }
+    Err(WebhookError::ReplyClosed)
+}
+
+async fn stream_reply(message_id: String, mut replies: ReplyReceiver) -> Result<Response, WebhookError> {
+    let first = replies.recv().await.ok_or(WebhookError::ReplyClosed)?;
+    let events = stream::unfold(Some((Some(first), replies)), move |state| {
+        let message_id = message_id.clone();
+        async move {
+            let (pending, mut replies) = state?;
+            let event = match pending {
+                Some(event) => Some(event),
+                None => replies.recv().await,
+            };
+            Some(match event {
+                Some(ReplyEvent::Delta(text)) => (delta_event(&text), Some((None, replies))),
+                Some(ReplyEvent::Done(outcome)) => (done_event(&OutcomeBody::new(&message_id, &outcome)), None),
+                None => (closed_event(), None),
+            })
+        }
+    });
+    Ok(Sse::new(events).into_response())
+}
+
+type SseItem = Result<Event, axum::Error>;
+
+fn delta_event(text: &str) -> SseItem {
+    Event::default().event("delta").json_data(json!({ "text": text }))
+}
+
+fn done_event(body: &OutcomeBody<'_>) -> SseItem {
+    Event::default().event("done").json_data(body)
+}
+
+fn closed_event() -> SseItem {
+    let error = WebhookError::ReplyClosed;
+    Event::default().event("error").json_data(json!({ "error": error.kind(), "message": error.to_string() }))
+}
+
+/// An outcome as callers see it.
+#[derive(Serialize)]
+struct OutcomeBody<'a> {
+    message_id: &'a str,
+    #[serde(flatten)]
+    outcome: &'a Outcome,
+}
+
+impl<'a> OutcomeBody<'a> {
+    fn new(message_id: &'a str, outcome: &'a Outcome) -> OutcomeBody<'a> {
+        OutcomeBody { message_id, outcome }
+    }
+}
+
+/// Reads the whole body, refusing it as soon as it is known to exceed `limit`:
+/// from `Content-Length` before reading, and while reading otherwise.
+async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Bytes, WebhookError> {
+    let declared = headers.get(header::CONTENT_LENGTH).and_then(|value| value.to_str().ok());
+    if let Some(length) = declared.and_then(|value| value.trim().parse::<u64>().ok())
+        && length > limit as u64
+    {
+        return Err(WebhookError::TooLarge { limit });
+    }
+    let mut chunks = body.into_data_stream();
+    let mut buffer = Vec::new();
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk.map_err(|err| WebhookError::BodyRead(err.to_string()))?;
+        if buffer.len() + chunk.len() > limit {
+            return Err(WebhookError::TooLarge { limit });
+        }
+        buffer.extend_from_slice(&chunk);
+    }
+    Ok(Bytes::from(buffer))
+}
+
+fn header_str<'h>(headers: &'h HeaderMap, name: &'static str) -> Result<&'h str, WebhookError> {
+    match headers.get(name) {
+        None => Err(WebhookError::MissingHeader(name)),
+        Some(value) => value.to_str().map_err(|_| WebhookError::Unauthorized(header_error(name))),
+    }
+}
+
+fn header_error(name: &str) -> VerifyError {
+    if name == TIMESTAMP_HEADER { VerifyError::BadTimestamp } else { VerifyError::MalformedSignature }
+}
+
+/// The request body as sent; every field is optional here so that a missing
+/// one is reported by name.
+#[derive(Deserialize)]
+struct WireMessage {
+    message_id: Option<WireId>,
+    chat_id: Option<WireId>,
+    sender_id: Option<WireId>,
+    sender_name: Option<String>,
+    text: Option<String>,
+    group: Option<bool>,
+    mentions_bot: Option<bool>,
+    thread_id: Option<WireId>,
+}
+
+/// Ids arrive as strings or numbers; both become text.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum WireId {
+    Text(String),
+    Number(serde_json::Number),
+}
+
+impl WireId {
+    fn into_string(self) -> String {
+        match self {
+            WireId::Text(text) => text,
+            WireId::Number(number) => number.to_string(),
+        }
+    }
+}
+
+impl WireMessage {
+    fn into_inbound(self, channel: &str, mode: Mode) -> Result<Inbound, WebhookError> {
+        let message_id = required_id("message_id", self.message_id)?;
+        let chat_id = required_id("chat_id", self.chat_id)?;
+        let sender_id = required_id("sender_id", self.sender_id)?;
+        let text = match self.text {
+            Some(text) if !text.trim().is_empty() => text,
+            Some(_) => return Err(WebhookError::EmptyField("text")),
+            None => return Err(WebhookError::MissingField("text")),
+        };
+        let thread_id = self.thread_id.map(WireId::into_string).filter(|id| !id.is_empty());
+        let kind = match (self.group.unwrap_or(false), &thread_id) {
+            (false, _) => ChatKind::Direct,
+            (true, Some(_)) => ChatKind::Thread,
+            (true, None) => ChatKind::Group,
+        };
+        let display = self.sender_name.filter(|name| !name.trim().is_empty());
+        Ok(Inbound {
+            channel: channel.to_owned(),
+            chat: ChatRef { id: chat_id, kind, thread_id },
+            sender: SenderRef { id: sender_id, display, is_bot: false },
+            message_id,
+            text,
+            addressing: Addressing { mention: self.mentions_bot.unwrap_or(false), reply_to_bot: false },
+            from_self: false,
+            delivery: match mode {
+                Mode::Async => Delivery::Channel,
+                Mode::Sync | Mode::Sse => Delivery::Caller,
+            },
+            received_at: chrono::Utc::now(),
+        })
+    }
+}
+
+fn required_id(field: &'static str, id: Option<WireId>) -> Result<String, WebhookError> {
+    match id.map(WireId::into_string) {
+        Some(id) if !id.trim().is_empty() => Ok(id),
+        Some(_) => Err(WebhookError::EmptyField(field)),
+        None => Err(WebhookError::MissingField(field)),
+    }
+}
+
+/// Everything a webhook request can fail with; each maps to one status and
+/// a JSON body `{"error": kind, "message": display}`.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum WebhookError {
+    #[error("the webhook channel is not started yet; retry shortly")]
+    NotStarted,
+    #[error("request body is larger than {limit} bytes")]
+    TooLarge { limit: usize },
+    #[error("could not read the request body: {0}")]
+    BodyRead(String),
+    #[error("missing header {0}; sign the request (see the bub-webhook docs)")]
+    MissingHeader(&'static str),
+    #[error("{0}")]
+    Unauthorized(VerifyError),
+    #[error("unknown mode {0:?}; use mode=sync, mode=sse or mode=async")]
+    BadMode(String),
+    #[error("mode=async needs a callback_url, and this channel has none; use mode=sync or mode=sse")]
+    AsyncWithoutCallback,
+    #[error("request body is not a valid message: {0}")]
+    InvalidJson(String),
+    #[error("missing field `{0}`")]
+    MissingField(&'static str),
+    #[error("field `{0}` must not be empty")]
+    EmptyField(&'static str),
+    #[error("a message with this message_id is still being handled; retry later for its outcome")]
+    InProgress,
+    #[error("{0}")]
+    Submit(#[from] SubmitError),
+    #[error("the gateway stopped before the reply was finished; retry with the same message_id")]
+    ReplyClosed,
+}
+
+impl WebhookError {
+    fn kind(&self) -> &'static str {
+        match self {
+            WebhookError::NotStarted => "not_started",
+            WebhookError::TooLarge { .. } => "body_too_large",
+            WebhookError::BodyRead(_) => "bad_body",
+            WebhookError::MissingHeader(_) => "missing_signature",
+            WebhookError::Unauthorized(VerifyError::Stale { .. }) => "stale_timestamp",
+            WebhookError::Unauthorized(_) => "bad_signature",
+            WebhookError::BadMode(_) => "bad_mode",
+            WebhookError::AsyncWithoutCallback => "async_unavailable",
+            WebhookError::InvalidJson(_) => "invalid_json",
+            WebhookError::MissingField(_) => "missing_field",
+            WebhookError::EmptyField(_) => "empty_field",
+            WebhookError::InProgress => "in_progress",
+            WebhookError::Submit(SubmitError::RateLimited { .. }) => "rate_limited",
+            WebhookError::Submit(SubmitError::Unavailable(_)) | WebhookError::ReplyClosed => "unavailable",
+            WebhookError::Submit(SubmitError::Invalid(_)) => "invalid_message",
+        }
+    }
+
+    fn status(&self) -> StatusCode {
+        match self {
+            WebhookError::NotStarted | WebhookError::ReplyClosed => StatusCode::SERVICE_UNAVAILABLE,
+            WebhookError::Submit(SubmitError::Unavailable(_)) => StatusCode::SERVICE_UNAVAILABLE,
+            WebhookError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            WebhookError::MissingHeader(_) | WebhookError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            WebhookError::InProgress => StatusCode::CONFLICT,
+            WebhookError::Submit(SubmitError::RateLimited { .. }) => StatusCode::TOO_MANY_REQUESTS,
+            WebhookError::BodyRead(_)
+            | WebhookError::BadMode(_)
+            | WebhookError::AsyncWithoutCallback
+            | WebhookError::InvalidJson(_)
+            | WebhookError::MissingField(_)
+            | WebhookError::EmptyField(_)
+            | WebhookError::Submit(SubmitError::Invalid(_)) => StatusCode::BAD_REQUEST,
+        }
+    }
+}
+
+impl IntoResponse for WebhookError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        if status.is_server_error() {
+            tracing::warn!(error = %self, "webhook request not handled");
+        } else {
+            tracing::debug!(error = %self, "webhook request refused");
+        }
+        let body = json!({ "error": self.kind(), "message": self.to_string() });
+        let mut response = (status, Json(body)).into_response();
+        if let WebhookError::Submit(SubmitError::RateLimited { retry_after }) = &self {
+            let seconds = retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0);
+            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds.max(1)));
+        }
+        response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mode_defaults_to_sync_and_rejects_unknown_values() {
+        assert_eq!(Mode::from_query(None).ok(), Some(Mode::Sync));
+        assert_eq!(Mode::from_query(Some("x=1&mode=sse")).ok(), Some(Mode::Sse));
+        assert_eq!(Mode::from_query(Some("mode=async")).ok(), Some(Mode::Async));
+        assert!(matches!(Mode::from_query(Some("mode=push")), Err(WebhookError::BadMode(_))));
+    }
+
+    #[test]
+    fn numeric_ids_become_text_and_group_threads_are_threads() {
+        let message: WireMessage = match serde_json::from_str(
+            r#"{"message_id": 7, "chat_id": -100, "sender_id": "u", "text": "hi", "group": true, "thread_id": 3}"#,
+        ) {
+            Ok(message) => message,
+            Err(err) => panic!("valid message rejected: {err}"),
+        };
+        let inbound = match message.into_inbound("hook", Mode::Sync) {
+            Ok(inbound) => inbound,
+            Err(err) => panic!("valid message rejected: {err}"),
+        };
+        assert_eq!(inbound.message_id, "7");
+        assert_eq!(inbound.chat, ChatRef { id: "-100".into(), kind: ChatKind::Thread, thread_id: Some("3".into()) });
+        assert_eq!(inbound.delivery, Delivery::Caller);
+    }
+}

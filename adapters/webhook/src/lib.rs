@@ -1,0 +1,225 @@
+//! bub's webhook channel: any system that can POST JSON talks to the agent.
+//!
+//! A caller POSTs a signed message to `/webhook/<name>` and picks how it gets
+//! the reply with `?mode=`:
+//!
+//! - `sync` (default): the response waits for the outcome, as JSON
+//!   `{"message_id", "status", "text", "session"}`.
+//! - `sse`: the response is `text/event-stream`; `event: delta` with
+//!   `{"text"}` as the agent writes, then one `event: done` with the outcome.
+//! - `async`: `202 {"message_id", "status": "accepted"}` at once; the reply is
+//!   POSTed later to the channel's `callback_url` (see [`WebhookChannel`]'s
+//!   [`Channel::send`]).
+//!
+//! The gateway deduplicates by `message_id`: asking again with the same id
+//! returns the original outcome (`200`), or `409 in_progress` while it is
+//! still being handled. So a caller that lost its connection retries safely.
+//!
+//! # Signing
+//!
+//! Every request carries `X-Bub-Timestamp` (unix seconds) and
+//! `X-Bub-Signature: sha256=<hex HMAC-SHA256 of "<timestamp>.<raw body>">`,
+//! keyed with one of the channel's `secrets` (several may be configured, to
+//! rotate a secret without downtime). Requests more than `replay_window`
+//! (default 5 minutes) away from the server's clock are refused. Callback
+//! POSTs are signed the same way with `callback_secret`.
+//!
+//! ```sh
+//! body='{"message_id":"m1","chat_id":"c1","sender_id":"u1","text":"hello"}'
+//! ts=$(date +%s)
+//! sig=$(printf '%s' "$ts.$body" | openssl dgst -sha256 -hmac "$SECRET" | sed 's/^.*= //')
+//! curl -sS "http://127.0.0.1:8080/webhook/ci?mode=sync" \
+//!   -H 'Content-Type: application/json' \
+//!   -H "X-Bub-Timestamp: $ts" -H "X-Bub-Signature: sha256=$sig" \
+//!   --data-binary "$body"
+//! ```
+//!
+//! In Rust, [`sign`] computes the header value:
+//!
+//! ```
+//! let body = br#"{"message_id":"m1","chat_id":"c1","sender_id":"u1","text":"hello"}"#;
+//! let timestamp = chrono::Utc::now().timestamp();
+//! let signature = bub_webhook::sign("s3cret", timestamp, body);
+//! let now = chrono::Utc::now().timestamp();
+//! let window = std::time::Duration::from_secs(300);
+//! assert!(bub_webhook::verify(&["s3cret"], &timestamp.to_string(), &signature, body, now, window).is_ok());
+//! ```
+//!
+//! # Request body
+//!
+//! `{"message_id", "chat_id", "sender_id", "sender_name"?, "text", "group"?,
+//! "mentions_bot"?, "thread_id"?}`. Ids may be strings or numbers. `group`
+//! (default `false`) makes the chat shared, so the gateway answers only when
+//! `mentions_bot` is set or its policy says so; with a `thread_id` the thread
+//! is its own chat. Unknown fields are ignored, so callers can send more than
+//! this version reads.
+//!
+//! # Errors
+//!
+//! `{"error": "<kind>", "message": "<what to fix>"}`: 400 (malformed JSON, a
+//! missing or empty field, an unknown mode, `async` without a callback URL),
+//! 401 (missing or wrong signature, stale timestamp), 413 (body over
+//! `max_body_bytes`), 409 (same message id still in progress), 429 (sender
+//! rate limited; `Retry-After` says when to retry), 503 (channel not started,
+//! gateway unavailable or shutting down). Checks run in the order size →
+//! signature → JSON → fields, and nothing reaches the gateway unless all pass.
+//!
+//! # Layout
+//! - [`signature`]: [`sign`] and [`verify`], shared by both directions.
+//! - `ingress`: the axum handler for `POST /webhook/<name>` and its error type.
+//! - `callback`: the signed POST behind [`Channel::send`].
+
+mod callback;
+mod ingress;
+pub mod signature;
+
+pub use signature::{SIGNATURE_HEADER, TIMESTAMP_HEADER, VerifyError, sign, verify};
+
+use async_trait::async_trait;
+use bub_channel::{Channel, ChannelError, Delivered, InboundSink, Limits, Outbound, SendError};
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Header carrying [`Outbound::idempotency_key`] on callback POSTs.
+pub const IDEMPOTENCY_KEY_HEADER: &str = "idempotency-key";
+
+/// Default [`WebhookSettings::replay_window`].
+pub const DEFAULT_REPLAY_WINDOW: Duration = Duration::from_secs(5 * 60);
+/// Default [`WebhookSettings::max_body_bytes`] (1 MiB).
+pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// One webhook endpoint's configuration (`[channels.<name>]`).
+#[derive(Clone)]
+pub struct WebhookSettings {
+    /// The channel instance's name; the endpoint is `POST /webhook/<name>`.
+    pub name: String,
+    /// Secrets that may sign inbound requests; any one of them is accepted.
+    pub secrets: Vec<String>,
+    /// Where replies to `async` requests are POSTed; without it `async` is refused.
+    pub callback_url: Option<String>,
+    /// Signs callback POSTs; the first of `secrets` when unset.
+    pub callback_secret: Option<String>,
+    /// How far a request's timestamp may be from the server's clock.
+    pub replay_window: Duration,
+    /// Larger request bodies are refused with 413.
+    pub max_body_bytes: usize,
+}
+
+impl WebhookSettings {
+    /// Settings with the documented defaults and no callback URL.
+    pub fn new(name: impl Into<String>, secrets: Vec<String>) -> WebhookSettings {
+        WebhookSettings {
+            name: name.into(),
+            secrets,
+            callback_url: None,
+            callback_secret: None,
+            replay_window: DEFAULT_REPLAY_WINDOW,
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+        }
+    }
+}
+
+/// Secrets stay out of logs.
+impl fmt::Debug for WebhookSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WebhookSettings")
+            .field("name", &self.name)
+            .field("secrets", &format_args!("[{} redacted]", self.secrets.len()))
+            .field("callback_url", &self.callback_url)
+            .field("callback_secret", &self.callback_secret.as_ref().map(|_| "redacted"))
+            .field("replay_window", &self.replay_window)
+            .field("max_body_bytes", &self.max_body_bytes)
+            .finish()
+    }
+}
+
+/// A webhook endpoint as a bub channel.
+///
+/// [`Channel::routes`] serves `POST /webhook/<name>`; until [`Channel::start`]
+/// hands it the gateway's inbox it answers 503. [`Channel::send`] makes one
+/// signed POST to the callback URL and classifies the answer; retries are the
+/// gateway scheduler's job.
+pub struct WebhookChannel {
+    ingress: Arc<ingress::Ingress>,
+    callback: Option<callback::Callback>,
+}
+
+impl WebhookChannel {
+    /// Validates `settings`: a name usable as a path segment, at least one
+    /// non-empty secret, and an `http(s)` callback URL if one is set.
+    pub fn new(settings: WebhookSettings) -> Result<WebhookChannel, ChannelError> {
+        let name = settings.name;
+        let invalid = |message: String| ChannelError::new(name.clone(), message);
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')) {
+            return Err(invalid(format!(
+                "webhook channel name {name:?} must be non-empty and use only letters, digits, '-', '_' and '.'"
+            )));
+        }
+        if settings.secrets.is_empty() || settings.secrets.iter().any(|secret| secret.is_empty()) {
+            return Err(invalid(format!("webhook channel {name} has no secret; set channels.{name}.secrets")));
+        }
+        if settings.callback_secret.as_deref() == Some("") {
+            return Err(invalid(format!(
+                "webhook channel {name} has an empty callback_secret; set channels.{name}.callback_secret or remove it"
+            )));
+        }
+        let callback = match settings.callback_url {
+            Some(url) => {
+                let secret = match settings.callback_secret {
+                    Some(secret) => secret,
+                    None => settings.secrets[0].clone(),
+                };
+                Some(
+                    callback::Callback::new(&url, secret)
+                        .map_err(|message| invalid(format!("channels.{name}.callback_url {url:?}: {message}")))?,
+                )
+            }
+            None => None,
+        };
+        let ingress = ingress::Ingress::new(
+            name,
+            settings.secrets,
+            settings.replay_window,
+            settings.max_body_bytes,
+            callback.is_some(),
+        );
+        Ok(WebhookChannel { ingress: Arc::new(ingress), callback })
+    }
+}
+
+#[async_trait]
+impl Channel for WebhookChannel {
+    fn name(&self) -> &str {
+        self.ingress.name()
+    }
+
+    fn limits(&self) -> Limits {
+        Limits { max_message_chars: 1_000_000, edits: false, debounce: false }
+    }
+
+    async fn start(&self, inbox: Arc<dyn InboundSink>) -> Result<(), ChannelError> {
+        self.ingress.attach(inbox);
+        tracing::info!(channel = self.name(), "webhook channel accepting requests");
+        Ok(())
+    }
+
+    fn routes(&self) -> Option<axum::Router> {
+        Some(ingress::router(self.ingress.clone()))
+    }
+
+    async fn send(&self, outbound: &Outbound) -> Result<Delivered, SendError> {
+        match &self.callback {
+            Some(callback) => callback.post(outbound).await,
+            None => Err(SendError::Permanent(format!(
+                "webhook channel {} has no callback_url; set channels.{}.callback_url to deliver replies",
+                self.name(),
+                self.name()
+            ))),
+        }
+    }
+
+    async fn stop(&self) {
+        self.ingress.detach();
+    }
+}

@@ -48,6 +48,16 @@ impl BubHome {
     }
 
     /// Where sessions get their workspaces (one folder per session).
+    /// The gateway's config file when `--config` is not given.
+    pub fn config_file(&self) -> PathBuf {
+        self.root.join("bub.toml")
+    }
+
+    /// The webhook secret generated on the gateway's first start without a config.
+    pub fn webhook_secret_file(&self) -> PathBuf {
+        self.root.join("webhook.secret")
+    }
+
     pub fn workspaces_dir(&self) -> PathBuf {
         self.root.join("workspaces")
     }

@@ -4,8 +4,10 @@
 //! - `bub chat`: an interactive session ([`agent`]).
 //! - `bub tools`: the tools the agent has ([`agent`]).
 //! - `bub tape …`: inspect tapes ([`tape`]).
+//! - `bub gateway`: run the gateway ([`gateway`]).
 
 mod agent;
+mod gateway;
 mod tape;
 
 use crate::home::BubHome;
@@ -28,6 +30,15 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run the gateway: channels, HTTP server (/healthz, /readyz, /metrics, webhooks).
+    Gateway {
+        /// The config file (default: $BUB_HOME/bub.toml if it exists, else one webhook channel).
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Listen here instead of the config's [http] listen (port 0 picks a free port).
+        #[arg(long, value_name = "ADDR")]
+        listen: Option<std::net::SocketAddr>,
+    },
     /// Send one message to the agent and stream its reply to stdout.
     Run {
         /// The message (a comma command such as `,help` works too).
@@ -57,6 +68,7 @@ pub async fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Run { message, session } => agent::run_once(&home, &message, session).await,
         Command::Chat { session } => agent::chat(&home, session).await,
+        Command::Gateway { config, listen } => gateway::run_gateway(&home, config, listen).await,
         Command::Tools { json } => agent::list_tools(&home, json).await,
         Command::Tape(command) => tape::run_tape(&home, command).await,
     }

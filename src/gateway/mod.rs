@@ -23,6 +23,7 @@
 //! - [`split`]: splitting long replies under a platform's limit.
 
 pub mod admission;
+pub mod channels;
 mod limiter;
 pub mod outbound;
 mod recovery;

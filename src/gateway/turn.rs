@@ -152,7 +152,7 @@ async fn run(inner: &Arc<Inner>, share: &TurnShare) {
 /// What the chat reads when a turn failed.
 fn failure_text(kind: &str, message: &str) -> String {
     match kind {
-        "model" | "model_config" | "config" => format!("⚠️ {message}"),
+        "not_configured" | "model" | "config" => format!("⚠️ {message}"),
         _ => format!("⚠️ The turn failed ({kind}): {message}"),
     }
 }

@@ -1,0 +1,126 @@
+//! `bub gateway`: the channels, the pipeline and the HTTP server, until
+//! SIGINT or SIGTERM.
+//!
+//! Config: `--config FILE`, else `$BUB_HOME/bub.toml` when it exists, else
+//! the embedded default — one webhook channel named `webhook` on
+//! 127.0.0.1:8080, signed with `BUB_WEBHOOK_SECRET` or a secret generated on
+//! first start and kept in `$BUB_HOME/webhook.secret`; `BUB_WEBHOOK_CALLBACK_URL`
+//! gives it a callback URL for `?mode=async`.
+
+use crate::gateway::store::GatewayStore;
+use crate::gateway::{Gateway, channels};
+use crate::home::BubHome;
+use crate::http::{HttpState, router};
+use crate::policy::{GatewayConfig, LiveConfig};
+use crate::setup::Setup;
+use anyhow::{Context, Result};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+pub(crate) async fn run_gateway(home: &BubHome, config: Option<PathBuf>, listen: Option<SocketAddr>) -> Result<()> {
+    let (config, config_path) = load_config(home, config)?;
+    let setup = Setup::from_env(home, home.workspaces_dir()).await?;
+    crate::policy::enforce(&setup.agent);
+    if let Some(tool) = crate::policy::policy_tool() {
+        setup.agent.add_tool(tool);
+    }
+    let adapters = channels::from_config(&config)?;
+    let addr = listen.unwrap_or(config.http.listen);
+    let live = match &config_path {
+        Some(path) => live_config(path, config.clone()),
+        None => LiveConfig::fixed(config),
+    };
+    let gateway = Gateway::new(setup.agent.clone(), GatewayStore::new((*setup.store).clone()), live, adapters);
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr} (choose another address with [http] listen or --listen)"))?;
+    let bound = listener.local_addr().context("cannot read the listening address")?;
+    let state = HttpState::new(gateway.clone());
+    let server = tokio::spawn({
+        let app = router(state.clone());
+        async move { axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await }
+    });
+    if let Err(error) = gateway.start().await {
+        server.abort();
+        setup.shutdown().await;
+        return Err(error.into());
+    }
+    state.set_started();
+    let mut names = gateway.channel_names();
+    names.sort();
+    eprintln!("bub gateway listening on http://{bound} (channels: {})", names.join(", "));
+    let served = server.await;
+    gateway.stop().await;
+    setup.shutdown().await;
+    served.context("the HTTP server stopped")?.context("the HTTP server failed")?;
+    Ok(())
+}
+
+fn load_config(home: &BubHome, explicit: Option<PathBuf>) -> Result<(GatewayConfig, Option<PathBuf>)> {
+    let path = explicit.or_else(|| Some(home.config_file()).filter(|path| path.exists()));
+    match path {
+        Some(path) => Ok((load_file(&path)?, Some(path))),
+        None => {
+            let mut config = GatewayConfig::default_webhook(webhook_secret(home)?);
+            if let Ok(url) = std::env::var("BUB_WEBHOOK_CALLBACK_URL")
+                && !url.trim().is_empty()
+                && let Some(channel) = config.channels.get_mut("webhook")
+            {
+                let crate::policy::ChannelKind::Webhook(settings) = &mut channel.kind;
+                settings.callback_url = Some(url.trim().to_string());
+            }
+            Ok((config, None))
+        }
+    }
+}
+
+fn load_file(path: &Path) -> Result<GatewayConfig> {
+    GatewayConfig::load(path).map_err(|error| anyhow::anyhow!("{error}"))
+}
+
+fn live_config(_path: &Path, config: GatewayConfig) -> Arc<LiveConfig> {
+    LiveConfig::fixed(config)
+}
+
+/// `BUB_WEBHOOK_SECRET`, or the stored one, or a new one (stored, and printed once).
+fn webhook_secret(home: &BubHome) -> Result<String> {
+    if let Ok(secret) = std::env::var("BUB_WEBHOOK_SECRET")
+        && !secret.trim().is_empty()
+    {
+        return Ok(secret.trim().to_string());
+    }
+    let path = home.webhook_secret_file();
+    match std::fs::read_to_string(&path) {
+        Ok(secret) if !secret.trim().is_empty() => return Ok(secret.trim().to_string()),
+        Ok(_) => {}
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+        Err(error) => return Err(error).with_context(|| format!("cannot read {}", path.display())),
+    }
+    let secret: String = (0..32).map(|_| format!("{:02x}", rand::random::<u8>())).collect();
+    std::fs::create_dir_all(home.root()).with_context(|| format!("cannot create {}", home.root().display()))?;
+    write_private(&path, &secret).with_context(|| format!("cannot store the webhook secret in {}", path.display()))?;
+    eprintln!("generated a webhook secret (kept in {}): {secret}", path.display());
+    Ok(secret)
+}
+
+fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path)?;
+    file.write_all(text.as_bytes())?;
+    file.sync_all()
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut terminate) = signal(SignalKind::terminate()) else {
+        let _ = tokio::signal::ctrl_c().await;
+        return;
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate.recv() => {}
+    }
+    tracing::info!("shutting down");
+}

@@ -1,0 +1,22 @@
+//! Builds the configured channel adapters. The one place that knows which
+//! adapter serves which `kind`.
+
+use crate::policy::{ChannelKind, GatewayConfig};
+use bub_channel::{Channel, ChannelError};
+use std::sync::Arc;
+
+/// One adapter per `[channels.<name>]`, in file order.
+pub fn from_config(config: &GatewayConfig) -> Result<Vec<Arc<dyn Channel>>, ChannelError> {
+    let mut channels: Vec<Arc<dyn Channel>> = Vec::new();
+    for (name, channel) in &config.channels {
+        match &channel.kind {
+            ChannelKind::Webhook(settings) => {
+                let mut webhook = bub_webhook::WebhookSettings::new(name.clone(), settings.secrets.clone());
+                webhook.callback_url = settings.callback_url.clone();
+                webhook.callback_secret = settings.callback_secret.clone();
+                channels.push(Arc::new(bub_webhook::WebhookChannel::new(webhook)?));
+            }
+        }
+    }
+    Ok(channels)
+}

@@ -17,7 +17,7 @@
 use crate::agent::Agent;
 use crate::command::CommandPrefix;
 use crate::environment::sessions::DEFAULT_IDLE;
-use crate::environment::{Environments, LocalProvider};
+use crate::environment::{EnvironmentProvider, Environments, LocalProvider};
 use crate::home::BubHome;
 use crate::model::ModelSettings;
 use crate::skills;
@@ -71,6 +71,19 @@ impl Setup {
         store: Arc<SqliteTapeStore>,
         vars: Vec<(String, String)>,
     ) -> Result<Setup, SetupError> {
+        Setup::build_with(home, workspace, store, vars, None)
+    }
+
+    /// [`Setup::build`] with the sessions' environments made by `provider`
+    /// (the gateway's confines each session as its chat's policy says);
+    /// `None`: local environments, confined when `BUB_CONFINE_FS` says so.
+    pub fn build_with(
+        home: &BubHome,
+        workspace: PathBuf,
+        store: Arc<SqliteTapeStore>,
+        vars: Vec<(String, String)>,
+        provider: Option<Arc<dyn EnvironmentProvider>>,
+    ) -> Result<Setup, SetupError> {
         let var = |name: &str| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
         let models = ModelSettings::from_vars(vars.clone())?;
         let prefix = match var("BUB_COMMAND_PREFIX") {
@@ -97,7 +110,7 @@ impl Setup {
         };
         let idle = parse_var(&var, "BUB_ENVIRONMENT_IDLE_SECONDS", DEFAULT_IDLE.as_secs() as usize)?;
         let environments = Arc::new(Environments::new(
-            Arc::new(LocalProvider { confined }),
+            provider.unwrap_or_else(|| Arc::new(LocalProvider { confined })),
             home.workspaces_dir(),
             Duration::from_secs(idle as u64),
         ));

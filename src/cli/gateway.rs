@@ -7,12 +7,15 @@
 //! first start and kept in `$BUB_HOME/webhook.secret`; `BUB_WEBHOOK_CALLBACK_URL`
 //! gives it a callback URL for `?mode=async`.
 
+use crate::environment::EnvironmentProvider;
+use crate::gateway::confinement::PolicyConfinement;
 use crate::gateway::store::GatewayStore;
 use crate::gateway::{Gateway, channels};
 use crate::home::BubHome;
 use crate::http::{HttpState, router};
 use crate::policy::{GatewayConfig, LiveConfig};
 use crate::setup::Setup;
+use crate::tape::SqliteTapeStore;
 use anyhow::{Context, Result};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -20,7 +23,11 @@ use std::sync::Arc;
 
 pub(crate) async fn run_gateway(home: &BubHome, config: Option<PathBuf>, listen: Option<SocketAddr>) -> Result<()> {
     let (config, config_path) = load_config(home, config)?;
-    let setup = Setup::from_env(home, home.workspaces_dir()).await?;
+    let confinement = PolicyConfinement::new();
+    let store = Arc::new(SqliteTapeStore::open(home.database()).await?);
+    let vars = std::env::vars().collect();
+    let provider: Arc<dyn EnvironmentProvider> = confinement.clone();
+    let setup = Setup::build_with(home, home.workspaces_dir(), store, vars, Some(provider))?;
     crate::policy::enforce(&setup.agent);
     if let Some(tool) = crate::policy::policy_tool() {
         setup.agent.add_tool(tool);
@@ -31,7 +38,8 @@ pub(crate) async fn run_gateway(home: &BubHome, config: Option<PathBuf>, listen:
         Some(path) => live_config(path, config.clone()),
         None => LiveConfig::fixed(config),
     };
-    let gateway = Gateway::new(setup.agent.clone(), GatewayStore::new((*setup.store).clone()), live, adapters);
+    let store = GatewayStore::new((*setup.store).clone());
+    let gateway = Gateway::new(setup.agent.clone(), store, live, adapters, confinement);
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr} (choose another address with [http] listen or --listen)"))?;

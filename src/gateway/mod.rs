@@ -24,6 +24,7 @@
 
 pub mod admission;
 pub mod channels;
+pub mod confinement;
 mod limiter;
 pub mod outbound;
 mod recovery;
@@ -38,6 +39,7 @@ use crate::policy::{EffectivePolicy, LiveConfig};
 use bub_channel::{
     Channel, ChannelError, Inbound, InboundSink, Outcome, OutcomeStatus, ReplySink, SubmitError, Submitted,
 };
+use confinement::PolicyConfinement;
 use outbound::OutboundScheduler;
 use session::Sessions;
 use std::collections::HashMap;
@@ -73,16 +75,21 @@ pub(crate) struct Inner {
     pub channels: HashMap<String, Arc<dyn Channel>>,
     pub scheduler: Arc<OutboundScheduler>,
     pub sessions: Sessions,
+    pub confinement: Arc<PolicyConfinement>,
     limiter: limiter::InboundLimiter,
 }
 
 impl Gateway {
     /// A gateway over these channels; nothing runs until [`Gateway::start`].
+    /// `confinement` must be the provider of the agent's environments (see
+    /// [`Setup::build_with`](crate::setup::Setup::build_with)), so each
+    /// session's files are confined as its policy says.
     pub fn new(
         agent: Agent,
         store: GatewayStore,
         config: Arc<LiveConfig>,
         channels: impl IntoIterator<Item = Arc<dyn Channel>>,
+        confinement: Arc<PolicyConfinement>,
     ) -> Gateway {
         let channels: HashMap<String, Arc<dyn Channel>> =
             channels.into_iter().map(|channel| (channel.name().to_string(), channel)).collect();
@@ -94,6 +101,7 @@ impl Gateway {
             channels,
             scheduler,
             sessions: Sessions::default(),
+            confinement,
             limiter: limiter::InboundLimiter::default(),
         });
         record_turns(&inner.agent);

@@ -90,6 +90,7 @@ async fn run(inner: &Arc<Inner>, share: &TurnShare) {
         tracing::error!(%error, "cannot mark the turn as running; it may run again after a restart");
     }
 
+    inner.confinement.set(&share.session, policy.confine_fs);
     let state = TurnState::new();
     state.insert_extension(SessionPolicy { policy: policy.clone(), user, chat_kind: chat.kind });
     state.insert_extension(TurnMarker { turn: share.id.clone(), messages: ids });

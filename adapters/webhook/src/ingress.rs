@@ -65,7 +65,7 @@ impl Ingress {
 
     fn inbox(&self) -> Result<Arc<dyn InboundSink>, WebhookError> {
         let inbox = self.inbox.read().unwrap_or_else(|poisoned| poisoned.into_inner());
-        inbox.clone().ok_or(WebhookError::NotStarted)
+        inbox.clone().ok_or(WebhookError::NotRunning)
     }
 
     fn authenticate(&self, headers: &HeaderMap, body: &[u8]) -> Result<(), WebhookError> {
@@ -325,8 +325,8 @@ fn required_id(field: &'static str, id: Option<WireId>) -> Result<String, Webhoo
 /// a JSON body `{"error": kind, "message": display}`.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum WebhookError {
-    #[error("the webhook channel is not started yet; retry shortly")]
-    NotStarted,
+    #[error("the webhook channel is not running (not started yet, or stopped); retry shortly")]
+    NotRunning,
     #[error("request body is larger than {limit} bytes")]
     TooLarge { limit: usize },
     #[error("could not read the request body: {0}")]
@@ -356,7 +356,7 @@ pub(crate) enum WebhookError {
 impl WebhookError {
     fn kind(&self) -> &'static str {
         match self {
-            WebhookError::NotStarted => "not_started",
+            WebhookError::NotRunning => "not_running",
             WebhookError::TooLarge { .. } => "body_too_large",
             WebhookError::BodyRead(_) => "bad_body",
             WebhookError::MissingHeader(_) => "missing_signature",
@@ -376,7 +376,7 @@ impl WebhookError {
 
     fn status(&self) -> StatusCode {
         match self {
-            WebhookError::NotStarted | WebhookError::ReplyClosed => StatusCode::SERVICE_UNAVAILABLE,
+            WebhookError::NotRunning | WebhookError::ReplyClosed => StatusCode::SERVICE_UNAVAILABLE,
             WebhookError::Submit(SubmitError::Unavailable(_)) => StatusCode::SERVICE_UNAVAILABLE,
             WebhookError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             WebhookError::MissingHeader(_) | WebhookError::Unauthorized(_) => StatusCode::UNAUTHORIZED,

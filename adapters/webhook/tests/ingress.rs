@@ -2,7 +2,7 @@
 
 mod support;
 
-use bub_channel::{ChatKind, Delivery, SubmitError};
+use bub_channel::{Channel, ChatKind, Delivery, SubmitError};
 use bub_webhook::{SIGNATURE_HEADER, TIMESTAMP_HEADER, sign};
 use serde_json::{Value, json};
 use std::time::Duration;
@@ -339,8 +339,31 @@ async fn a_gateway_that_closes_the_reply_without_an_outcome_is_a_503() {
 }
 
 #[tokio::test]
+async fn an_sse_reply_cut_short_ends_with_an_error_event() {
+    let inbox = FakeInbox::new(Script::DeltasThenClose(vec!["partial".into()]));
+    let served = serve(settings(), Some(inbox)).await;
+    let response = served.post_signed("?mode=sse", &message("m", "hi"), SECRET).await;
+    assert_eq!(response.status(), 200);
+    let events = parse_events(&response.text().await.unwrap());
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert_eq!(events[0], ("delta".to_string(), json!({"text": "partial"})));
+    assert_eq!(events[1].0, "error");
+    assert_eq!(events[1].1["error"], "unavailable");
+}
+
+#[tokio::test]
+async fn requests_after_stop_are_503() {
+    let inbox = FakeInbox::replying(&[], "ok");
+    let served = serve(settings(), Some(inbox.clone())).await;
+    served.channel.stop().await;
+    let (status, reply) = json(served.post_signed("", &message("m", "hi"), SECRET).await).await;
+    assert_eq!((status, reply["error"].as_str()), (503, Some("not_running")));
+    assert!(inbox.submitted().is_empty());
+}
+
+#[tokio::test]
 async fn requests_before_start_are_503() {
     let served = serve(settings(), None).await;
     let (status, reply) = json(served.post_signed("", &message("m", "hi"), SECRET).await).await;
-    assert_eq!((status, reply["error"].as_str()), (503, Some("not_started")));
+    assert_eq!((status, reply["error"].as_str()), (503, Some("not_running")));
 }

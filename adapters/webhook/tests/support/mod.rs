@@ -25,6 +25,8 @@ pub enum Script {
     Fail(SubmitError),
     /// Accept, then drop the sink without an outcome (gateway shutting down).
     CloseWithoutDone,
+    /// Accept, stream these deltas, then drop the sink without an outcome.
+    DeltasThenClose(Vec<String>),
 }
 
 /// Records what was submitted and answers as scripted.
@@ -73,6 +75,16 @@ impl InboundSink for FakeInbox {
             Script::Fail(error) => Err(error),
             Script::CloseWithoutDone => {
                 drop(replies);
+                Ok(Submitted::Accepted)
+            }
+            Script::DeltasThenClose(deltas) => {
+                if let Some(sink) = replies {
+                    tokio::spawn(async move {
+                        for delta in deltas {
+                            sink.delta(delta);
+                        }
+                    });
+                }
                 Ok(Submitted::Accepted)
             }
         }

@@ -1,0 +1,217 @@
+//! `bub gateway` over HTTP: the real binary, the webhook channel, the fake model.
+
+mod support;
+
+use serde_json::{Value, json};
+use std::path::Path;
+use std::time::Duration;
+use support::fake_model::{FakeModel, Reply};
+use support::gateway::{CallbackReceiver, GatewayProcess, client, signed_request};
+
+const SECRET: &str = "test-secret";
+
+fn env(fake: &FakeModel, extra: &[(&str, &str)]) -> Vec<(String, String)> {
+    let mut vars = fake.vars("openai:gpt-test");
+    vars.push(("BUB_WEBHOOK_SECRET".into(), SECRET.into()));
+    vars.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    vars
+}
+
+fn message(id: &str, chat: &str, text: &str) -> Value {
+    json!({"message_id": id, "chat_id": chat, "sender_id": "u1", "sender_name": "Ada", "text": text})
+}
+
+async fn post(gateway: &GatewayProcess, mode: &str, body: &Value) -> (u16, Value) {
+    let response = signed_request(&client(), gateway.addr, "webhook", mode, body, SECRET).await.expect("request");
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap_or_default();
+    (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+}
+
+/// Rows in the gateway's inbox, read from the database file.
+async fn inbox_rows(home: &Path) -> i64 {
+    use sqlx::sqlite::SqliteConnectOptions;
+    let options = SqliteConnectOptions::new().filename(home.join("bub.db")).read_only(true);
+    let pool = sqlx::SqlitePool::connect_with(options).await.expect("open the database");
+    let count = sqlx::query_scalar("SELECT count(*) FROM gateway_inbox").fetch_one(&pool).await.expect("count");
+    pool.close().await;
+    count
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn prompt_round_trip_in_sync_sse_and_async_modes() {
+    let home = tempfile::tempdir().unwrap();
+    let fake = FakeModel::start_answering("pong from the model").await;
+    let receiver = CallbackReceiver::start().await;
+    let vars = env(&fake, &[("BUB_WEBHOOK_CALLBACK_URL", &receiver.url())]);
+    let gateway = GatewayProcess::start(home.path(), &vars, &[]).await;
+
+    let (status, body) = post(&gateway, "sync", &message("m1", "c1", "ping")).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["status"], "replied");
+    assert_eq!(body["text"], "pong from the model");
+    assert_eq!(body["message_id"], "m1");
+
+    let bytes = serde_json::to_vec(&message("m2", "c2", "ping")).unwrap();
+    let timestamp = chrono::Utc::now().timestamp();
+    let response = client()
+        .post(format!("{}/webhook/webhook?mode=sse", gateway.base_url()))
+        .header(bub_webhook::TIMESTAMP_HEADER, timestamp.to_string())
+        .header(bub_webhook::SIGNATURE_HEADER, bub_webhook::sign(SECRET, timestamp, &bytes))
+        .body(bytes)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert!(response.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
+    let stream = response.text().await.unwrap();
+    let deltas: String = stream
+        .split("\n\n")
+        .filter(|event| event.contains("event: delta"))
+        .filter_map(|event| event.lines().find_map(|line| line.strip_prefix("data:")))
+        .map(|data| serde_json::from_str::<Value>(data.trim()).unwrap()["text"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(deltas, "pong from the model", "the reply streams as deltas:\n{stream}");
+    assert!(stream.contains("event: done"), "{stream}");
+
+    let (status, body) = post(&gateway, "async", &message("m3", "c3", "ping")).await;
+    assert_eq!(status, 202, "{body}");
+    assert!(receiver.wait_for_keys(1, Duration::from_secs(60)).await, "no callback arrived");
+    let posts = receiver.accepted();
+    assert_eq!(posts[0].body["text"], "pong from the model");
+    assert_eq!(posts[0].reply_to(), vec!["m3".to_string()]);
+    assert!(posts[0].signed_with(SECRET), "the callback is signed with the channel's secret");
+    gateway.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_repeated_message_id_returns_the_first_outcome_without_a_second_turn() {
+    let home = tempfile::tempdir().unwrap();
+    let fake = FakeModel::start_answering("only once").await;
+    let gateway = GatewayProcess::start(home.path(), &env(&fake, &[]), &[]).await;
+    let (_, first) = post(&gateway, "sync", &message("dup", "c1", "hello")).await;
+    let (status, again) = post(&gateway, "sync", &message("dup", "c1", "hello")).await;
+    assert_eq!(status, 200);
+    assert_eq!(first, again);
+    assert_eq!(fake.request_count(), 1, "the model was asked once");
+    gateway.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_requests_are_refused_and_nothing_is_stored() {
+    let home = tempfile::tempdir().unwrap();
+    let fake = FakeModel::start_answering("never").await;
+    let gateway = GatewayProcess::start(home.path(), &env(&fake, &[]), &[]).await;
+    let url = format!("{}/webhook/webhook", gateway.base_url());
+    let body = serde_json::to_vec(&message("b1", "c1", "hi")).unwrap();
+    let now = chrono::Utc::now().timestamp();
+
+    let bad_signature = client()
+        .post(&url)
+        .header(bub_webhook::TIMESTAMP_HEADER, now.to_string())
+        .header(bub_webhook::SIGNATURE_HEADER, bub_webhook::sign("wrong secret", now, &body))
+        .body(body.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad_signature.status(), 401);
+    let error: Value = bad_signature.json().await.unwrap();
+    assert!(error["message"].as_str().is_some_and(|m| !m.is_empty()), "{error}");
+
+    let stale = now - 6 * 60;
+    let stale_response = client()
+        .post(&url)
+        .header(bub_webhook::TIMESTAMP_HEADER, stale.to_string())
+        .header(bub_webhook::SIGNATURE_HEADER, bub_webhook::sign(SECRET, stale, &body))
+        .body(body.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stale_response.status(), 401);
+
+    let huge = vec![b'x'; 1024 * 1024 + 1];
+    let oversize = client()
+        .post(&url)
+        .header(bub_webhook::TIMESTAMP_HEADER, now.to_string())
+        .header(bub_webhook::SIGNATURE_HEADER, bub_webhook::sign(SECRET, now, &huge))
+        .body(huge)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(oversize.status(), 413);
+
+    let malformed = b"{\"message_id\": \"b2\", ".to_vec();
+    let malformed_response = client()
+        .post(&url)
+        .header(bub_webhook::TIMESTAMP_HEADER, now.to_string())
+        .header(bub_webhook::SIGNATURE_HEADER, bub_webhook::sign(SECRET, now, &malformed))
+        .body(malformed)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(malformed_response.status(), 400);
+
+    gateway.stop().await;
+    assert_eq!(inbox_rows(home.path()).await, 0, "refused requests leave nothing in the inbox");
+    assert_eq!(fake.request_count(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn group_message_without_mention_is_recorded_not_answered() {
+    let home = tempfile::tempdir().unwrap();
+    let fake = FakeModel::start_answering("I was addressed").await;
+    let gateway = GatewayProcess::start(home.path(), &env(&fake, &[]), &[]).await;
+    let mut chatter = message("g1", "room", "lunch at noon?");
+    chatter["group"] = json!(true);
+    let (status, body) = post(&gateway, "sync", &chatter).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["status"], "recorded");
+    assert_eq!(body["text"], "");
+    assert_eq!(fake.request_count(), 0, "the model was not asked");
+
+    let mut mention = message("g2", "room", "what did I just ask?");
+    mention["group"] = json!(true);
+    mention["mentions_bot"] = json!(true);
+    let (_, body) = post(&gateway, "sync", &mention).await;
+    assert_eq!(body["status"], "replied");
+    let sent = fake.requests();
+    let context = sent[0]["messages"].to_string();
+    assert!(context.contains("lunch at noon?"), "the recorded message is context for the next turn: {context}");
+    gateway.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn commands_work_and_prompts_name_the_variable_when_no_model_is_configured() {
+    let home = tempfile::tempdir().unwrap();
+    let vars = vec![("BUB_WEBHOOK_SECRET".to_string(), SECRET.to_string())];
+    let gateway = GatewayProcess::start(home.path(), &vars, &[]).await;
+    let (_, body) = post(&gateway, "sync", &message("n1", "c1", ",tape.info")).await;
+    assert_eq!(body["status"], "replied");
+    assert!(body["text"].as_str().unwrap().contains("name: webhook:c1"), "{body}");
+    let (_, body) = post(&gateway, "sync", &message("n2", "c1", "hello?")).await;
+    assert_eq!(body["status"], "failed");
+    assert!(body["text"].as_str().unwrap().contains("BUB_MODEL"), "{body}");
+    gateway.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn first_start_generates_and_keeps_a_webhook_secret() {
+    let home = tempfile::tempdir().unwrap();
+    let gateway = GatewayProcess::start(home.path(), &[], &[]).await;
+    let secret = std::fs::read_to_string(home.path().join("webhook.secret")).expect("the secret is kept");
+    assert!(secret.trim().len() >= 32);
+    assert!(gateway.stderr().contains(secret.trim()), "the secret is printed once");
+    let response =
+        signed_request(&client(), gateway.addr, "webhook", "sync", &message("s1", "c1", ",help"), secret.trim())
+            .await
+            .unwrap();
+    assert_eq!(response.status(), 200);
+    let health = client().get(format!("{}/readyz", gateway.base_url())).send().await.unwrap();
+    assert_eq!(health.status(), 200);
+    let metrics = client().get(format!("{}/metrics", gateway.base_url())).send().await.unwrap().text().await.unwrap();
+    assert!(metrics.contains("bub_turns_total"), "{metrics}");
+    gateway.stop().await;
+    let again = GatewayProcess::start(home.path(), &[], &[]).await;
+    assert!(!again.stderr().contains("generated"), "a restart reuses the kept secret");
+    again.stop().await;
+}

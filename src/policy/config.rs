@@ -296,9 +296,11 @@ impl fmt::Display for UserPattern {
     }
 }
 
+/// Lenient: the form is checked after parsing ([`GatewayConfig::parse`]), where
+/// the error can point at the element rather than at its whole list.
 impl<'de> Deserialize<'de> for UserPattern {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<UserPattern, D::Error> {
-        UserPattern::new(&String::deserialize(deserializer)?).map_err(de::Error::custom)
+        Ok(UserPattern(String::deserialize(deserializer)?.trim().to_string()))
     }
 }
 
@@ -321,7 +323,7 @@ impl<'de> Deserialize<'de> for Operator {
                 f.write_str("a user (`tg:42`) or a table `{ user = \"tg:42\", commands = [\"tape.*\"] }`")
             }
             fn visit_str<E: de::Error>(self, text: &str) -> Result<Operator, E> {
-                Ok(Operator { user: UserPattern::new(text).map_err(E::custom)?, commands: None })
+                Ok(Operator { user: UserPattern(text.trim().to_string()), commands: None })
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Operator, A::Error> {
                 let (mut user, mut commands) = (None, None);
@@ -498,13 +500,17 @@ impl GatewayConfig {
         }
     }
 
-    /// Checks across layers: users name configured channels, models parse.
+    /// Checks across layers: users are well-formed and name configured
+    /// channels, models parse.
     fn check_layers(&self) -> Result<(), ConfigError> {
         let channel_names: Vec<&str> = self.channels.keys().map(String::as_str).collect();
         for (_, layer) in self.layers() {
             let operators = layer.operators.iter().flatten().map(|op| (op.span(), &op.get_ref().user));
             let users = layer.allow_users.iter().flatten().map(|u| (u.span(), u.get_ref())).chain(operators);
             for (span, user) in users {
+                if let Err(message) = UserPattern::new(user.as_str()) {
+                    return Err(self.error(Some(span), message));
+                }
                 let Some(channel) = user.channel() else { continue };
                 if !channel_names.contains(&channel) {
                     let hint = match closest(channel, channel_names.iter().copied()) {
@@ -675,7 +681,11 @@ mod tests {
         let text = format!("{MINIMAL}[policy.defaults]\nallow_users = [\"hook:alice\"]\n");
         assert_eq!(error(&text), "bub.toml:5:16: user `hook:alice` names no channel `hook`; did you mean `hooks`?");
         let text = format!("{MINIMAL}[policy.defaults]\nallow_users = [\"alice\"]\n");
-        assert!(error(&text).starts_with("bub.toml:5:16: user `alice` is not `<channel>:<user id>`"));
+        assert!(
+            error(&text).starts_with("bub.toml:5:16: user `alice` is not `<channel>:<user id>`"),
+            "{}",
+            error(&text)
+        );
         let text = format!("{MINIMAL}[policy.defaults]\noperators = [{{ user = \"hooks:a\", comands = [] }}]\n");
         assert_eq!(error(&text), "bub.toml:5:14: unknown key `comands`; did you mean `commands`?");
         let text = format!("{MINIMAL}[policy.defaults]\nmodel = \"gpt-4o\"\n");

@@ -11,6 +11,8 @@
 //! - [`command`]: comma-command parsing and argument binding.
 //! - [`environment`]: per-session environments where processes and files live.
 //! - [`codemode`]: code mode's typed Python stub of the tools.
+//! - [`policy`]: gateway policy — the TOML config, per-chat effective policy,
+//!   tool enforcement, `,policy explain`, hot reload.
 //! - [`skills`]: `SKILL.md` discovery and the `skill` tool.
 //! - [`setup`]: the agent the `bub` binary runs, assembled from `BUB_*` variables.
 //! - [`home`]: where bub keeps its files (`$BUB_HOME`).

@@ -13,7 +13,7 @@ use crate::gateway::store::GatewayStore;
 use crate::gateway::{Gateway, channels};
 use crate::home::BubHome;
 use crate::http::{HttpState, router};
-use crate::policy::{GatewayConfig, LiveConfig};
+use crate::policy::{GatewayConfig, LiveConfig, ReloadOutcome};
 use crate::setup::Setup;
 use crate::tape::SqliteTapeStore;
 use anyhow::{Context, Result};
@@ -29,14 +29,21 @@ pub(crate) async fn run_gateway(home: &BubHome, config: Option<PathBuf>, listen:
     let provider: Arc<dyn EnvironmentProvider> = confinement.clone();
     let setup = Setup::build_with(home, home.workspaces_dir(), store, vars, Some(provider))?;
     crate::policy::enforce(&setup.agent);
-    if let Some(tool) = crate::policy::policy_tool() {
-        setup.agent.add_tool(tool);
+    setup.agent.add_tool(crate::policy::policy_tool());
+    if config_path.is_some() {
+        let known: Vec<String> = setup.agent.tools().iter().map(|tool| tool.name().to_string()).collect();
+        config.validate_tools(&known).map_err(|error| anyhow::anyhow!("{error}"))?;
     }
     let adapters = channels::from_config(&config)?;
     let addr = listen.unwrap_or(config.http.listen);
-    let live = match &config_path {
-        Some(path) => live_config(path, config.clone()),
-        None => LiveConfig::fixed(config),
+    let known_tools: Vec<String> = setup.agent.tools().iter().map(|tool| tool.name().to_string()).collect();
+    let (live, reloads) = match &config_path {
+        Some(path) => {
+            let (live, reloads) =
+                LiveConfig::watch(path, known_tools.clone()).map_err(|error| anyhow::anyhow!("{error}"))?;
+            (live, Some(reloads))
+        }
+        None => (LiveConfig::fixed(config.clone()), None),
     };
     let store = GatewayStore::new((*setup.store).clone());
     let gateway = Gateway::new(setup.agent.clone(), store, live, adapters, confinement);
@@ -55,6 +62,9 @@ pub(crate) async fn run_gateway(home: &BubHome, config: Option<PathBuf>, listen:
         return Err(error.into());
     }
     state.set_started();
+    if let Some(reloads) = reloads {
+        tokio::spawn(report_reloads(gateway.clone(), reloads));
+    }
     let mut names = gateway.channel_names();
     names.sort();
     eprintln!("bub gateway listening on http://{bound} (channels: {})", names.join(", "));
@@ -75,8 +85,9 @@ fn load_config(home: &BubHome, explicit: Option<PathBuf>) -> Result<(GatewayConf
                 && !url.trim().is_empty()
                 && let Some(channel) = config.channels.get_mut("webhook")
             {
-                let crate::policy::ChannelKind::Webhook(settings) = &mut channel.kind;
-                settings.callback_url = Some(url.trim().to_string());
+                if let crate::policy::ChannelKind::Webhook(settings) = &mut channel.kind {
+                    settings.callback_url = Some(url.trim().to_string());
+                }
             }
             Ok((config, None))
         }
@@ -85,10 +96,6 @@ fn load_config(home: &BubHome, explicit: Option<PathBuf>) -> Result<(GatewayConf
 
 fn load_file(path: &Path) -> Result<GatewayConfig> {
     GatewayConfig::load(path).map_err(|error| anyhow::anyhow!("{error}"))
-}
-
-fn live_config(_path: &Path, config: GatewayConfig) -> Arc<LiveConfig> {
-    LiveConfig::fixed(config)
 }
 
 /// `BUB_WEBHOOK_SECRET`, or the stored one, or a new one (stored, and printed once).
@@ -131,4 +138,26 @@ async fn shutdown_signal() {
         _ = terminate.recv() => {}
     }
     tracing::info!("shutting down");
+}
+
+/// Logs each reload of the config file and tells the operators when a new
+/// file was refused (the running policy stays).
+async fn report_reloads(gateway: Gateway, mut reloads: tokio::sync::mpsc::Receiver<ReloadOutcome>) {
+    while let Some(outcome) = reloads.recv().await {
+        match outcome {
+            ReloadOutcome::Applied { needs_restart } if needs_restart.is_empty() => {
+                tracing::info!("config reloaded");
+            }
+            ReloadOutcome::Applied { needs_restart } => {
+                tracing::warn!(sections = %needs_restart.join(", "), "config reloaded; these sections need a restart");
+            }
+            ReloadOutcome::Rejected(error) => {
+                tracing::error!(%error, "the new config is invalid; the running policy stays");
+                eprintln!("error: the new config is invalid; the running policy stays: {error}");
+                gateway
+                    .notify_operators(&format!("⚠️ The new config was refused; the running policy stays.\n{error}"))
+                    .await;
+            }
+        }
+    }
 }

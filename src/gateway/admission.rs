@@ -3,7 +3,7 @@
 //! messages becomes. Everything here is a function of the message and the
 //! chat's policy, so it is tested without a gateway.
 
-use crate::policy::{AddressingRule, SessionScope};
+use crate::policy::{EffectivePolicy, SessionScope};
 use bub_channel::{ChatKind, Inbound};
 
 /// The name a policy gives a user: `<channel>:<user id>`.
@@ -11,30 +11,11 @@ pub fn user_name(inbound: &Inbound) -> String {
     format!("{}:{}", inbound.channel, inbound.sender.id)
 }
 
-/// Direct chats are always addressed; in groups a message is addressed when
-/// it mentions the bot, replies to it, or contains a keyword as a whole word
-/// (case-insensitive), as far as the policy counts each.
-pub fn is_addressed(inbound: &Inbound, rule: &AddressingRule) -> bool {
-    if inbound.chat.kind == ChatKind::Direct {
-        return true;
-    }
-    if rule.mention && inbound.addressing.mention || rule.reply && inbound.addressing.reply_to_bot {
-        return true;
-    }
-    let text = inbound.text.to_lowercase();
-    rule.keywords.iter().any(|keyword| contains_word(&text, &keyword.to_lowercase()))
-}
-
-fn contains_word(text: &str, word: &str) -> bool {
-    if word.is_empty() {
-        return false;
-    }
-    let is_word_char = |c: char| c.is_alphanumeric() || c == '_';
-    text.match_indices(word).any(|(at, _)| {
-        let before = text[..at].chars().next_back();
-        let after = text[at + word.len()..].chars().next();
-        !before.is_some_and(is_word_char) && !after.is_some_and(is_word_char)
-    })
+/// Direct chats are always addressed; in shared chats the policy decides
+/// (mention, reply to the bot, keyword).
+pub fn is_addressed(inbound: &Inbound, policy: &EffectivePolicy) -> bool {
+    inbound.chat.kind == ChatKind::Direct
+        || policy.is_addressed(&inbound.text, inbound.addressing.mention, inbound.addressing.reply_to_bot)
 }
 
 /// The session (tape and environment) a message belongs to:
@@ -89,30 +70,6 @@ mod tests {
             delivery: Delivery::Channel,
             received_at: chrono::Utc::now(),
         }
-    }
-
-    fn rule(keywords: &[&str]) -> AddressingRule {
-        AddressingRule { mention: true, reply: true, keywords: keywords.iter().map(|k| k.to_string()).collect() }
-    }
-
-    #[test]
-    fn direct_messages_are_always_addressed() {
-        assert!(is_addressed(&message(ChatKind::Direct, "hi"), &rule(&[])));
-    }
-
-    #[test]
-    fn group_messages_need_a_mention_reply_or_keyword() {
-        let plain = message(ChatKind::Group, "lunch anyone?");
-        assert!(!is_addressed(&plain, &rule(&["bub"])));
-        let mut mention = plain.clone();
-        mention.addressing.mention = true;
-        assert!(is_addressed(&mention, &rule(&[])));
-        let mut reply = plain.clone();
-        reply.addressing.reply_to_bot = true;
-        assert!(is_addressed(&reply, &rule(&[])));
-        assert!(!is_addressed(&reply, &AddressingRule { reply: false, ..rule(&[]) }));
-        assert!(is_addressed(&message(ChatKind::Group, "Bub, deploy it"), &rule(&["bub"])));
-        assert!(!is_addressed(&message(ChatKind::Group, "the bubble tea"), &rule(&["bub"])));
     }
 
     #[test]

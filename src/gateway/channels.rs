@@ -11,10 +11,17 @@ pub fn from_config(config: &GatewayConfig) -> Result<Vec<Arc<dyn Channel>>, Chan
     for (name, channel) in &config.channels {
         match &channel.kind {
             ChannelKind::Webhook(settings) => {
-                let mut webhook = bub_webhook::WebhookSettings::new(name.clone(), settings.secrets.clone());
+                let secrets = settings.secrets.iter().map(|secret| secret.expose().to_string()).collect();
+                let mut webhook = bub_webhook::WebhookSettings::new(name.clone(), secrets);
                 webhook.callback_url = settings.callback_url.clone();
-                webhook.callback_secret = settings.callback_secret.clone();
+                webhook.callback_secret = settings.callback_secret.as_ref().map(|secret| secret.expose().to_string());
                 channels.push(Arc::new(bub_webhook::WebhookChannel::new(webhook)?));
+            }
+            other => {
+                return Err(ChannelError::new(
+                    name.clone(),
+                    format!("kind = \"{}\" is not available in this version of bub yet", other.name()),
+                ));
             }
         }
     }

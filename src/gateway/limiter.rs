@@ -12,15 +12,15 @@ use std::time::Duration;
 /// A governor quota for "`count` per `per`", allowing a burst of `count`.
 pub(crate) fn quota(rate: Rate) -> Option<Quota> {
     let count = NonZeroU32::new(rate.count)?;
-    let period = rate.per.checked_div(rate.count)?;
+    let period = rate.period.checked_div(rate.count)?;
     Quota::with_period(period).map(|quota| quota.allow_burst(count))
 }
 
 /// The outbound budgets of a channel's policy.
 pub(crate) fn outbound_budget(policy: &EffectivePolicy) -> Budget {
     Budget {
-        per_channel: policy.rate.outbound_per_channel.and_then(quota),
-        per_chat: policy.rate.outbound_per_chat.and_then(quota),
+        per_channel: policy.outbound_per_channel.value.and_then(quota),
+        per_chat: policy.outbound_per_chat.value.and_then(quota),
     }
 }
 
@@ -38,7 +38,7 @@ impl InboundLimiter {
         let limiter = {
             let mut limiters = self.limiters.lock().unwrap_or_else(|p| p.into_inner());
             let limiter = limiters
-                .entry((channel.to_string(), rate.count, rate.per))
+                .entry((channel.to_string(), rate.count, rate.period))
                 .or_insert_with(|| Arc::new(DefaultKeyedRateLimiter::keyed(quota)))
                 .clone();
             if limiter.len() > 10_000 {

@@ -76,6 +76,9 @@ pub(crate) struct Inner {
     pub scheduler: Arc<OutboundScheduler>,
     pub sessions: Sessions,
     pub confinement: Arc<PolicyConfinement>,
+    /// Where operators wrote last (channel, chat id → chat, session), newest last,
+    /// so the gateway can tell them about a refused config.
+    operator_chats: std::sync::Mutex<indexmap::IndexMap<(String, String), (bub_channel::ChatRef, String)>>,
     limiter: limiter::InboundLimiter,
 }
 
@@ -102,6 +105,7 @@ impl Gateway {
             scheduler,
             sessions: Sessions::default(),
             confinement,
+            operator_chats: Default::default(),
             limiter: limiter::InboundLimiter::default(),
         });
         record_turns(&inner.agent);
@@ -147,6 +151,33 @@ impl Gateway {
         }
     }
 
+    /// Sends `text` to the chats where operators wrote most recently (best
+    /// effort: a notice is not stored in the outbox).
+    pub async fn notify_operators(&self, text: &str) {
+        let chats: Vec<_> = {
+            let chats = self.inner.operator_chats.lock().unwrap_or_else(|p| p.into_inner());
+            chats
+                .iter()
+                .map(|((channel, _), (chat, session))| (channel.clone(), chat.clone(), session.clone()))
+                .collect()
+        };
+        if chats.is_empty() {
+            tracing::warn!("no operator has written yet; the notice is only logged");
+        }
+        for (channel, chat, session) in chats {
+            let notice = bub_channel::Outbound {
+                chat,
+                text: text.to_string(),
+                reply_to: Vec::new(),
+                idempotency_key: format!("notice:{}", uuid::Uuid::new_v4().simple()),
+                session,
+            };
+            if let Err(error) = self.inner.scheduler.send_final(&channel, notice).await {
+                tracing::warn!(%error, channel = %channel, "cannot tell an operator");
+            }
+        }
+    }
+
     /// The durable store (for readiness checks).
     pub fn store(&self) -> &GatewayStore {
         &self.inner.store
@@ -177,7 +208,7 @@ impl InboundSink for Gateway {
             }
             return Ok(Submitted::Accepted);
         }
-        if let Some(rate) = policy.rate.inbound_per_user
+        if let Some(rate) = policy.inbound_per_user.value
             && let Err(retry_after) = inner.limiter.check(&inbound.channel, &user, rate)
         {
             metrics::counter!("bub_inbound_rate_limited_total", "channel" => inbound.channel.clone()).increment(1);
@@ -194,6 +225,28 @@ impl InboundSink for Gateway {
         metrics::counter!("bub_inbound_messages_total", "channel" => inbound.channel.clone()).increment(1);
         session::dispatch(inner, Message { seq, inbound, sink, policy, user }).await;
         Ok(Submitted::Accepted)
+    }
+}
+
+impl Inner {
+    /// Remembers where an operator wrote (the last 16 chats).
+    pub(crate) fn note_operator_chat(&self, message: &Message, session: &str) {
+        let is_operator = message
+            .policy
+            .operators
+            .value
+            .as_ref()
+            .is_some_and(|operators| operators.iter().any(|operator| operator.user.matches(&message.user)));
+        if !is_operator {
+            return;
+        }
+        let mut chats = self.operator_chats.lock().unwrap_or_else(|p| p.into_inner());
+        let key = (message.inbound.channel.clone(), message.inbound.chat.id.clone());
+        chats.shift_remove(&key);
+        chats.insert(key, (message.inbound.chat.clone(), session.to_string()));
+        while chats.len() > 16 {
+            chats.shift_remove_index(0);
+        }
     }
 }
 

@@ -74,7 +74,8 @@ pub(crate) async fn dispatch(inner: &Arc<Inner>, message: Message) {
         turn::conclude(inner, vec![message], outcome(OutcomeStatus::Refused, denial.to_string(), ""), false).await;
         return;
     }
-    let session = admission::session_id(&message.inbound, policy.session_scope);
+    let session = admission::session_id(&message.inbound, policy.session_scope.value);
+    inner.note_operator_chat(&message, &session);
     if let Some(prefix) = inner.agent.command_prefix()
         && let Some(line) = crate::command::parse_command(&message.inbound.text, prefix)
     {
@@ -89,7 +90,7 @@ pub(crate) async fn dispatch(inner: &Arc<Inner>, message: Message) {
         let _ = turn::start(inner, &session, vec![message]);
         return;
     }
-    let addressed = admission::is_addressed(&message.inbound, &policy.addressing);
+    let addressed = admission::is_addressed(&message.inbound, &policy);
     inner.sessions.send(inner, session, SessionInput::Prompt { message, addressed });
 }
 
@@ -176,13 +177,16 @@ impl Worker {
     }
 
     async fn prompt(&mut self, message: Message, addressed: bool) {
-        let rule = message.policy.debounce.clone();
+        let policy = message.policy.clone();
+        let quiet = policy.debounce_quiet.value.duration();
+        let max_wait = policy.debounce_max_wait.value.duration();
+        let active_window = policy.debounce_active_window.value.duration();
         let channel_debounces =
             self.inner.channels.get(&message.inbound.channel).is_some_and(|channel| channel.limits().debounce);
-        let debounce = rule.enabled.unwrap_or(channel_debounces) && !rule.quiet.is_zero();
+        let debounce = policy.debounce_enabled.value.unwrap_or(channel_debounces) && !quiet.is_zero();
         let now = Instant::now();
         if !addressed {
-            let in_window = self.last_active.is_some_and(|at| now.duration_since(at) < rule.active_window);
+            let in_window = self.last_active.is_some_and(|at| now.duration_since(at) < active_window);
             if !in_window {
                 turn::record_inactive(&self.inner, &self.session, message).await;
                 return;
@@ -190,7 +194,7 @@ impl Worker {
             if debounce {
                 // A follow-up in an active conversation joins the batch, flushed at the latest after max_wait.
                 self.batch.push(message);
-                self.flush_by.get_or_insert(now + rule.max_wait);
+                self.flush_by.get_or_insert(now + max_wait);
                 return;
             }
         } else {
@@ -201,8 +205,8 @@ impl Worker {
             return;
         }
         self.batch.push(message);
-        self.quiet_until = Some(now + rule.quiet);
-        self.flush_by.get_or_insert(now + rule.max_wait);
+        self.quiet_until = Some(now + quiet);
+        self.flush_by.get_or_insert(now + max_wait);
     }
 
     async fn flush(&mut self) {
@@ -220,7 +224,7 @@ impl Worker {
             self.start(batch);
             return;
         };
-        let busy = batch.last().map(|m| m.policy.busy).unwrap_or(BusyRule::Queue);
+        let busy = batch.last().map(|m| m.policy.busy.value).unwrap_or(BusyRule::Queue);
         match busy {
             BusyRule::Steer => {
                 let text = admission::compose_prompt(batch.iter().map(|m| &m.inbound));

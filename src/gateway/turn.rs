@@ -90,7 +90,7 @@ async fn run(inner: &Arc<Inner>, share: &TurnShare) {
         tracing::error!(%error, "cannot mark the turn as running; it may run again after a restart");
     }
 
-    inner.confinement.set(&share.session, policy.confine_fs);
+    inner.confinement.set(&share.session, policy.confine_fs.value);
     let state = TurnState::new();
     state.insert_extension(SessionPolicy { policy: policy.clone(), user, chat_kind: chat.kind });
     state.insert_extension(TurnMarker { turn: share.id.clone(), messages: ids });
@@ -98,7 +98,7 @@ async fn run(inner: &Arc<Inner>, share: &TurnShare) {
     let mut options = RunOptions::new(share.session.clone())
         .state(state)
         .allowed_tools(policy.offered_tools(&names, chat.kind.is_shared()));
-    if let Some(model) = &policy.model {
+    if let Some(model) = &policy.model.value {
         options = options.model(model.clone());
     }
 

@@ -1,0 +1,70 @@
+//! `,policy`: what the gateway policy says here, from inside the chat.
+//!
+//! - `,policy show`: every key of this chat's policy, its value and the layer
+//!   that set it.
+//! - `,policy explain TOOL [USER]`: whether `TOOL` may run here as a model
+//!   call and as a comma command (for `USER`, default: whoever asks), and the
+//!   rule that decided.
+//!
+//! Command-only: the model never sees it.
+
+use super::enforce::SessionPolicy;
+use crate::tools::{Tool, ToolContext, ToolError};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+/// Show this chat's gateway policy, or explain why a tool is allowed or denied here.
+#[derive(Deserialize, JsonSchema)]
+pub struct PolicyArgs {
+    /// `show` (the default) or `explain`.
+    #[serde(default)]
+    pub action: Option<String>,
+    /// For `explain`: the tool, by registry or model name (`bash`, `fs.write`).
+    #[serde(default)]
+    pub tool: Option<String>,
+    /// For `explain`: the user (`<channel>:<user id>`); default: you.
+    #[serde(default)]
+    pub user: Option<String>,
+}
+
+/// The `policy` command tool.
+pub fn policy_tool() -> Tool {
+    Tool::typed("policy", |args: PolicyArgs, ctx: ToolContext| async move {
+        let Some(session) = ctx.state.extension::<SessionPolicy>() else {
+            return Ok("no gateway policy for this session (policies apply to chats the gateway serves)".to_string());
+        };
+        match args.action.as_deref().map(str::trim).unwrap_or("show") {
+            "show" | "" => Ok(session.policy.describe()),
+            "explain" => {
+                let Some(tool) = args.tool.filter(|t| !t.trim().is_empty()) else {
+                    return Err(ToolError::invalid_input("usage: policy explain TOOL [USER]"));
+                };
+                Ok(explain(&session, &ctx, tool.trim(), args.user.as_deref().unwrap_or(&session.user)))
+            }
+            other => Err(ToolError::invalid_input(format!("unknown action `{other}`: use `show` or `explain`"))),
+        }
+    })
+    .command_only()
+}
+
+/// Two verdicts, model call and command, for one tool and user.
+fn explain(session: &SessionPolicy, ctx: &ToolContext, tool: &str, user: &str) -> String {
+    // Accept model names (`fs_write`) the way tool lookups do.
+    let tool =
+        ctx.agent.as_ref().and_then(|a| a.tools().get(tool).map(|t| t.name().to_string())).unwrap_or(tool.into());
+    let shared = session.chat_kind.is_shared();
+    let policy = &session.policy;
+    let kind = if shared { "group" } else { "direct" };
+    let as_model = policy.tool_verdict(&tool, Some(user), shared, false);
+    let as_command = policy.tool_verdict(&tool, Some(user), shared, true);
+    let word = |allowed: bool| if allowed { "allowed" } else { "denied" };
+    format!(
+        "{tool} for {user} in this {kind} chat ({}/{}):\n  model call: {} — {}\n  command: {} — {}",
+        policy.channel,
+        policy.chat_id,
+        word(as_model.allowed),
+        as_model.rule,
+        word(as_command.allowed),
+        as_command.rule
+    )
+}

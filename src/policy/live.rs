@@ -1,0 +1,249 @@
+//! Hot reload: [`LiveConfig`] serves the current [`GatewayConfig`] and
+//! replaces it when the file changes or the process gets SIGHUP.
+//!
+//! Guarantees:
+//! - An invalid new file never replaces a running config: the old one stays,
+//!   and the error (`FILE:LINE:COL: …`) is logged and reported as
+//!   [`ReloadOutcome::Rejected`].
+//! - The watcher watches the file's *directory*, so editors that save by
+//!   writing a new file and renaming it over the old one are seen; bursts of
+//!   events (one save is often several) are coalesced for 200 ms, and a file
+//!   whose text did not change is not reloaded.
+//! - Readers take an `Arc` snapshot ([`LiveConfig::current`]) and keep a
+//!   consistent config for as long as they hold it (a turn keeps the policy
+//!   it started with).
+//!
+//! Only policy takes effect live. The new file is served whole, but the
+//! gateway reads `[http]` and each channel's connection keys (kind, secrets,
+//! tokens, URLs) — and which channels exist — once, at start; a reload that
+//! changes them is applied to policies and reported with
+//! [`ReloadOutcome::Applied::needs_restart`] naming those sections.
+
+use super::config::GatewayConfig;
+use super::error::ConfigError;
+use notify::{EventKind, RecursiveMode, Watcher};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// How long a burst of file events is gathered before one reload.
+const COALESCE: Duration = Duration::from_millis(200);
+
+/// What a reload did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReloadOutcome {
+    /// The new config is in force. `needs_restart` names the sections whose
+    /// changes the running gateway does not pick up (`http`, `channels.NAME`).
+    Applied { needs_restart: Vec<String> },
+    /// The file is invalid (the error text says where); the old config stays.
+    Rejected(String),
+}
+
+/// The config in force, replaceable while the gateway runs.
+pub struct LiveConfig {
+    current: RwLock<Arc<GatewayConfig>>,
+    path: Option<PathBuf>,
+    known_tools: Vec<String>,
+    /// The text of the config in force, to skip reloads that change nothing.
+    text: Mutex<Option<String>>,
+}
+
+impl std::fmt::Debug for LiveConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LiveConfig").field("path", &self.path).finish_non_exhaustive()
+    }
+}
+
+impl LiveConfig {
+    /// A config that never changes (the gateway's no-file start, tests).
+    pub fn fixed(config: GatewayConfig) -> Arc<LiveConfig> {
+        Arc::new(LiveConfig {
+            current: RwLock::new(Arc::new(config)),
+            path: None,
+            known_tools: Vec::new(),
+            text: Mutex::new(None),
+        })
+    }
+
+    /// The config in force now. Cheap: one lock and an `Arc` clone.
+    pub fn current(&self) -> Arc<GatewayConfig> {
+        self.current.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Loads `path` (checking tool patterns against `known_tools`), then
+    /// reloads it on change and on SIGHUP until the `LiveConfig` is dropped.
+    /// Every reload's outcome is logged and sent on the receiver (dropped when
+    /// nobody keeps up). Needs a tokio runtime.
+    pub fn watch(
+        path: impl AsRef<Path>,
+        known_tools: Vec<String>,
+    ) -> Result<(Arc<LiveConfig>, mpsc::Receiver<ReloadOutcome>), ConfigError> {
+        let path = path.as_ref().to_path_buf();
+        let text = read(&path)?;
+        let config = GatewayConfig::parse(&text, &path)?;
+        config.validate_tools(&known_tools)?;
+        let live = Arc::new(LiveConfig {
+            current: RwLock::new(Arc::new(config)),
+            path: Some(path.clone()),
+            known_tools,
+            text: Mutex::new(Some(text)),
+        });
+
+        let (events_tx, events_rx) = mpsc::unbounded_channel();
+        let file_name = path.file_name().map(|n| n.to_os_string());
+        let watch_error = |e: notify::Error| ConfigError::Watch { path: path.clone(), message: e.to_string() };
+        let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+            let Ok(event) = event else { return };
+            // Our own reads show up as access events: only changes count.
+            if matches!(event.kind, EventKind::Access(notify::event::AccessKind::Close(_)) | EventKind::Access(_))
+                && !matches!(
+                    event.kind,
+                    EventKind::Access(notify::event::AccessKind::Close(notify::event::AccessMode::Write))
+                )
+            {
+                return;
+            }
+            if event.paths.iter().any(|p| p.file_name().map(|n| n.to_os_string()) == file_name) {
+                let _ = events_tx.send(());
+            }
+        })
+        .map_err(watch_error)?;
+        let directory = match path.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        watcher.watch(&directory, RecursiveMode::NonRecursive).map_err(watch_error)?;
+
+        let (outcomes_tx, outcomes_rx) = mpsc::channel(16);
+        tokio::spawn(reload_loop(Arc::downgrade(&live), watcher, events_rx, outcomes_tx));
+        Ok((live, outcomes_rx))
+    }
+
+    /// Reads the file again now and applies it if valid (SIGHUP does this;
+    /// an admin API can too). A config without a file is rejected.
+    pub fn reload(&self) -> ReloadOutcome {
+        self.reload_if_changed(true).unwrap_or(ReloadOutcome::Applied { needs_restart: Vec::new() })
+    }
+
+    /// `None` when not forced and the text is what is already in force.
+    fn reload_if_changed(&self, forced: bool) -> Option<ReloadOutcome> {
+        let Some(path) = &self.path else {
+            return Some(ReloadOutcome::Rejected("this gateway runs without a config file".to_string()));
+        };
+        let checked = read(path).and_then(|text| {
+            let unchanged = self.text.lock().unwrap_or_else(|p| p.into_inner()).as_deref() == Some(text.as_str());
+            if unchanged && !forced {
+                return Ok(None);
+            }
+            let config = GatewayConfig::parse(&text, path)?;
+            config.validate_tools(&self.known_tools)?;
+            Ok(Some((text, config)))
+        });
+        let outcome = match checked {
+            Ok(None) => return None,
+            Ok(Some((text, config))) => {
+                let needs_restart = needs_restart(&self.current(), &config);
+                *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(config);
+                *self.text.lock().unwrap_or_else(|p| p.into_inner()) = Some(text);
+                tracing::info!(path = %path.display(), "config reloaded");
+                if !needs_restart.is_empty() {
+                    tracing::warn!(
+                        path = %path.display(),
+                        sections = %needs_restart.join(", "),
+                        "config changes outside policy need a restart; policies are applied now"
+                    );
+                }
+                ReloadOutcome::Applied { needs_restart }
+            }
+            Err(error) => {
+                tracing::warn!(error = %error, "config reload rejected; the running config stays");
+                ReloadOutcome::Rejected(error.to_string())
+            }
+        };
+        Some(outcome)
+    }
+}
+
+fn read(path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })
+}
+
+/// The sections whose change the running gateway does not pick up.
+fn needs_restart(old: &GatewayConfig, new: &GatewayConfig) -> Vec<String> {
+    let mut sections = Vec::new();
+    if old.http != new.http {
+        sections.push("http".to_string());
+    }
+    let names = old.channels.keys().chain(new.channels.keys().filter(|n| !old.channels.contains_key(*n)));
+    for name in names {
+        match (old.channels.get(name), new.channels.get(name)) {
+            (Some(a), Some(b)) if a.kind == b.kind => {}
+            _ => sections.push(format!("channels.{name}")),
+        }
+    }
+    sections
+}
+
+/// Waits for file events (coalesced) or SIGHUP, reloads, reports. Ends when
+/// the `LiveConfig` is gone.
+async fn reload_loop(
+    live: Weak<LiveConfig>,
+    watcher: notify::RecommendedWatcher,
+    mut events: mpsc::UnboundedReceiver<()>,
+    outcomes: mpsc::Sender<ReloadOutcome>,
+) {
+    let _watcher = watcher;
+    let mut hangup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+        Ok(signal) => Some(signal),
+        Err(error) => {
+            tracing::warn!(%error, "cannot listen for SIGHUP; config reloads on file changes only");
+            None
+        }
+    };
+    loop {
+        let forced = tokio::select! {
+            event = events.recv() => match event {
+                Some(()) => false,
+                None => return,
+            },
+            Some(()) = async { match hangup.as_mut() { Some(h) => h.recv().await, None => std::future::pending().await } } => true,
+        };
+        if !forced {
+            while let Ok(Some(())) = tokio::time::timeout(COALESCE, events.recv()).await {}
+        }
+        let Some(config) = live.upgrade() else { return };
+        let outcome = tokio::task::spawn_blocking(move || config.reload_if_changed(forced)).await;
+        if let Ok(Some(outcome)) = outcome
+            && outcomes.try_send(outcome).is_err()
+        {
+            tracing::debug!("reload outcome not delivered: nobody is listening");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str = "[channels.hooks]\nkind = \"webhook\"\nsecrets = [\"a\"]\n";
+
+    #[test]
+    fn only_connection_changes_need_a_restart() {
+        let old = GatewayConfig::parse(BASE, "bub.toml").unwrap();
+        let policy_only = format!("{BASE}[channels.hooks.policy]\nbusy = \"drop\"\n");
+        let new = GatewayConfig::parse(&policy_only, "bub.toml").unwrap();
+        assert!(needs_restart(&old, &new).is_empty());
+        let rotated = "[http]\nlisten = \"0.0.0.0:9\"\n[channels.hooks]\nkind = \"webhook\"\nsecrets = [\"b\"]\n\
+                       [channels.tg]\nkind = \"telegram\"\ntoken = \"t\"\n";
+        let new = GatewayConfig::parse(rotated, "bub.toml").unwrap();
+        assert_eq!(needs_restart(&old, &new), ["http", "channels.hooks", "channels.tg"]);
+    }
+
+    #[test]
+    fn a_fixed_config_cannot_reload() {
+        let live = LiveConfig::fixed(GatewayConfig::default_webhook("s".into()));
+        assert!(matches!(live.reload(), ReloadOutcome::Rejected(_)));
+        assert!(live.current().channels.contains_key("webhook"));
+    }
+}

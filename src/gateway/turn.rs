@@ -78,7 +78,13 @@ async fn run(inner: &Arc<Inner>, share: &TurnShare) {
         let Some(last) = members.last() else { return };
         (
             members.iter().map(|m| m.seq).collect::<Vec<_>>(),
-            admission::compose_prompt(members.iter().map(|m| &m.inbound)),
+            match (members.as_slice(), inner.agent.command_prefix()) {
+                // A command runs as typed: no writer's name in front of the prefix.
+                ([only], Some(prefix)) if crate::command::is_command(&only.inbound.text, prefix) => {
+                    only.inbound.text.clone()
+                }
+                _ => admission::compose_prompt(members.iter().map(|m| &m.inbound)),
+            },
             members.iter().map(|m| m.inbound.message_id.clone()).collect::<Vec<_>>(),
             (last.policy.clone(), last.user.clone(), last.inbound.chat.clone(), last.inbound.channel.clone()),
         )

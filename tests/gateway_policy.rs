@@ -1,0 +1,222 @@
+//! Channel policy through the real `bub gateway`: operators, tools denied in
+//! groups on every path, and live reloads of the config file.
+
+mod support;
+
+use serde_json::{Value, json};
+use std::path::Path;
+use std::time::{Duration, Instant};
+use support::fake_model::{FakeModel, Reply};
+use support::gateway::{CallbackReceiver, GatewayProcess, client, signed_request};
+
+const SECRET: &str = "policy-secret";
+
+fn config(callback: &str, extra: &str) -> String {
+    format!(
+        r#"
+[policy.defaults]
+operators = ["webhook:alice"]
+
+[channels.webhook]
+kind = "webhook"
+secrets = ["{SECRET}"]
+callback_url = "{callback}"
+
+# code may run here, the shell still may not
+[channels.webhook.chats."code-room".policy]
+allowed_tools = ["*", "run_code"]
+{extra}
+"#
+    )
+}
+
+async fn start(home: &Path, fake: &FakeModel, config_text: &str) -> GatewayProcess {
+    let path = home.join("bub.toml");
+    std::fs::write(&path, config_text).unwrap();
+    let vars = fake.vars("openai:gpt-test");
+    GatewayProcess::start(home, &vars, &["--config", path.to_str().unwrap()]).await
+}
+
+/// A group message from `sender` that mentions the bot, answered in sync mode.
+async fn say(gateway: &GatewayProcess, id: &str, chat: &str, sender: &str, text: &str) -> Value {
+    let body = json!({
+        "message_id": id, "chat_id": chat, "sender_id": sender, "text": text, "group": true, "mentions_bot": true,
+    });
+    let response = signed_request(&client(), gateway.addr, "webhook", "sync", &body, SECRET).await.expect("request");
+    assert_eq!(response.status(), 200);
+    response.json().await.unwrap()
+}
+
+/// The tool results the model was sent in request `index`.
+fn tool_results(fake: &FakeModel, index: usize) -> String {
+    let request = &fake.requests()[index];
+    request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn tool_names(request: &Value) -> Vec<String> {
+    request["tools"]
+        .as_array()
+        .map(|tools| tools.iter().map(|t| t["function"]["name"].as_str().unwrap().to_string()).collect())
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_non_operators_comma_command_is_refused_with_the_reason() {
+    let home = tempfile::tempdir().unwrap();
+    let fake = FakeModel::start_answering("hi").await;
+    let receiver = CallbackReceiver::start().await;
+    let gateway = start(home.path(), &fake, &config(&receiver.url(), "")).await;
+    let refused = say(&gateway, "n1", "room", "mallory", ",tape.info").await;
+    assert_eq!(refused["status"], "refused", "{refused}");
+    let reason = refused["text"].as_str().unwrap();
+    assert!(reason.contains("webhook:mallory") && reason.contains("operator"), "{reason}");
+    let allowed = say(&gateway, "n2", "room", "alice", ",tape.info").await;
+    assert_eq!(allowed["status"], "replied", "{allowed}");
+    assert!(allowed["text"].as_str().unwrap().contains("name: webhook:room"), "{allowed}");
+    gateway.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bash_is_denied_in_a_group_from_the_model_commands_the_fallback_and_code() {
+    let home = tempfile::tempdir().unwrap();
+    let fake = FakeModel::start().await;
+    let receiver = CallbackReceiver::start().await;
+    let gateway = start(home.path(), &fake, &config(&receiver.url(), "")).await;
+    let marker = home.path().join("shell-ran");
+    let touch = format!("touch {}", marker.display());
+
+    // 1. The model asks for bash: it is not offered, and the call is denied.
+    fake.push(Reply::tool_calls(vec![("bash", json!({"cmd": touch}))])).push(Reply::text("could not"));
+    let reply = say(&gateway, "b1", "room", "alice", "please run it").await;
+    assert_eq!(reply["text"], "could not");
+    assert!(!tool_names(&fake.requests()[0]).contains(&"bash".to_string()), "bash is not offered in a group");
+    assert!(tool_results(&fake, 1).contains("denied"), "{}", tool_results(&fake, 1));
+
+    // 2. A comma command naming bash.
+    let reply = say(&gateway, "b2", "room", "alice", &format!(",bash cmd='{touch}'")).await;
+    assert!(reply["text"].as_str().unwrap().contains("denied"), "{reply}");
+
+    // 3. The shell fallback of an unknown command.
+    let reply = say(&gateway, "b3", "room", "alice", &format!(",{touch}")).await;
+    assert!(reply["text"].as_str().unwrap().contains("denied"), "{reply}");
+
+    // 4. From code run by run_code, where run_code itself is allowed.
+    let reply = say(&gateway, "b4", "code-room", "alice", ",code_mode enable=true").await;
+    assert_eq!(reply["status"], "replied", "{reply}");
+    let code =
+        format!("try:\n    await tools.bash(cmd='{touch}')\nexcept Exception as error:\n    print('refused:', error)");
+    let before = fake.request_count();
+    fake.push(Reply::tool_calls(vec![("run_code", json!({"code": code, "timeout_seconds": 60}))]))
+        .push(Reply::text("done"));
+    let reply = say(&gateway, "b5", "code-room", "alice", "run it from code").await;
+    assert_eq!(reply["text"], "done", "{reply}");
+    let results = tool_results(&fake, before + 1);
+    // Code sees only the tools the policy offers, and the policy handler would deny it anyway.
+    assert!(results.contains("refused:") && results.contains("no tool named 'bash'"), "{results}");
+
+    assert!(!marker.exists(), "no path ran the shell");
+    // In a direct chat the same command runs.
+    let body =
+        json!({"message_id": "d1", "chat_id": "dm", "sender_id": "alice", "text": format!(",bash cmd='{touch}'")});
+    let response = signed_request(&client(), gateway.addr, "webhook", "sync", &body, SECRET).await.unwrap();
+    let reply: Value = response.json().await.unwrap();
+    assert_eq!(reply["status"], "replied", "{reply}");
+    gateway.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn policy_show_and_explain_answer_in_the_chat() {
+    let home = tempfile::tempdir().unwrap();
+    let fake = FakeModel::start_answering("hi").await;
+    let receiver = CallbackReceiver::start().await;
+    let gateway = start(home.path(), &fake, &config(&receiver.url(), "")).await;
+    let shown = say(&gateway, "p1", "room", "alice", ",policy show").await;
+    assert!(shown["text"].as_str().unwrap().contains("operators"), "{shown}");
+    let explained = say(&gateway, "p2", "room", "alice", ",policy explain bash").await;
+    let text = explained["text"].as_str().unwrap();
+    assert!(text.contains("bash") && text.contains("denied"), "{text}");
+    gateway.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_policy_edit_applies_without_restart_and_an_invalid_edit_keeps_the_old_policy() {
+    let home = tempfile::tempdir().unwrap();
+    let fake = FakeModel::start_answering("hi").await;
+    let receiver = CallbackReceiver::start().await;
+    let denying = config(&receiver.url(), "\n[channels.webhook.policy]\ndenied_tools = [\"tape.info\"]\n");
+    let gateway = start(home.path(), &fake, &denying).await;
+    let reply = say(&gateway, "r0", "room", "alice", ",tape.info").await;
+    assert!(reply["text"].as_str().unwrap().contains("denied"), "{reply}");
+
+    std::fs::write(home.path().join("bub.toml"), config(&receiver.url(), "")).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let reply = say(&gateway, &format!("r1-{attempt}"), "room", "alice", ",tape.info").await;
+        if reply["text"].as_str().unwrap().contains("name: webhook:room") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the edit was not applied: {reply}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    let broken = config(&receiver.url(), "\n[channels.webhook.policy]\ndenied_tool = [\"tape.info\"]\n");
+    std::fs::write(home.path().join("bub.toml"), broken).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !gateway.stderr().contains("the running policy stays") {
+        assert!(Instant::now() < deadline, "the invalid edit was not reported:\n{}", gateway.stderr());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let stderr = gateway.stderr();
+    assert!(
+        stderr.contains("bub.toml:") && stderr.contains("denied_tools"),
+        "file:line:col and a suggestion:\n{stderr}"
+    );
+    let reply = say(&gateway, "r2", "room", "alice", ",tape.info").await;
+    assert!(reply["text"].as_str().unwrap().contains("name: webhook:room"), "the old policy stays: {reply}");
+    // The operator who wrote in `room` is told, through the channel's callback.
+    assert!(
+        receiver
+            .wait_until(Duration::from_secs(30), |r| r
+                .posts()
+                .iter()
+                .any(|p| p.body["text"].as_str().is_some_and(|t| t.contains("refused"))))
+            .await,
+        "operators were not told"
+    );
+    gateway.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_broken_config_stops_the_gateway_with_file_line_and_column() {
+    let home = tempfile::tempdir().unwrap();
+    let path = home.path().join("bub.toml");
+    std::fs::write(&path, "[channels.webhook]\nkind = \"webhook\"\nsecrets = [\"x\"]\ncalback_url = \"http://x\"\n")
+        .unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_bub"))
+        .env("BUB_HOME", home.path())
+        .args(["gateway", "--listen", "127.0.0.1:0", "--config", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("bub.toml:4:1"), "{stderr}");
+    assert!(stderr.contains("callback_url"), "did you mean: {stderr}");
+
+    std::fs::write(&path, "[channels.webhook]\nkind = \"webhook\"\nsecrets = []\n").unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_bub"))
+        .env("BUB_HOME", home.path())
+        .args(["gateway", "--listen", "127.0.0.1:0", "--config", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("secret"), "{}", String::from_utf8_lossy(&output.stderr));
+}

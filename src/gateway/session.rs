@@ -239,6 +239,8 @@ impl Worker {
                 const NOTICE: &str = "I'm still working on the previous message, so this one was dropped. \
                                       Send it again when I have answered.";
                 for message in batch {
+                    // Kept on the tape, so the next turn sees it; not answered.
+                    let _ = turn::record_on_tape(&self.inner, &self.session, &message).await;
                     let reply = message.inbound.delivery == Delivery::Channel;
                     let result = outcome(OutcomeStatus::Dropped, NOTICE, &self.session);
                     turn::conclude(&self.inner, vec![message], result, reply).await;

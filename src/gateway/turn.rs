@@ -247,22 +247,25 @@ pub(crate) async fn deliver(inner: &Arc<Inner>, reply: PendingReply, live: Optio
 
 /// Keeps an unaddressed group message on the tape as context, unanswered.
 pub(crate) async fn record_inactive(inner: &Arc<Inner>, session: &str, message: Message) {
+    let result = match record_on_tape(inner, session, &message).await {
+        Ok(()) => outcome(OutcomeStatus::Recorded, "", session),
+        Err(error) => outcome(OutcomeStatus::Failed, format!("could not record the message: {error}"), session),
+    };
+    conclude(inner, vec![message], result, false).await;
+}
+
+/// Appends a message to its session's tape without a turn (marked inactive).
+pub(crate) async fn record_on_tape(
+    inner: &Arc<Inner>,
+    session: &str,
+    message: &Message,
+) -> Result<(), crate::tape::TapeError> {
     let entry = NewEntry::chat("user", admission::compose_prompt([&message.inbound]))
         .with_meta("inactive", json!(true))
         .with_meta("message_id", json!(message.inbound.message_id));
-    let recorded = match inner.agent.tape(session) {
-        Ok(tape) => match tape.ensure_bootstrap_anchor().await {
-            Ok(_) => tape.append(entry).await.map(|_| ()),
-            Err(error) => Err(error),
-        },
-        Err(error) => Err(error),
-    };
-    let result = match recorded {
-        Ok(()) => outcome(OutcomeStatus::Recorded, "", session),
-        Err(error) => {
-            tracing::error!(%error, session, "cannot record a group message");
-            outcome(OutcomeStatus::Failed, format!("could not record the message: {error}"), session)
-        }
-    };
-    conclude(inner, vec![message], result, false).await;
+    let tape = inner.agent.tape(session)?;
+    tape.ensure_bootstrap_anchor().await?;
+    tape.append(entry).await.map(|_| ()).inspect_err(|error| {
+        tracing::error!(%error, session, "cannot record a message on the tape");
+    })
 }

@@ -1,0 +1,139 @@
+//! How the gateway turns messages into turns: debounce, one turn at a time
+//! per session with the busy rule (steer, queue, drop), inbound rate limits.
+
+mod support;
+
+use serde_json::{Value, json};
+use std::path::Path;
+use std::time::Duration;
+use support::fake_model::{FakeModel, Reply};
+use support::gateway::{GatewayProcess, client, signed_request};
+
+const SECRET: &str = "turns-secret";
+
+async fn start(home: &Path, fake: &FakeModel, policy: &str) -> GatewayProcess {
+    let text = format!(
+        "[channels.webhook]\nkind = \"webhook\"\nsecrets = [\"{SECRET}\"]\n\n[channels.webhook.policy]\n{policy}\n"
+    );
+    let path = home.join("bub.toml");
+    std::fs::write(&path, text).unwrap();
+    GatewayProcess::start(home, &fake.vars("openai:gpt-test"), &["--config", path.to_str().unwrap()]).await
+}
+
+async fn send(addr: std::net::SocketAddr, id: &str, chat: &str, text: &str) -> (u16, Value) {
+    let body = json!({"message_id": id, "chat_id": chat, "sender_id": "u1", "text": text});
+    let response = signed_request(&client(), addr, "webhook", "sync", &body, SECRET).await.expect("request");
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// The user messages of the model request `index`.
+fn user_messages(fake: &FakeModel, index: usize) -> Vec<String> {
+    fake.requests()[index]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// Sends `first`, then — once the model is working on it — `second`, both in
+/// the same chat; returns both outcomes.
+async fn second_message_mid_turn(gateway: &GatewayProcess, fake: &FakeModel) -> (Value, Value) {
+    let addr = gateway.addr;
+    let first = tokio::spawn(async move { send(addr, "a", "c1", "first question").await });
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while fake.request_count() == 0 {
+        assert!(std::time::Instant::now() < deadline, "the first turn never reached the model");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (_, second) = send(addr, "b", "c1", "second question").await;
+    let (_, first) = first.await.unwrap();
+    (first, second)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_message_mid_turn_queues_behind_it_by_default() {
+    let home = tempfile::tempdir().unwrap();
+    let fake = FakeModel::start().await;
+    fake.push(Reply::slow_first_token(Duration::from_millis(1500), Reply::text("answer one")))
+        .push(Reply::text("answer two"));
+    let gateway = start(home.path(), &fake, "").await;
+    let (first, second) = second_message_mid_turn(&gateway, &fake).await;
+    assert_eq!(first["text"], "answer one");
+    assert_eq!(second["text"], "answer two");
+    assert_eq!(fake.request_count(), 2);
+    assert_eq!(user_messages(&fake, 1).last().unwrap(), "second question", "the queued turn ran after the first");
+    gateway.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_message_mid_turn_steers_it_when_the_policy_says_steer() {
+    let home = tempfile::tempdir().unwrap();
+    let fake = FakeModel::start().await;
+    fake.push(Reply::slow_first_token(Duration::from_millis(1500), Reply::text("answer one")))
+        .push(Reply::text("answer to both"));
+    let gateway = start(home.path(), &fake, "busy = \"steer\"").await;
+    let (first, second) = second_message_mid_turn(&gateway, &fake).await;
+    assert_eq!(fake.request_count(), 2);
+    assert!(user_messages(&fake, 1).contains(&"second question".to_string()), "steered into the running turn");
+    assert_eq!(first["text"], second["text"], "both messages share the turn's outcome");
+    assert_eq!(second["text"], "answer oneanswer to both");
+    gateway.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_message_mid_turn_is_dropped_with_a_notice_when_the_policy_says_drop() {
+    let home = tempfile::tempdir().unwrap();
+    let fake = FakeModel::start().await;
+    fake.push(Reply::slow_first_token(Duration::from_millis(1500), Reply::text("answer one")));
+    let gateway = start(home.path(), &fake, "busy = \"drop\"").await;
+    let (first, second) = second_message_mid_turn(&gateway, &fake).await;
+    assert_eq!(first["text"], "answer one");
+    assert_eq!(second["status"], "dropped", "{second}");
+    assert!(second["text"].as_str().unwrap().contains("dropped"), "{second}");
+    assert_eq!(fake.request_count(), 1);
+    gateway.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_burst_is_debounced_into_one_turn_and_commands_bypass_it() {
+    let home = tempfile::tempdir().unwrap();
+    let fake = FakeModel::start_answering("one answer").await;
+    let gateway =
+        start(home.path(), &fake, "debounce = { enabled = true, quiet_seconds = 0.5, max_wait_seconds = 5.0 }").await;
+    let addr = gateway.addr;
+    let mut burst = Vec::new();
+    for (i, line) in ["deploy", "the api", "to staging"].into_iter().enumerate() {
+        burst.push(tokio::spawn(async move { send(addr, &format!("d{i}"), "c1", line).await }));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (_, command) = send(addr, "cmd", "c1", ",tape.info").await;
+    assert_eq!(command["status"], "replied", "a command does not wait for the burst: {command}");
+    for reply in burst {
+        let (_, reply) = reply.await.unwrap();
+        assert_eq!(reply["text"], "one answer");
+    }
+    assert_eq!(fake.request_count(), 1, "one turn for the burst");
+    assert_eq!(user_messages(&fake, 0).last().unwrap(), "deploy\nthe api\nto staging");
+    gateway.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sender_over_the_inbound_rate_gets_429_and_nothing_is_stored() {
+    let home = tempfile::tempdir().unwrap();
+    let fake = FakeModel::start_answering("ok").await;
+    let gateway = start(home.path(), &fake, "rate = { inbound_per_user = \"2/min\" }").await;
+    assert_eq!(send(gateway.addr, "r1", "c1", ",help").await.0, 200);
+    assert_eq!(send(gateway.addr, "r2", "c1", ",help").await.0, 200);
+    let body = json!({"message_id": "r3", "chat_id": "c1", "sender_id": "u1", "text": ",help"});
+    let response = signed_request(&client(), gateway.addr, "webhook", "sync", &body, SECRET).await.unwrap();
+    assert_eq!(response.status(), 429);
+    assert!(response.headers().contains_key("retry-after"));
+    // Another sender is not limited.
+    let other = json!({"message_id": "r4", "chat_id": "c1", "sender_id": "u2", "text": ",help"});
+    let response = signed_request(&client(), gateway.addr, "webhook", "sync", &other, SECRET).await.unwrap();
+    assert_eq!(response.status(), 200);
+    gateway.stop().await;
+}

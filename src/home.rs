@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! $BUB_HOME/bub.db          tapes (SQLite, WAL)
+//! $BUB_HOME/bub.toml        the gateway config (channels and policies)
 //! $BUB_HOME/tapes/          JSONL archives written by `tape.reset archive=true`
 //! $BUB_HOME/workspaces/     one workspace per session (when none is given)
 //! $BUB_HOME/codemode/       typed Python stubs of the tools, for code mode
@@ -35,6 +36,11 @@ impl BubHome {
     /// The SQLite database holding every tape.
     pub fn database(&self) -> PathBuf {
         self.root.join("bub.db")
+    }
+
+    /// The gateway config file (see `config/bub.example.toml`).
+    pub fn config_file(&self) -> PathBuf {
+        self.root.join("bub.toml")
     }
 
     /// Where tape archives go.

@@ -4,8 +4,10 @@
 //! - `bub chat`: an interactive session ([`agent`]).
 //! - `bub tools`: the tools the agent has ([`agent`]).
 //! - `bub tape …`: inspect tapes ([`tape`]).
+//! - `bub policy check [FILE]`: validate a gateway config ([`policy`]).
 
 mod agent;
+mod policy;
 mod tape;
 
 use crate::home::BubHome;
@@ -49,6 +51,9 @@ pub enum Command {
     /// Inspect the tapes (per-session histories) in the database.
     #[command(subcommand)]
     Tape(tape::TapeCommand),
+    /// Gateway policy: check a config file.
+    #[command(subcommand)]
+    Policy(policy::PolicyCommand),
 }
 
 /// Runs a parsed command line.
@@ -59,5 +64,6 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Chat { session } => agent::chat(&home, session).await,
         Command::Tools { json } => agent::list_tools(&home, json).await,
         Command::Tape(command) => tape::run_tape(&home, command).await,
+        Command::Policy(command) => policy::run_policy(&home, command).await,
     }
 }

@@ -115,8 +115,17 @@ impl LiveConfig {
         };
         watcher.watch(&directory, RecursiveMode::NonRecursive).map_err(watch_error)?;
 
+        // Registered before returning, so a SIGHUP sent right after never
+        // meets the default action (which ends the process).
+        let hangup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+            Ok(signal) => Some(signal),
+            Err(error) => {
+                tracing::warn!(%error, "cannot listen for SIGHUP; config reloads on file changes only");
+                None
+            }
+        };
         let (outcomes_tx, outcomes_rx) = mpsc::channel(16);
-        tokio::spawn(reload_loop(Arc::downgrade(&live), watcher, events_rx, outcomes_tx));
+        tokio::spawn(reload_loop(Arc::downgrade(&live), watcher, hangup, events_rx, outcomes_tx));
         Ok((live, outcomes_rx))
     }
 
@@ -190,17 +199,11 @@ fn needs_restart(old: &GatewayConfig, new: &GatewayConfig) -> Vec<String> {
 async fn reload_loop(
     live: Weak<LiveConfig>,
     watcher: notify::RecommendedWatcher,
+    mut hangup: Option<tokio::signal::unix::Signal>,
     mut events: mpsc::UnboundedReceiver<()>,
     outcomes: mpsc::Sender<ReloadOutcome>,
 ) {
     let _watcher = watcher;
-    let mut hangup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
-        Ok(signal) => Some(signal),
-        Err(error) => {
-            tracing::warn!(%error, "cannot listen for SIGHUP; config reloads on file changes only");
-            None
-        }
-    };
     loop {
         let forced = tokio::select! {
             event = events.recv() => match event {

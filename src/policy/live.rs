@@ -21,6 +21,7 @@
 
 use super::config::GatewayConfig;
 use super::error::ConfigError;
+use notify::event::{AccessKind, AccessMode};
 use notify::{EventKind, RecursiveMode, Watcher};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock, Weak};
@@ -96,12 +97,12 @@ impl LiveConfig {
         let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
             let Ok(event) = event else { return };
             // Our own reads show up as access events: only changes count.
-            if matches!(event.kind, EventKind::Access(notify::event::AccessKind::Close(_)) | EventKind::Access(_))
-                && !matches!(
-                    event.kind,
-                    EventKind::Access(notify::event::AccessKind::Close(notify::event::AccessMode::Write))
-                )
-            {
+            let is_change = match event.kind {
+                EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+                EventKind::Access(_) => false,
+                _ => true,
+            };
+            if !is_change {
                 return;
             }
             if event.paths.iter().any(|p| p.file_name().map(|n| n.to_os_string()) == file_name) {

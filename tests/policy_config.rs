@@ -186,8 +186,7 @@ async fn fixture() -> Fixture {
 impl Fixture {
     fn options(&self, user: &str, kind: ChatKind) -> RunOptions {
         let state = TurnState::new();
-        let policy = Arc::new(self.config.effective("hooks", "room-1"));
-        state.insert_extension(SessionPolicy { policy, user: user.to_string(), chat_kind: kind });
+        state.insert_extension(SessionPolicy::for_chat(&self.config, "hooks", "room-1", user, kind));
         RunOptions::new("hooks:room-1").state(state)
     }
 

@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! $BUB_HOME/bub.db          tapes (SQLite, WAL)
+//! $BUB_HOME/bub.toml        the gateway config (channels and policies)
 //! $BUB_HOME/tapes/          JSONL archives written by `tape.reset archive=true`
 //! $BUB_HOME/workspaces/     one workspace per session (when none is given)
 //! $BUB_HOME/codemode/       typed Python stubs of the tools, for code mode
@@ -37,6 +38,11 @@ impl BubHome {
         self.root.join("bub.db")
     }
 
+    /// The gateway config file (see `config/bub.example.toml`).
+    pub fn config_file(&self) -> PathBuf {
+        self.root.join("bub.toml")
+    }
+
     /// Where tape archives go.
     pub fn archive_dir(&self) -> PathBuf {
         self.root.join("tapes")
@@ -47,17 +53,12 @@ impl BubHome {
         self.root.join("codemode")
     }
 
-    /// Where sessions get their workspaces (one folder per session).
-    /// The gateway's config file when `--config` is not given.
-    pub fn config_file(&self) -> PathBuf {
-        self.root.join("bub.toml")
-    }
-
     /// The webhook secret generated on the gateway's first start without a config.
     pub fn webhook_secret_file(&self) -> PathBuf {
         self.root.join("webhook.secret")
     }
 
+    /// Where sessions get their workspaces (one folder per session).
     pub fn workspaces_dir(&self) -> PathBuf {
         self.root.join("workspaces")
     }

@@ -5,9 +5,11 @@
 //! - `bub tools`: the tools the agent has ([`agent`]).
 //! - `bub tape …`: inspect tapes ([`tape`]).
 //! - `bub gateway`: run the gateway ([`gateway`]).
+//! - `bub policy check [FILE]`: validate a gateway config ([`policy`]).
 
 mod agent;
 mod gateway;
+mod policy;
 mod tape;
 
 use crate::home::BubHome;
@@ -60,6 +62,9 @@ pub enum Command {
     /// Inspect the tapes (per-session histories) in the database.
     #[command(subcommand)]
     Tape(tape::TapeCommand),
+    /// Gateway policy: check a config file.
+    #[command(subcommand)]
+    Policy(policy::PolicyCommand),
 }
 
 /// Runs a parsed command line.
@@ -71,5 +76,6 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Gateway { config, listen } => gateway::run_gateway(&home, config, listen).await,
         Command::Tools { json } => agent::list_tools(&home, json).await,
         Command::Tape(command) => tape::run_tape(&home, command).await,
+        Command::Policy(command) => policy::run_policy(&home, command).await,
     }
 }

@@ -645,6 +645,13 @@ mod tests {
     }
 
     #[test]
+    fn toml_syntax_errors_have_a_position_too() {
+        assert_eq!(error("[http\nlisten = 1\n"), "bub.toml:1:6: unclosed table, expected `]`");
+        let text = format!("{MINIMAL}[channels.hooks]\nkind = \"webhook\"\n");
+        assert_eq!(error(&text), "bub.toml:4:11: duplicate key");
+    }
+
+    #[test]
     fn bad_enum_values_list_the_allowed_ones() {
         let text = format!("{MINIMAL}[channels.hooks.policy]\nbusy = \"wait\"\n");
         assert_eq!(error(&text), "bub.toml:5:8: unknown value `wait`; expected one of steer, queue, drop");

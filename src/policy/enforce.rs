@@ -8,6 +8,7 @@
 //! calls made by code under `run_code` (`call.code_mode`). Runs without a
 //! `SessionPolicy` (the CLI, library users) are left alone.
 
+use super::config::GatewayConfig;
 use super::effective::EffectivePolicy;
 use crate::agent::events::{BeforeToolCall, ToolCallDecision};
 use crate::agent::{Agent, HandlerId};
@@ -22,6 +23,20 @@ pub struct SessionPolicy {
     /// `<channel>:<user id>` of the person whose message started the run.
     pub user: String,
     pub chat_kind: ChatKind,
+}
+
+impl SessionPolicy {
+    /// The policy of `chat_id` on `channel` for `user`. Chat layers are keyed
+    /// by the platform's chat id, so a thread gets the layer of its chat.
+    pub fn for_chat(
+        config: &GatewayConfig,
+        channel: &str,
+        chat_id: &str,
+        user: impl Into<String>,
+        chat_kind: ChatKind,
+    ) -> SessionPolicy {
+        SessionPolicy { policy: Arc::new(config.effective(channel, chat_id)), user: user.into(), chat_kind }
+    }
 }
 
 /// Registers the policy handler on `agent`'s bus. Register it before

@@ -21,6 +21,7 @@
 
 use super::config::GatewayConfig;
 use super::error::ConfigError;
+use notify::event::{AccessKind, AccessMode};
 use notify::{EventKind, RecursiveMode, Watcher};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock, Weak};
@@ -96,12 +97,12 @@ impl LiveConfig {
         let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
             let Ok(event) = event else { return };
             // Our own reads show up as access events: only changes count.
-            if matches!(event.kind, EventKind::Access(notify::event::AccessKind::Close(_)) | EventKind::Access(_))
-                && !matches!(
-                    event.kind,
-                    EventKind::Access(notify::event::AccessKind::Close(notify::event::AccessMode::Write))
-                )
-            {
+            let is_change = match event.kind {
+                EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+                EventKind::Access(_) => false,
+                _ => true,
+            };
+            if !is_change {
                 return;
             }
             if event.paths.iter().any(|p| p.file_name().map(|n| n.to_os_string()) == file_name) {
@@ -115,8 +116,17 @@ impl LiveConfig {
         };
         watcher.watch(&directory, RecursiveMode::NonRecursive).map_err(watch_error)?;
 
+        // Registered before returning, so a SIGHUP sent right after never
+        // meets the default action (which ends the process).
+        let hangup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+            Ok(signal) => Some(signal),
+            Err(error) => {
+                tracing::warn!(%error, "cannot listen for SIGHUP; config reloads on file changes only");
+                None
+            }
+        };
         let (outcomes_tx, outcomes_rx) = mpsc::channel(16);
-        tokio::spawn(reload_loop(Arc::downgrade(&live), watcher, events_rx, outcomes_tx));
+        tokio::spawn(reload_loop(Arc::downgrade(&live), watcher, hangup, events_rx, outcomes_tx));
         Ok((live, outcomes_rx))
     }
 
@@ -190,17 +200,11 @@ fn needs_restart(old: &GatewayConfig, new: &GatewayConfig) -> Vec<String> {
 async fn reload_loop(
     live: Weak<LiveConfig>,
     watcher: notify::RecommendedWatcher,
+    mut hangup: Option<tokio::signal::unix::Signal>,
     mut events: mpsc::UnboundedReceiver<()>,
     outcomes: mpsc::Sender<ReloadOutcome>,
 ) {
     let _watcher = watcher;
-    let mut hangup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
-        Ok(signal) => Some(signal),
-        Err(error) => {
-            tracing::warn!(%error, "cannot listen for SIGHUP; config reloads on file changes only");
-            None
-        }
-    };
     loop {
         let forced = tokio::select! {
             event = events.recv() => match event {

@@ -1,0 +1,47 @@
+//! `bub policy check [FILE]`: validates a gateway config offline, exactly as
+//! the gateway would load it, tool names included.
+
+use crate::home::BubHome;
+use crate::policy::GatewayConfig;
+use crate::setup::{Setup, workspace_or_cwd};
+use anyhow::{Context, Result, bail};
+use clap::Subcommand;
+use std::path::PathBuf;
+
+#[derive(Debug, Subcommand)]
+pub enum PolicyCommand {
+    /// Check a gateway config file: prints `FILE: ok (N channels)`, or the
+    /// first problem as `FILE:LINE:COL: message` and exits with status 1.
+    Check {
+        /// The file (default: `$BUB_HOME/bub.toml`).
+        file: Option<PathBuf>,
+    },
+}
+
+pub(crate) async fn run_policy(home: &BubHome, command: PolicyCommand) -> Result<()> {
+    match command {
+        PolicyCommand::Check { file } => check(home, file.unwrap_or_else(|| home.config_file())).await,
+    }
+}
+
+async fn check(home: &BubHome, file: PathBuf) -> Result<()> {
+    let known = known_tools(home).await?;
+    match GatewayConfig::load_checked(&file, &known) {
+        Ok(config) => {
+            let count = config.channels.len();
+            println!("{}: ok ({count} channel{})", file.display(), if count == 1 { "" } else { "s" });
+            Ok(())
+        }
+        Err(error) => bail!("{error}"),
+    }
+}
+
+/// The tools the gateway's agent has: the binary's agent, plus the gateway's
+/// own commands.
+async fn known_tools(home: &BubHome) -> Result<Vec<String>> {
+    let setup = Setup::from_env(home, workspace_or_cwd(None)).await.context("cannot list the agent's tools")?;
+    let mut names: Vec<String> = setup.agent.tools().iter().map(|tool| tool.name().to_string()).collect();
+    names.push(crate::policy::policy_tool().name().to_string());
+    setup.shutdown().await;
+    Ok(names)
+}

@@ -4,7 +4,9 @@
 //! without the internet.
 //!
 //! Script it with [`Reply`]s, consumed one per request in order, whichever
-//! endpoint is hit; a request with nothing queued gets a 500 saying so.
+//! endpoint is hit; a request with nothing queued gets the default reply when
+//! one is set ([`FakeModel::start_answering`], [`FakeModel::answer_all`]), else
+//! a 500 saying so.
 //!
 //! ```ignore
 //! let fake = FakeModel::start().await;
@@ -73,6 +75,8 @@ impl RecordedRequest {
 #[derive(Default)]
 struct Shared {
     replies: Mutex<VecDeque<Reply>>,
+    /// Given to every request once `replies` is empty.
+    default: Mutex<Option<Reply>>,
     requests: Mutex<Vec<RecordedRequest>>,
 }
 
@@ -94,6 +98,20 @@ impl FakeModel {
             let _ = axum::serve(listener, app).await;
         });
         FakeModel { addr, state, task }
+    }
+
+    /// A fake that answers every request with `text` at once, with no script.
+    pub async fn start_answering(text: &str) -> FakeModel {
+        let fake = FakeModel::start().await;
+        fake.answer_all(Reply::text(text));
+        fake
+    }
+
+    /// Every request that finds no scripted reply gets `reply` (for example a
+    /// [`Reply::slow_first_token`] to make each turn take a while).
+    pub fn answer_all(&self, reply: Reply) -> &FakeModel {
+        *lock(&self.state.default) = Some(reply);
+        self
     }
 
     /// `http://127.0.0.1:PORT/v1`, the API base for either client.
@@ -175,7 +193,8 @@ async fn answer(
         serde_json::from_slice(&body).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).into_owned()));
     let model = body.get("model").and_then(Value::as_str).unwrap_or("fake").to_string();
     lock(&state.requests).push(RecordedRequest { path: path.clone(), headers, body });
-    let Some(reply) = lock(&state.replies).pop_front() else {
+    let scripted = lock(&state.replies).pop_front();
+    let Some(reply) = scripted.or_else(|| lock(&state.default).clone()) else {
         let body = r#"{"error":{"message":"fake model: no scripted reply left"}}"#;
         return (StatusCode::INTERNAL_SERVER_ERROR, [(header::CONTENT_TYPE, "application/json")], body).into_response();
     };

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod fake_model;
+pub mod gateway;
 
 use bub::tape::{ForkStore, InMemoryTapeStore, SqliteTapeStore, Tape, TapeName, TapeSettings, TapeStore};
 use std::sync::Arc;

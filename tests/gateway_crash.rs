@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 use support::fake_model::{FakeModel, Reply};
-use support::gateway::{CallbackReceiver, GatewayProcess, client, signed_request};
+use support::gateway::{CallbackFault, CallbackReceiver, GatewayProcess, client, signed_request};
 use tokio::sync::{Mutex, watch};
 
 const SECRET: &str = "crash-test-secret";
@@ -86,6 +86,37 @@ async fn an_async_webhook_message_is_answered_on_the_callback_url() {
     assert_eq!(outcome["text"], "pong");
     assert!(gateway.stop().await, "SIGTERM ends the gateway cleanly");
     assert_eq!(receiver.keys().len(), 1);
+}
+
+/// "Undelivered replies are sent once" also covers a callback URL that fails
+/// for a moment: the reply must come later, under the same key.
+// Fails while src/gateway/outbound.rs is the temporary stub: `deliver` marks a
+// reply `failed` on the first 5xx/429 and neither the stub nor a restart ever
+// sends it again. Run with `--ignored` once the outbound scheduler lands.
+#[ignore = "the outbound scheduler is a stub: a refused callback is never retried"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_callback_is_sent_again_later() {
+    for fault in [CallbackFault::ServerError, CallbackFault::RateLimited] {
+        let fake = FakeModel::start_answering("pong").await;
+        let receiver = CallbackReceiver::start_failing(fault, 1).await;
+        let home = tempfile::tempdir().unwrap();
+        let env = gateway_env(&fake, &receiver);
+        let gateway = GatewayProcess::start(home.path(), &env, &[]).await;
+        let response = signed_request(&client(), gateway.addr, "webhook", "async", &body(0), SECRET).await.unwrap();
+        assert_eq!(response.status(), 202);
+        let delivered = receiver.wait_for_keys(1, Duration::from_secs(30)).await;
+        let stderr = gateway.stderr();
+        gateway.stop().await;
+        // Nor does a restart send it.
+        let delivered = delivered || {
+            let again = GatewayProcess::start(home.path(), &env, &[]).await;
+            let late = receiver.wait_for_keys(1, Duration::from_secs(10)).await;
+            again.stop().await;
+            late
+        };
+        let statuses: Vec<u16> = receiver.posts().iter().map(|post| post.status).collect();
+        assert!(delivered, "{fault:?}: callback statuses {statuses:?}; the reply never arrived; stderr:\n{stderr}");
+    }
 }
 
 /// What the senders saw.

@@ -76,6 +76,8 @@ pub(crate) struct Inner {
     pub scheduler: Arc<OutboundScheduler>,
     pub sessions: Sessions,
     pub confinement: Arc<PolicyConfinement>,
+    /// Messages waiting in sessions for a turn (debounce batches and queues).
+    pub waiting: std::sync::atomic::AtomicI64,
     /// Where operators wrote last (channel, chat id → chat, session), newest last,
     /// so the gateway can tell them about a refused config.
     operator_chats: std::sync::Mutex<indexmap::IndexMap<(String, String), (bub_channel::ChatRef, String)>>,
@@ -105,6 +107,7 @@ impl Gateway {
             scheduler,
             sessions: Sessions::default(),
             confinement,
+            waiting: Default::default(),
             operator_chats: Default::default(),
             limiter: limiter::InboundLimiter::default(),
         });

@@ -12,6 +12,7 @@ use super::{Inner, Message, outcome};
 use crate::policy::BusyRule;
 use bub_channel::{Delivery, OutcomeStatus};
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
@@ -111,6 +112,8 @@ struct Worker {
     flush_by: Option<Instant>,
     last_active: Option<Instant>,
     running: Option<Arc<TurnShare>>,
+    /// Messages this worker holds (batch and queue), as last added to the gauge.
+    counted: i64,
     turn_done: Option<oneshot::Receiver<()>>,
     queue: VecDeque<Message>,
 }
@@ -126,6 +129,7 @@ impl Worker {
             flush_by: None,
             last_active: None,
             running: None,
+            counted: 0,
             turn_done: None,
             queue: VecDeque::new(),
         }
@@ -156,7 +160,7 @@ impl Worker {
             };
             match wake {
                 Wake::Input(Some(SessionInput::Prompt { message, addressed })) => self.prompt(message, addressed).await,
-                Wake::Input(None) => return,
+                Wake::Input(None) => break,
                 Wake::Flush => self.flush().await,
                 Wake::TurnDone => {
                     self.running = None;
@@ -169,10 +173,22 @@ impl Worker {
                 }
                 Wake::Idle => {
                     if self.inner.sessions.leave(&self.session, &self.rx) {
-                        return;
+                        break;
                     }
                 }
             }
+            self.count_waiting();
+        }
+        self.count_waiting();
+    }
+
+    /// Keeps `bub_inbound_queue_depth` (messages waiting for a turn, in every session) current.
+    fn count_waiting(&mut self) {
+        let now = (self.batch.len() + self.queue.len()) as i64;
+        if now != self.counted {
+            let total = self.inner.waiting.fetch_add(now - self.counted, Ordering::Relaxed) + now - self.counted;
+            self.counted = now;
+            metrics::gauge!("bub_inbound_queue_depth").set(total as f64);
         }
     }
 

@@ -1,1 +1,0 @@
-//! Placeholder: written by the outbound helper.

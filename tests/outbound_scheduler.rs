@@ -497,3 +497,91 @@ async fn a_live_reply_finished_before_any_update_is_sent_as_a_final() {
         (Kind::Send, "short answer", Some("k"))
     );
 }
+
+/// A recorder that keeps every metric by `name{label=value,...}`.
+#[derive(Default)]
+struct TestRecorder {
+    counters: Mutex<HashMap<String, Arc<std::sync::atomic::AtomicU64>>>,
+    gauges: Mutex<HashMap<String, Arc<std::sync::atomic::AtomicU64>>>,
+    histograms: Mutex<HashMap<String, Arc<Samples>>>,
+}
+
+#[derive(Default)]
+struct Samples(Mutex<Vec<f64>>);
+
+impl metrics::HistogramFn for Samples {
+    fn record(&self, value: f64) {
+        self.0.lock().unwrap().push(value);
+    }
+}
+
+fn metric_name(key: &metrics::Key) -> String {
+    let mut labels: Vec<String> = key.labels().map(|l| format!("{}={}", l.key(), l.value())).collect();
+    labels.sort();
+    format!("{}{{{}}}", key.name(), labels.join(","))
+}
+
+impl TestRecorder {
+    fn counter(&self, name: &str) -> u64 {
+        let counters = self.counters.lock().unwrap();
+        counters.get(name).map_or(0, |c| c.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    fn gauge(&self, name: &str) -> Option<f64> {
+        let gauges = self.gauges.lock().unwrap();
+        gauges.get(name).map(|g| f64::from_bits(g.load(std::sync::atomic::Ordering::Relaxed)))
+    }
+
+    fn samples(&self, name: &str) -> usize {
+        self.histograms.lock().unwrap().get(name).map_or(0, |h| h.0.lock().unwrap().len())
+    }
+}
+
+impl metrics::Recorder for TestRecorder {
+    fn describe_counter(&self, _: metrics::KeyName, _: Option<metrics::Unit>, _: metrics::SharedString) {}
+    fn describe_gauge(&self, _: metrics::KeyName, _: Option<metrics::Unit>, _: metrics::SharedString) {}
+    fn describe_histogram(&self, _: metrics::KeyName, _: Option<metrics::Unit>, _: metrics::SharedString) {}
+
+    fn register_counter(&self, key: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Counter {
+        let counter = self.counters.lock().unwrap().entry(metric_name(key)).or_default().clone();
+        metrics::Counter::from_arc(counter)
+    }
+
+    fn register_gauge(&self, key: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Gauge {
+        let gauge = self.gauges.lock().unwrap().entry(metric_name(key)).or_default().clone();
+        metrics::Gauge::from_arc(gauge)
+    }
+
+    fn register_histogram(&self, key: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Histogram {
+        let histogram = self.histograms.lock().unwrap().entry(metric_name(key)).or_default().clone();
+        metrics::Histogram::from_arc(histogram)
+    }
+}
+
+#[test]
+fn sends_edits_drops_errors_and_waits_are_counted() {
+    let recorder = TestRecorder::default();
+    // A current-thread runtime runs every task on this thread, where the local recorder is installed.
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
+    metrics::with_local_recorder(&recorder, || {
+        runtime.block_on(async {
+            let fake = FakeChannel::new("metered", 200, true);
+            fake.script("a", [None, rate_limited(5, RateScope::Chat)]);
+            let scheduler = scheduler_with(&fake, Budget::default());
+            let live = scheduler.live("metered", chat("a"), "k", "metered:a");
+            for i in 0..10 {
+                live.update(format!("draft {i}"));
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            live.finish("done").await.unwrap();
+            scheduler.send_final("metered", outbound("b", "b", "hello")).await.unwrap();
+        })
+    });
+
+    assert_eq!(recorder.counter("bub_outbound_messages_total{channel=metered,kind=send}"), 2);
+    assert!(recorder.counter("bub_outbound_messages_total{channel=metered,kind=edit}") >= 2);
+    assert_eq!(recorder.counter("bub_outbound_errors_total{channel=metered,kind=rate_limited}"), 1);
+    assert!(recorder.counter("bub_outbound_edits_dropped_total{channel=metered}") >= 2);
+    assert_eq!(recorder.gauge("bub_outbound_queue_depth{channel=metered}"), Some(0.0));
+    assert!(recorder.samples("bub_outbound_rate_limit_wait_seconds{channel=metered}") >= 2);
+}

@@ -134,6 +134,8 @@ impl Channel for FakeChannel {
     }
 
     async fn send(&self, outbound: &Outbound) -> Result<Delivered, SendError> {
+        // A real platform call waits on the network; let other tasks run meanwhile.
+        tokio::task::yield_now().await;
         let outcome = self.outcome(&outbound.chat.id);
         let message_id = {
             let mut next = self.next_id.lock().unwrap();
@@ -146,6 +148,7 @@ impl Channel for FakeChannel {
     }
 
     async fn edit(&self, chat: &ChatRef, message_id: &str, text: &str) -> Result<(), SendError> {
+        tokio::task::yield_now().await;
         let outcome = self.outcome(&chat.id);
         self.record(Kind::Edit, chat, None, message_id.to_owned(), text, outcome.is_ok());
         outcome
@@ -584,4 +587,26 @@ fn sends_edits_drops_errors_and_waits_are_counted() {
     assert!(recorder.counter("bub_outbound_edits_dropped_total{channel=metered}") >= 2);
     assert_eq!(recorder.gauge("bub_outbound_queue_depth{channel=metered}"), Some(0.0));
     assert!(recorder.samples("bub_outbound_rate_limit_wait_seconds{channel=metered}") >= 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_parts_of_two_replies_to_one_chat_do_not_interleave() {
+    let fake = FakeChannel::new("fake", 12, true);
+    let scheduler = scheduler_with(&fake, Budget::default());
+    let reply = |word: &str| vec![word; 5].join(" ");
+
+    let sends: Vec<_> = ["aaaaaaaaaa", "bbbbbbbbbb"]
+        .into_iter()
+        .map(|word| {
+            let scheduler = scheduler.clone();
+            let text = reply(word);
+            tokio::spawn(async move { scheduler.send_final("fake", outbound("a", word, &text)).await })
+        })
+        .collect();
+    for send in sends {
+        assert_eq!(send.await.unwrap().unwrap().len(), 5);
+    }
+
+    let order: String = fake.delivered().iter().map(|c| c.text.chars().next().unwrap()).collect();
+    assert!(order == "aaaaabbbbb" || order == "bbbbbaaaaa", "parts interleaved: {order}");
 }

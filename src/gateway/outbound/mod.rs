@@ -24,7 +24,7 @@ use bub_channel::{Channel, ChatRef, Delivered, Outbound, SendError};
 use budget::Gate;
 use rand::Rng;
 use std::collections::HashMap;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 use tokio::time::Instant;
 use tracing::{Instrument, debug, info_span, warn};
@@ -118,7 +118,13 @@ impl OutboundScheduler {
     /// now on. Registering a name again replaces the channel and resets its budget.
     pub fn register(&self, channel: Arc<dyn Channel>, budget: Budget) {
         let name = channel.name().to_owned();
-        let route = Arc::new(Route { name: name.clone(), channel, gate: Gate::new(budget), config: self.config });
+        let route = Arc::new(Route {
+            name: name.clone(),
+            channel,
+            gate: Gate::new(budget),
+            config: self.config,
+            chat_turns: Mutex::default(),
+        });
         let replaced = self.routes.write().unwrap_or_else(PoisonError::into_inner).insert(name.clone(), route);
         debug!(channel = %name, replaced = replaced.is_some(), "outbound channel registered");
     }
@@ -126,7 +132,8 @@ impl OutboundScheduler {
     /// Delivers a final reply: split under the channel's limit, part `i` sent
     /// with idempotency key `<key>` (i = 0) or `<key>#<i>`, in order. Waits for
     /// budgets and 429 pauses; retries transient failures until
-    /// [`OutboundConfig::give_up_after`]. Whitespace-only text sends nothing.
+    /// [`OutboundConfig::give_up_after`]. Replies to one chat go one after
+    /// another, so their parts never interleave. Whitespace-only text sends nothing.
     pub async fn send_final(&self, channel: &str, outbound: Outbound) -> Result<Vec<Delivered>, OutboundError> {
         self.route(channel)?.send_final(outbound).await
     }
@@ -161,6 +168,8 @@ struct Route {
     channel: Arc<dyn Channel>,
     gate: Gate,
     config: OutboundConfig,
+    /// One reply at a time per chat, so the parts of two replies never interleave.
+    chat_turns: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 /// One platform call.
@@ -191,8 +200,21 @@ impl Route {
     }
 
     async fn send_final(&self, outbound: Outbound) -> Result<Vec<Delivered>, OutboundError> {
+        let _turn = self.chat_turn(&outbound.chat.id).await;
         let parts = split_message(&outbound.text, self.max_chars());
         self.send_parts(&outbound, parts.into_iter().enumerate(), Vec::new()).await
+    }
+
+    /// Waits until no other reply is being delivered to `chat`; holding the
+    /// guard keeps the next reply out until this one's parts are all sent.
+    async fn chat_turn(&self, chat: &str) -> tokio::sync::OwnedMutexGuard<()> {
+        let turn = {
+            let mut turns = self.chat_turns.lock().unwrap_or_else(PoisonError::into_inner);
+            // Forget chats nobody is sending to.
+            turns.retain(|_, turn| Arc::strong_count(turn) > 1);
+            turns.entry(chat.to_owned()).or_default().clone()
+        };
+        turn.lock_owned().await
     }
 
     /// Sends numbered parts of `template`'s reply in order after `delivered`.

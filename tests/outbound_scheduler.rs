@@ -593,7 +593,7 @@ fn sends_edits_drops_errors_and_waits_are_counted() {
 async fn the_parts_of_two_replies_to_one_chat_do_not_interleave() {
     let fake = FakeChannel::new("fake", 12, true);
     let scheduler = scheduler_with(&fake, Budget::default());
-    let reply = |word: &str| vec![word; 5].join(" ");
+    let reply = |word: &str| [word; 5].join(" ");
 
     let sends: Vec<_> = ["aaaaaaaaaa", "bbbbbbbbbb"]
         .into_iter()

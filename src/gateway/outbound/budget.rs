@@ -91,6 +91,8 @@ impl Gate {
         if self.paused_until(chat).is_some() {
             return false;
         }
+        // governor cannot look without taking: when the channel budget then
+        // refuses, the chat's room is spent anyway. That errs on sending less.
         let chat_ok = self.per_chat.as_ref().is_none_or(|limiter| limiter.check_key(&chat.to_owned()).is_ok());
         chat_ok && self.per_channel.as_ref().is_none_or(|limiter| limiter.check().is_ok())
     }

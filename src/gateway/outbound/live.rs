@@ -66,6 +66,8 @@ impl LiveReply {
     /// budget and pauses; this edit is never dropped) and the other parts
     /// follow as new messages (keys `<key>#<i>`); without a live message this
     /// is [`OutboundScheduler::send_final`](super::OutboundScheduler::send_final).
+    /// If the platform rejects the final edit (the message was deleted), the
+    /// error is returned and nothing is re-sent: part 0's key is already used.
     pub async fn finish(self, final_text: impl Into<String>) -> Result<Vec<Delivered>, OutboundError> {
         let final_text = final_text.into();
         self.stop.notify_one();

@@ -115,9 +115,10 @@ async fn run(inner: &Arc<Inner>, share: &TurnShare) {
     let live = match inner.channels.get(&channel) {
         Some(target) if wants_channel && target.limits().edits => {
             let members = share.members.lock().unwrap_or_else(|p| p.into_inner());
-            members
-                .first()
-                .map(|first| inner.scheduler.live(&channel, chat.clone(), reply_key(first), share.session.clone()))
+            members.first().map(|first| {
+                let ids = members.iter().map(|m| m.inbound.message_id.clone()).collect();
+                inner.scheduler.live(&channel, chat.clone(), reply_key(first), share.session.clone()).reply_to(ids)
+            })
         }
         _ => None,
     };

@@ -1,0 +1,128 @@
+//! When a chat or a channel may send next: the configured budgets (governor
+//! quotas) and the pauses platforms impose with a 429.
+
+use bub_channel::RateScope;
+use governor::clock::Clock;
+use governor::middleware::NoOpMiddleware;
+use governor::state::keyed::DefaultKeyedStateStore;
+use governor::state::{InMemoryState, NotKeyed};
+use governor::{Quota, RateLimiter};
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// How fast the gateway may send on one channel: across all its chats, and to
+/// any one chat. `None` is unlimited (the platform's 429s still hold).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Budget {
+    pub per_channel: Option<Quota>,
+    pub per_chat: Option<Quota>,
+}
+
+/// governor's clock on tokio's time, so budgets and 429 pauses share one
+/// timeline and tests can run them under paused time. governor's own
+/// `until_ready` sleeps on a separate timer, so [`Gate::wait`] sleeps on tokio's.
+#[derive(Debug, Clone, Copy, Default)]
+struct TokioClock;
+
+impl Clock for TokioClock {
+    type Instant = std::time::Instant;
+
+    fn now(&self) -> std::time::Instant {
+        Instant::now().into_std()
+    }
+}
+
+type ChannelLimiter = RateLimiter<NotKeyed, InMemoryState, TokioClock, NoOpMiddleware<std::time::Instant>>;
+type ChatLimiter = RateLimiter<String, DefaultKeyedStateStore<String>, TokioClock, NoOpMiddleware<std::time::Instant>>;
+
+/// Chats with more tracked budget state than this get their idle entries pruned.
+const CHAT_STATE_PRUNE_AT: usize = 10_000;
+
+/// One channel's budgets and pauses. Pauses and budgets belong to the
+/// platform's chat id: threads of one chat share them, as platforms count them.
+pub(super) struct Gate {
+    per_channel: Option<ChannelLimiter>,
+    per_chat: Option<ChatLimiter>,
+    pauses: Mutex<Pauses>,
+}
+
+#[derive(Default)]
+struct Pauses {
+    channel: Option<Instant>,
+    chats: HashMap<String, Instant>,
+}
+
+impl Gate {
+    pub(super) fn new(budget: Budget) -> Gate {
+        Gate {
+            per_channel: budget.per_channel.map(|quota| RateLimiter::direct_with_clock(quota, TokioClock)),
+            per_chat: budget.per_chat.map(|quota| RateLimiter::new(quota, Default::default(), TokioClock)),
+            pauses: Mutex::new(Pauses::default()),
+        }
+    }
+
+    /// Waits until no pause holds for `chat` and both budgets have room, and
+    /// takes that room. Never gives up: a final reply only waits.
+    pub(super) async fn wait(&self, chat: &str) {
+        self.wait_pauses(chat).await;
+        if let Some(limiter) = &self.per_chat {
+            let key = chat.to_owned();
+            while let Err(not_until) = limiter.check_key(&key) {
+                tokio::time::sleep(not_until.wait_time_from(TokioClock.now())).await;
+            }
+            if limiter.len() > CHAT_STATE_PRUNE_AT {
+                limiter.retain_recent();
+            }
+        }
+        if let Some(limiter) = &self.per_channel {
+            while let Err(not_until) = limiter.check() {
+                tokio::time::sleep(not_until.wait_time_from(TokioClock.now())).await;
+            }
+        }
+        // A 429 may have arrived while this send waited for its budget.
+        self.wait_pauses(chat).await;
+    }
+
+    /// Takes room for one send without waiting; `false` when `chat` is paused
+    /// or a budget is exhausted. For sends that may be dropped (live edits).
+    pub(super) fn try_take(&self, chat: &str) -> bool {
+        if self.paused_until(chat).is_some() {
+            return false;
+        }
+        // governor cannot look without taking: when the channel budget then
+        // refuses, the chat's room is spent anyway. That errs on sending less.
+        let chat_ok = self.per_chat.as_ref().is_none_or(|limiter| limiter.check_key(&chat.to_owned()).is_ok());
+        chat_ok && self.per_channel.as_ref().is_none_or(|limiter| limiter.check().is_ok())
+    }
+
+    /// Holds every send to `chat` (or, for [`RateScope::Channel`], to the whole
+    /// channel) for `duration` from now. A longer pause already in place stays.
+    pub(super) fn pause(&self, chat: &str, scope: RateScope, duration: Duration) {
+        let now = Instant::now();
+        let until = now + duration;
+        let mut pauses = self.pauses.lock().unwrap_or_else(PoisonError::into_inner);
+        let slot = match scope {
+            RateScope::Channel => pauses.channel.get_or_insert(until),
+            RateScope::Chat => {
+                pauses.chats.retain(|_, until| *until > now);
+                pauses.chats.entry(chat.to_owned()).or_insert(until)
+            }
+        };
+        *slot = (*slot).max(until);
+    }
+
+    /// The end of the pause holding `chat` now, if one does.
+    fn paused_until(&self, chat: &str) -> Option<Instant> {
+        let pauses = self.pauses.lock().unwrap_or_else(PoisonError::into_inner);
+        let until = pauses.channel.into_iter().chain(pauses.chats.get(chat).copied()).max()?;
+        (until > Instant::now()).then_some(until)
+    }
+
+    async fn wait_pauses(&self, chat: &str) {
+        while let Some(until) = self.paused_until(chat) {
+            tokio::time::sleep_until(until).await;
+        }
+    }
+}

@@ -1,0 +1,371 @@
+//! The outbound scheduler: every message the gateway sends goes through it, so
+//! budgets and platform rate limits are honoured in one place.
+//!
+//! - Final replies ([`OutboundScheduler::send_final`]) are split under the
+//!   platform's limit, sent in order, wait for budget and 429 pauses, and are
+//!   retried on transient failures with stable idempotency keys: they are
+//!   never dropped for budget reasons, only delayed.
+//! - Live replies ([`OutboundScheduler::live`]) grow one message by throttled,
+//!   coalesced edits that are dropped, not queued, under pressure; their
+//!   [`LiveReply::finish`] is delivered like a final reply.
+//!
+//! Metrics (through the `metrics` facade): `bub_outbound_messages_total{channel, kind}`,
+//! `bub_outbound_edits_dropped_total{channel}`, `bub_outbound_errors_total{channel, kind}`,
+//! `bub_outbound_rate_limit_wait_seconds{channel}`, `bub_outbound_queue_depth{channel}`.
+
+mod budget;
+mod live;
+
+pub use budget::Budget;
+pub use live::LiveReply;
+
+use crate::gateway::split::split_message;
+use bub_channel::{Channel, ChatRef, Delivered, Outbound, SendError};
+use budget::Gate;
+use rand::Rng;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::Duration;
+use tokio::time::Instant;
+use tracing::{Instrument, debug, info_span, warn};
+
+/// Timing of retries and live edits. The defaults suit chat platforms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutboundConfig {
+    /// The first backoff after a transient failure; it doubles per failure.
+    pub retry_base: Duration,
+    /// The longest backoff between two attempts.
+    pub retry_cap: Duration,
+    /// How long transient failures of one message are retried, counted from
+    /// the first one, before the send gives up ([`OutboundError::GaveUp`]).
+    pub give_up_after: Duration,
+    /// The shortest time between two updates of one live message.
+    pub live_edit_interval: Duration,
+}
+
+impl Default for OutboundConfig {
+    fn default() -> OutboundConfig {
+        OutboundConfig {
+            retry_base: Duration::from_millis(200),
+            retry_cap: Duration::from_secs(30),
+            give_up_after: Duration::from_secs(600),
+            live_edit_interval: Duration::from_secs(1),
+        }
+    }
+}
+
+/// Why a reply was not (fully) delivered. `delivered` lists the parts that
+/// were, in order, so an outbox can record them and not send them twice.
+#[derive(Debug, thiserror::Error)]
+pub enum OutboundError {
+    #[error("no channel named `{0}` is registered with the outbound scheduler")]
+    UnknownChannel(String),
+    #[error("channel {channel}: part {part} of the reply was rejected: {source}")]
+    Permanent {
+        channel: String,
+        part: usize,
+        delivered: Vec<Delivered>,
+        #[source]
+        source: SendError,
+    },
+    #[error(
+        "channel {channel}: gave up on part {part} of the reply after {attempts} attempts over {elapsed:?}: {source}"
+    )]
+    GaveUp {
+        channel: String,
+        part: usize,
+        attempts: u32,
+        elapsed: Duration,
+        delivered: Vec<Delivered>,
+        #[source]
+        source: SendError,
+    },
+}
+
+impl OutboundError {
+    /// The parts delivered before the failure.
+    pub fn delivered(&self) -> &[Delivered] {
+        match self {
+            OutboundError::UnknownChannel(_) => &[],
+            OutboundError::Permanent { delivered, .. } | OutboundError::GaveUp { delivered, .. } => delivered,
+        }
+    }
+
+    fn with_delivered(mut self, before: Vec<Delivered>) -> OutboundError {
+        if let OutboundError::Permanent { delivered, .. } | OutboundError::GaveUp { delivered, .. } = &mut self {
+            *delivered = before;
+        }
+        self
+    }
+}
+
+/// Sends replies on every registered channel within their budgets.
+pub struct OutboundScheduler {
+    routes: RwLock<HashMap<String, Arc<Route>>>,
+    config: OutboundConfig,
+}
+
+impl OutboundScheduler {
+    pub fn new() -> Arc<OutboundScheduler> {
+        OutboundScheduler::with_config(OutboundConfig::default())
+    }
+
+    pub fn with_config(config: OutboundConfig) -> Arc<OutboundScheduler> {
+        Arc::new(OutboundScheduler { routes: RwLock::new(HashMap::new()), config })
+    }
+
+    /// Sends through `channel` (by its [`Channel::name`]) within `budget` from
+    /// now on. Registering a name again replaces the channel and resets its budget.
+    pub fn register(&self, channel: Arc<dyn Channel>, budget: Budget) {
+        let name = channel.name().to_owned();
+        let route = Arc::new(Route {
+            name: name.clone(),
+            channel,
+            gate: Gate::new(budget),
+            config: self.config,
+            chat_turns: Mutex::default(),
+        });
+        let replaced = self.routes.write().unwrap_or_else(PoisonError::into_inner).insert(name.clone(), route);
+        debug!(channel = %name, replaced = replaced.is_some(), "outbound channel registered");
+    }
+
+    /// Delivers a final reply: split under the channel's limit, part `i` sent
+    /// with idempotency key `<key>` (i = 0) or `<key>#<i>`, in order. Waits for
+    /// budgets and 429 pauses; retries transient failures until
+    /// [`OutboundConfig::give_up_after`]. Replies to one chat go one after
+    /// another, so their parts never interleave. Whitespace-only text sends nothing.
+    pub async fn send_final(&self, channel: &str, outbound: Outbound) -> Result<Vec<Delivered>, OutboundError> {
+        self.route(channel)?.send_final(outbound).await
+    }
+
+    /// Starts a live reply to `chat`: see [`LiveReply`]. With an unknown
+    /// channel, updates do nothing and [`LiveReply::finish`] fails.
+    pub fn live(&self, channel: &str, chat: ChatRef, key: impl Into<String>, session: impl Into<String>) -> LiveReply {
+        let template = Outbound {
+            chat,
+            text: String::new(),
+            reply_to: Vec::new(),
+            idempotency_key: key.into(),
+            session: session.into(),
+        };
+        LiveReply::new(self.route(channel).ok(), channel.to_owned(), template)
+    }
+
+    fn route(&self, channel: &str) -> Result<Arc<Route>, OutboundError> {
+        let routes = self.routes.read().unwrap_or_else(PoisonError::into_inner);
+        routes.get(channel).cloned().ok_or_else(|| OutboundError::UnknownChannel(channel.to_owned()))
+    }
+}
+
+/// The idempotency key of part `index` of a reply keyed `key`.
+fn part_key(key: &str, index: usize) -> String {
+    if index == 0 { key.to_owned() } else { format!("{key}#{index}") }
+}
+
+/// One registered channel with its budgets: where the sending happens.
+struct Route {
+    name: String,
+    channel: Arc<dyn Channel>,
+    gate: Gate,
+    config: OutboundConfig,
+    /// One reply at a time per chat, so the parts of two replies never interleave.
+    chat_turns: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+/// One platform call.
+enum Op<'a> {
+    Send(&'a Outbound),
+    Edit { chat: &'a ChatRef, message_id: &'a str, text: &'a str },
+}
+
+impl Op<'_> {
+    fn kind(&self) -> &'static str {
+        match self {
+            Op::Send(_) => "send",
+            Op::Edit { .. } => "edit",
+        }
+    }
+
+    fn chat(&self) -> &ChatRef {
+        match self {
+            Op::Send(outbound) => &outbound.chat,
+            Op::Edit { chat, .. } => chat,
+        }
+    }
+}
+
+impl Route {
+    fn max_chars(&self) -> usize {
+        self.channel.limits().max_message_chars
+    }
+
+    async fn send_final(&self, outbound: Outbound) -> Result<Vec<Delivered>, OutboundError> {
+        let _turn = self.chat_turn(&outbound.chat.id).await;
+        let parts = split_message(&outbound.text, self.max_chars());
+        self.send_parts(&outbound, parts.into_iter().enumerate(), Vec::new()).await
+    }
+
+    /// Waits until no other reply is being delivered to `chat`; holding the
+    /// guard keeps the next reply out until this one's parts are all sent.
+    async fn chat_turn(&self, chat: &str) -> tokio::sync::OwnedMutexGuard<()> {
+        let turn = {
+            let mut turns = self.chat_turns.lock().unwrap_or_else(PoisonError::into_inner);
+            // Forget chats nobody is sending to.
+            turns.retain(|_, turn| Arc::strong_count(turn) > 1);
+            turns.entry(chat.to_owned()).or_default().clone()
+        };
+        turn.lock_owned().await
+    }
+
+    /// Sends numbered parts of `template`'s reply in order after `delivered`.
+    async fn send_parts(
+        &self,
+        template: &Outbound,
+        parts: impl Iterator<Item = (usize, String)>,
+        mut delivered: Vec<Delivered>,
+    ) -> Result<Vec<Delivered>, OutboundError> {
+        for (index, text) in parts {
+            let key = part_key(&template.idempotency_key, index);
+            let outbound = Outbound { text, idempotency_key: key.clone(), ..template.clone() };
+            match self.deliver(Op::Send(&outbound), &key, index).await {
+                Ok(message) => delivered.push(message),
+                Err(error) => return Err(error.with_delivered(delivered)),
+            }
+        }
+        Ok(delivered)
+    }
+
+    /// Performs `op` until it succeeds: waiting for budget and pauses before
+    /// each attempt, pausing on 429s, backing off on transient failures.
+    async fn deliver(&self, op: Op<'_>, key: &str, part: usize) -> Result<Delivered, OutboundError> {
+        let span = info_span!("outbound", channel = %self.name, chat = %op.chat().id, key, part, kind = op.kind());
+        self.deliver_in_span(op, part).instrument(span).await
+    }
+
+    async fn deliver_in_span(&self, op: Op<'_>, part: usize) -> Result<Delivered, OutboundError> {
+        let chat = op.chat().id.clone();
+        let mut attempts = 0u32;
+        let mut transient_since: Option<Instant> = None;
+        let mut transient_failures = 0u32;
+        loop {
+            self.wait_turn(&chat).await;
+            attempts += 1;
+            let error = match self.call(&op).await {
+                Ok(delivered) => {
+                    self.count_message(op.kind());
+                    return Ok(delivered);
+                }
+                Err(error) => error,
+            };
+            self.count_error(&error);
+            match error {
+                SendError::RateLimited { retry_after, scope } => {
+                    warn!(?retry_after, ?scope, attempts, "rate limited by the platform; pausing");
+                    // Never spin on a platform that says "retry after 0".
+                    self.gate.pause(&chat, scope, retry_after.max(self.config.retry_base));
+                    transient_since = None;
+                    transient_failures = 0;
+                }
+                SendError::Transient(ref message) => {
+                    let since = *transient_since.get_or_insert_with(Instant::now);
+                    transient_failures += 1;
+                    let delay = backoff(&self.config, transient_failures);
+                    let elapsed = since.elapsed();
+                    if elapsed + delay > self.config.give_up_after {
+                        warn!(attempts, ?elapsed, error = %message, "giving up after transient failures");
+                        metrics::counter!("bub_outbound_errors_total", "channel" => self.name.clone(), "kind" => "gave_up")
+                            .increment(1);
+                        return Err(OutboundError::GaveUp {
+                            channel: self.name.clone(),
+                            part,
+                            attempts,
+                            elapsed,
+                            delivered: Vec::new(),
+                            source: error,
+                        });
+                    }
+                    debug!(attempts, ?delay, error = %message, "transient failure; retrying");
+                    tokio::time::sleep(delay).await;
+                }
+                SendError::Permanent(ref message) => {
+                    warn!(attempts, error = %message, "rejected by the platform");
+                    return Err(OutboundError::Permanent {
+                        channel: self.name.clone(),
+                        part,
+                        delivered: Vec::new(),
+                        source: error,
+                    });
+                }
+            }
+        }
+    }
+
+    /// One attempt, with no waiting and no retry.
+    async fn call(&self, op: &Op<'_>) -> Result<Delivered, SendError> {
+        match *op {
+            Op::Send(outbound) => self.channel.send(outbound).await,
+            Op::Edit { chat, message_id, text } => {
+                self.channel.edit(chat, message_id, text).await?;
+                Ok(Delivered { message_id: message_id.to_owned() })
+            }
+        }
+    }
+
+    /// Waits for the chat's turn, counted in the queue-depth gauge and the wait histogram.
+    async fn wait_turn(&self, chat: &str) {
+        let depth = metrics::gauge!("bub_outbound_queue_depth", "channel" => self.name.clone());
+        depth.increment(1.0);
+        let started = Instant::now();
+        self.gate.wait(chat).await;
+        depth.decrement(1.0);
+        metrics::histogram!("bub_outbound_rate_limit_wait_seconds", "channel" => self.name.clone())
+            .record(started.elapsed().as_secs_f64());
+    }
+
+    fn count_message(&self, kind: &'static str) {
+        metrics::counter!("bub_outbound_messages_total", "channel" => self.name.clone(), "kind" => kind).increment(1);
+    }
+
+    fn count_error(&self, error: &SendError) {
+        let kind = match error {
+            SendError::RateLimited { .. } => "rate_limited",
+            SendError::Transient(_) => "transient",
+            SendError::Permanent(_) => "permanent",
+        };
+        metrics::counter!("bub_outbound_errors_total", "channel" => self.name.clone(), "kind" => kind).increment(1);
+    }
+}
+
+/// The wait before retry number `failures` (1-based): exponential from
+/// [`OutboundConfig::retry_base`], capped, with the upper half jittered so
+/// retries of many sends do not arrive together.
+fn backoff(config: &OutboundConfig, failures: u32) -> Duration {
+    let exponential = config.retry_base.saturating_mul(2u32.saturating_pow(failures.saturating_sub(1)));
+    let ceiling = exponential.min(config.retry_cap);
+    let half = ceiling / 2;
+    half + half.mul_f64(rand::rng().random::<f64>())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn part_keys_are_stable_and_distinct() {
+        assert_eq!(part_key("k", 0), "k");
+        assert_eq!(part_key("k", 1), "k#1");
+        assert_eq!(part_key("k", 12), "k#12");
+    }
+
+    #[test]
+    fn backoff_doubles_from_the_base_up_to_the_cap_with_jitter() {
+        let config = OutboundConfig::default();
+        for failures in 1..40 {
+            let ceiling = (config.retry_base * 2u32.saturating_pow(failures - 1).min(1 << 20)).min(config.retry_cap);
+            let delay = backoff(&config, failures);
+            assert!(delay >= ceiling / 2 && delay <= ceiling, "{failures}: {delay:?} vs {ceiling:?}");
+        }
+        assert!(backoff(&config, 1) <= Duration::from_millis(200));
+        assert!(backoff(&config, 30) >= Duration::from_secs(15));
+    }
+}

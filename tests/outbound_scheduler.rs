@@ -1,0 +1,612 @@
+//! The outbound scheduler against a fake channel that records every call and
+//! fails on script. Time is paused: waits are exact, and a test that waits
+//! minutes runs in milliseconds.
+
+use async_trait::async_trait;
+use bub::gateway::outbound::{Budget, OutboundConfig, OutboundError, OutboundScheduler};
+use bub::gateway::split::split_message;
+use bub_channel::{
+    Channel, ChannelError, ChatKind, ChatRef, Delivered, InboundSink, Limits, Outbound, RateScope, SendError,
+};
+use governor::Quota;
+use std::collections::{HashMap, VecDeque};
+use std::num::NonZeroU32;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::time::Instant;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Send,
+    Edit,
+}
+
+/// One call that reached the platform (successful or not).
+#[derive(Debug, Clone)]
+struct Call {
+    kind: Kind,
+    chat: String,
+    /// The idempotency key (sends only).
+    key: Option<String>,
+    message_id: String,
+    text: String,
+    at: Instant,
+    ok: bool,
+}
+
+/// A platform that records calls and fails the next calls to a chat as scripted.
+struct FakeChannel {
+    name: String,
+    limits: Limits,
+    calls: Mutex<Vec<Call>>,
+    /// Per chat, the outcome of its next calls: `Some(error)` fails, `None` succeeds.
+    script: Mutex<HashMap<String, VecDeque<Option<SendError>>>>,
+    /// Every call fails with this, after the script.
+    always: Mutex<Option<SendError>>,
+    next_id: Mutex<u64>,
+}
+
+impl FakeChannel {
+    fn new(name: &str, max_message_chars: usize, edits: bool) -> Arc<FakeChannel> {
+        Arc::new(FakeChannel {
+            name: name.to_owned(),
+            limits: Limits { max_message_chars, edits, debounce: true },
+            calls: Mutex::new(Vec::new()),
+            script: Mutex::new(HashMap::new()),
+            always: Mutex::new(None),
+            next_id: Mutex::new(0),
+        })
+    }
+
+    fn script(&self, chat: &str, outcomes: impl IntoIterator<Item = Option<SendError>>) {
+        self.script.lock().unwrap().entry(chat.to_owned()).or_default().extend(outcomes);
+    }
+
+    fn fail_always(&self, error: SendError) {
+        *self.always.lock().unwrap() = Some(error);
+    }
+
+    fn calls(&self) -> Vec<Call> {
+        self.calls.lock().unwrap().clone()
+    }
+
+    /// Calls that succeeded.
+    fn delivered(&self) -> Vec<Call> {
+        self.calls().into_iter().filter(|call| call.ok).collect()
+    }
+
+    fn delivered_to(&self, chat: &str) -> Vec<Call> {
+        self.delivered().into_iter().filter(|call| call.chat == chat).collect()
+    }
+
+    /// The text each message shows now, by message id, in the order sent.
+    fn visible(&self) -> Vec<(String, String)> {
+        let mut shown: Vec<(String, String)> = Vec::new();
+        for call in self.delivered() {
+            match call.kind {
+                Kind::Send => shown.push((call.message_id, call.text)),
+                Kind::Edit => {
+                    let message =
+                        shown.iter_mut().find(|(id, _)| *id == call.message_id).expect("edit of a sent message");
+                    message.1 = call.text;
+                }
+            }
+        }
+        shown
+    }
+
+    fn outcome(&self, chat: &str) -> Result<(), SendError> {
+        let scripted = self.script.lock().unwrap().get_mut(chat).and_then(VecDeque::pop_front);
+        match scripted {
+            Some(Some(error)) => Err(error),
+            Some(None) => Ok(()),
+            None => self.always.lock().unwrap().clone().map_or(Ok(()), Err),
+        }
+    }
+
+    fn record(&self, kind: Kind, chat: &ChatRef, key: Option<&str>, message_id: String, text: &str, ok: bool) {
+        assert!(text.chars().count() <= self.limits.max_message_chars, "over the limit: {text:?}");
+        let call = Call {
+            kind,
+            chat: chat.id.clone(),
+            key: key.map(str::to_owned),
+            message_id,
+            text: text.to_owned(),
+            at: Instant::now(),
+            ok,
+        };
+        self.calls.lock().unwrap().push(call);
+    }
+}
+
+#[async_trait]
+impl Channel for FakeChannel {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    async fn start(&self, _inbox: Arc<dyn InboundSink>) -> Result<(), ChannelError> {
+        Ok(())
+    }
+
+    async fn send(&self, outbound: &Outbound) -> Result<Delivered, SendError> {
+        // A real platform call waits on the network; let other tasks run meanwhile.
+        tokio::task::yield_now().await;
+        let outcome = self.outcome(&outbound.chat.id);
+        let message_id = {
+            let mut next = self.next_id.lock().unwrap();
+            *next += 1;
+            format!("m{next}")
+        };
+        let key = Some(outbound.idempotency_key.as_str());
+        self.record(Kind::Send, &outbound.chat, key, message_id.clone(), &outbound.text, outcome.is_ok());
+        outcome.map(|()| Delivered { message_id })
+    }
+
+    async fn edit(&self, chat: &ChatRef, message_id: &str, text: &str) -> Result<(), SendError> {
+        tokio::task::yield_now().await;
+        let outcome = self.outcome(&chat.id);
+        self.record(Kind::Edit, chat, None, message_id.to_owned(), text, outcome.is_ok());
+        outcome
+    }
+}
+
+fn chat(id: &str) -> ChatRef {
+    ChatRef { id: id.to_owned(), kind: ChatKind::Direct, thread_id: None }
+}
+
+fn outbound(chat_id: &str, key: &str, text: &str) -> Outbound {
+    Outbound {
+        chat: chat(chat_id),
+        text: text.to_owned(),
+        reply_to: vec!["in-1".to_owned()],
+        idempotency_key: key.to_owned(),
+        session: format!("fake:{chat_id}"),
+    }
+}
+
+fn scheduler_with(fake: &Arc<FakeChannel>, budget: Budget) -> Arc<OutboundScheduler> {
+    let scheduler = OutboundScheduler::new();
+    scheduler.register(fake.clone(), budget);
+    scheduler
+}
+
+fn rate_limited(seconds: u64, scope: RateScope) -> Option<SendError> {
+    Some(SendError::RateLimited { retry_after: Duration::from_secs(seconds), scope })
+}
+
+fn per_seconds(seconds: u64) -> Quota {
+    Quota::with_period(Duration::from_secs(seconds)).expect("non-zero period").allow_burst(NonZeroU32::MIN)
+}
+
+/// Lets spawned tasks run until the fake has seen `count` calls, without letting paused time advance.
+async fn until_calls(fake: &FakeChannel, count: usize) {
+    while fake.calls().len() < count {
+        tokio::task::yield_now().await;
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn chat_rate_limit_delays_that_chat_and_not_others() {
+    let fake = FakeChannel::new("fake", 100, true);
+    fake.script("a", [rate_limited(5, RateScope::Chat)]);
+    let scheduler = scheduler_with(&fake, Budget::default());
+    let start = Instant::now();
+
+    let first = tokio::spawn({
+        let scheduler = scheduler.clone();
+        async move { scheduler.send_final("fake", outbound("a", "a1", "first to a")).await }
+    });
+    until_calls(&fake, 1).await;
+    let second = tokio::spawn({
+        let scheduler = scheduler.clone();
+        async move { scheduler.send_final("fake", outbound("a", "a2", "second to a")).await }
+    });
+    let other = scheduler.send_final("fake", outbound("b", "b1", "to b")).await.unwrap();
+    assert_eq!(other.len(), 1);
+    first.await.unwrap().unwrap();
+    second.await.unwrap().unwrap();
+
+    let to_b = fake.delivered_to("b");
+    assert!(to_b[0].at - start < Duration::from_secs(5), "b waited for a's pause");
+    let to_a = fake.delivered_to("a");
+    assert_eq!(to_a.len(), 2);
+    for call in &to_a {
+        assert!(call.at - start >= Duration::from_secs(5), "{:?} sent during the pause", call.text);
+    }
+    // The retry reuses the key of the rate-limited attempt.
+    let keys: Vec<_> = fake.calls().iter().filter(|c| c.chat == "a").map(|c| c.key.clone().unwrap()).collect();
+    assert_eq!(keys.iter().filter(|k| *k == "a1").count(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn channel_rate_limit_pauses_every_chat() {
+    let fake = FakeChannel::new("fake", 100, true);
+    fake.script("a", [rate_limited(3, RateScope::Channel)]);
+    let scheduler = scheduler_with(&fake, Budget::default());
+    let start = Instant::now();
+
+    let first = tokio::spawn({
+        let scheduler = scheduler.clone();
+        async move { scheduler.send_final("fake", outbound("a", "a1", "to a")).await }
+    });
+    until_calls(&fake, 1).await;
+    scheduler.send_final("fake", outbound("b", "b1", "to b")).await.unwrap();
+    first.await.unwrap().unwrap();
+
+    let delivered = fake.delivered();
+    assert_eq!(delivered.len(), 2);
+    for call in delivered {
+        assert!(call.at - start >= Duration::from_secs(3), "{} sent during the channel pause", call.chat);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn transient_errors_are_retried_and_each_part_is_delivered_once() {
+    let fake = FakeChannel::new("fake", 20, true);
+    let transient = || Some(SendError::Transient("502".into()));
+    fake.script("a", [transient(), transient(), None, transient(), None, None]);
+    let scheduler = scheduler_with(&fake, Budget::default());
+
+    let text = "one two three four five six seven eight nine ten";
+    let delivered = scheduler.send_final("fake", outbound("a", "k", text)).await.unwrap();
+
+    let parts = split_message(text, 20);
+    assert_eq!(parts.len(), 3);
+    let ok = fake.delivered();
+    assert_eq!(ok.iter().map(|c| c.text.clone()).collect::<Vec<_>>(), parts);
+    assert_eq!(ok.iter().map(|c| c.key.clone().unwrap()).collect::<Vec<_>>(), ["k", "k#1", "k#2"]);
+    assert_eq!(
+        delivered.iter().map(|d| d.message_id.clone()).collect::<Vec<_>>(),
+        ok.iter().map(|c| c.message_id.clone()).collect::<Vec<_>>()
+    );
+    // Retries carry the same key as the failed attempt.
+    let attempts: Vec<_> = fake.calls().iter().map(|c| c.key.clone().unwrap()).collect();
+    assert_eq!(attempts, ["k", "k", "k", "k#1", "k#1", "k#2"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn transient_errors_give_up_after_the_configured_time() {
+    let fake = FakeChannel::new("fake", 100, true);
+    fake.fail_always(SendError::Transient("connection reset".into()));
+    let config = OutboundConfig { give_up_after: Duration::from_secs(60), ..OutboundConfig::default() };
+    let scheduler = OutboundScheduler::with_config(config);
+    scheduler.register(fake.clone(), Budget::default());
+    let start = Instant::now();
+
+    let error = scheduler.send_final("fake", outbound("a", "k", "hello")).await.unwrap_err();
+
+    assert!(matches!(error, OutboundError::GaveUp { attempts, .. } if attempts > 3), "{error:?}");
+    assert!(Instant::now() - start <= Duration::from_secs(60));
+    assert!(fake.calls().len() > 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_permanent_error_is_returned_without_retrying() {
+    let fake = FakeChannel::new("fake", 10, true);
+    fake.script("a", [None, Some(SendError::Permanent("chat not found".into()))]);
+    let scheduler = scheduler_with(&fake, Budget::default());
+
+    let error = scheduler.send_final("fake", outbound("a", "k", "first part second part")).await.unwrap_err();
+
+    match &error {
+        OutboundError::Permanent { part, source, .. } => {
+            assert_eq!(*part, 1);
+            assert_eq!(*source, SendError::Permanent("chat not found".into()));
+        }
+        other => panic!("expected a permanent error, got {other:?}"),
+    }
+    assert_eq!(error.delivered().len(), 1, "the first part was delivered");
+    assert_eq!(fake.calls().len(), 2, "no retry after a permanent error");
+}
+
+#[tokio::test]
+async fn an_unknown_channel_is_an_error() {
+    let scheduler = OutboundScheduler::new();
+    let error = scheduler.send_final("nowhere", outbound("a", "k", "hi")).await.unwrap_err();
+    assert!(matches!(error, OutboundError::UnknownChannel(name) if name == "nowhere"));
+    let live = scheduler.live("nowhere", chat("a"), "k", "s");
+    live.update("hi");
+    assert!(matches!(live.finish("hi").await, Err(OutboundError::UnknownChannel(_))));
+}
+
+#[tokio::test(start_paused = true)]
+async fn long_text_is_split_under_the_limit_in_order_with_code_blocks_intact() {
+    let fake = FakeChannel::new("fake", 120, true);
+    let scheduler = scheduler_with(&fake, Budget::default());
+    let code: String = (0..12).map(|i| format!("    let value_{i} = compute({i});\n")).collect();
+    let text = format!(
+        "Here is the plan, in a few words that take some room.\n\n```rust\nfn main() {{\n{code}}}\n```\n\nAnd that is all there is to it."
+    );
+
+    let delivered = scheduler.send_final("fake", outbound("a", "k", &text)).await.unwrap();
+
+    let texts: Vec<String> = fake.delivered().into_iter().map(|c| c.text).collect();
+    assert_eq!(texts, split_message(&text, 120));
+    assert!(texts.len() >= 3, "{texts:#?}");
+    assert_eq!(delivered.len(), texts.len());
+    for part in &texts {
+        let fences = part.lines().filter(|line| line.starts_with("```")).count();
+        assert_eq!(fences % 2, 0, "unbalanced fences in {part:?}");
+    }
+    for i in 0..12 {
+        let line = format!("    let value_{i} = compute({i});");
+        assert_eq!(texts.iter().filter(|part| part.lines().any(|l| l == line)).count(), 1, "{line}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn per_chat_budget_delays_finals_but_never_drops_them() {
+    let fake = FakeChannel::new("fake", 100, true);
+    let scheduler = scheduler_with(&fake, Budget { per_chat: Some(per_seconds(2)), per_channel: None });
+    let start = Instant::now();
+
+    let sends = (0..5).map(|i| {
+        let scheduler = scheduler.clone();
+        tokio::spawn(async move {
+            scheduler.send_final("fake", outbound("a", &format!("k{i}"), &format!("reply {i}"))).await
+        })
+    });
+    let sends: Vec<_> = sends.collect();
+    scheduler.send_final("fake", outbound("b", "b", "other chat")).await.unwrap();
+    for send in sends {
+        send.await.unwrap().unwrap();
+    }
+
+    let to_a = fake.delivered_to("a");
+    assert_eq!(to_a.len(), 5, "every final is delivered");
+    for pair in to_a.windows(2) {
+        assert!(pair[1].at - pair[0].at >= Duration::from_secs(2), "budget not honoured: {pair:?}");
+    }
+    assert!(fake.delivered_to("b")[0].at - start < Duration::from_secs(2), "another chat waited");
+}
+
+#[tokio::test(start_paused = true)]
+async fn per_channel_budget_spaces_sends_across_chats() {
+    let fake = FakeChannel::new("fake", 100, true);
+    let scheduler = scheduler_with(&fake, Budget { per_chat: None, per_channel: Some(per_seconds(1)) });
+
+    let sends: Vec<_> = ["a", "b", "c"]
+        .into_iter()
+        .map(|id| {
+            let scheduler = scheduler.clone();
+            tokio::spawn(async move { scheduler.send_final("fake", outbound(id, id, "hello")).await })
+        })
+        .collect();
+    for send in sends {
+        send.await.unwrap().unwrap();
+    }
+
+    let delivered = fake.delivered();
+    assert_eq!(delivered.len(), 3);
+    assert!(delivered[2].at - delivered[0].at >= Duration::from_secs(2));
+}
+
+#[tokio::test(start_paused = true)]
+async fn many_rapid_live_updates_become_few_edits_and_the_final_text_is_exact() {
+    let fake = FakeChannel::new("fake", 200, true);
+    let scheduler = scheduler_with(&fake, Budget::default());
+    let live = scheduler.live("fake", chat("a"), "k", "fake:a");
+
+    let mut text = String::new();
+    for i in 0..50 {
+        text.push_str(&format!("word{i} "));
+        live.update(text.clone());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let streamed = fake.delivered();
+    let final_text = format!("{text}\n\n{}", "and the long ending. ".repeat(20));
+    let delivered = live.finish(final_text.clone()).await.unwrap();
+
+    assert_eq!(streamed.iter().filter(|c| c.kind == Kind::Send).count(), 1, "one live message");
+    let edits = streamed.iter().filter(|c| c.kind == Kind::Edit).count();
+    assert!((2..=7).contains(&edits), "50 updates over 5 s at one edit per second gave {edits} edits");
+    // The live message shows the first part; the rest follow as new messages.
+    let parts = split_message(&final_text, 200);
+    assert!(parts.len() >= 2);
+    let visible: Vec<String> = fake.visible().into_iter().map(|(_, text)| text).collect();
+    assert_eq!(visible, parts);
+    assert_eq!(delivered.len(), parts.len());
+    assert_eq!(delivered[0].message_id, streamed[0].message_id);
+    let keys: Vec<_> = fake.delivered().iter().filter_map(|c| c.key.clone()).collect();
+    let expected: Vec<String> = (0..parts.len()).map(|i| if i == 0 { "k".into() } else { format!("k#{i}") }).collect();
+    assert_eq!(keys, expected);
+}
+
+#[tokio::test(start_paused = true)]
+async fn under_a_tight_budget_live_edits_are_dropped_but_the_final_is_delivered() {
+    let fake = FakeChannel::new("fake", 200, true);
+    let scheduler = scheduler_with(&fake, Budget { per_chat: Some(per_seconds(10)), per_channel: None });
+    let live = scheduler.live("fake", chat("a"), "k", "fake:a");
+
+    let mut text = String::new();
+    for i in 0..30 {
+        text.push_str(&format!("w{i} "));
+        live.update(text.clone());
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let streamed = fake.delivered().len();
+    let finish_called = Instant::now();
+    live.finish("the final answer").await.unwrap();
+
+    // 15 s of updates under one message per 10 s: the first send and at most one edit got through.
+    assert!((1..=2).contains(&streamed), "{streamed} live calls under the budget");
+    let last = fake.delivered().pop().unwrap();
+    assert_eq!(last.kind, Kind::Edit);
+    assert_eq!(last.text, "the final answer");
+    // The final edit waited for the next budget slot, not behind queued intermediate edits.
+    assert!(last.at - finish_called <= Duration::from_secs(10));
+    assert_eq!(fake.visible().len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_live_update_during_a_rate_limit_pause_is_dropped_and_the_final_waits() {
+    let fake = FakeChannel::new("fake", 200, true);
+    // The first live send works; the first edit hits a 429 for 30 s.
+    fake.script("a", [None, rate_limited(30, RateScope::Chat)]);
+    let scheduler = scheduler_with(&fake, Budget::default());
+    let live = scheduler.live("fake", chat("a"), "k", "fake:a");
+    let start = Instant::now();
+
+    for i in 0..10 {
+        live.update(format!("draft {i}"));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    live.finish("done").await.unwrap();
+
+    let calls = fake.calls();
+    assert_eq!(calls.len(), 3, "send, the rate-limited edit, then only the final edit: {calls:#?}");
+    assert!(calls[2].at - start >= Duration::from_secs(30));
+    assert_eq!(fake.visible(), vec![(calls[0].message_id.clone(), "done".to_owned())]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_channel_without_edits_gets_only_the_final_messages() {
+    let fake = FakeChannel::new("fake", 50, false);
+    let scheduler = scheduler_with(&fake, Budget::default());
+    let live = scheduler.live("fake", chat("a"), "k", "fake:a");
+
+    for i in 0..20 {
+        live.update(format!("partial text {i}"));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    assert!(fake.calls().is_empty(), "no intermediate messages");
+    let final_text = "The final answer is long enough that it needs more than one message here.";
+    let delivered = live.finish(final_text).await.unwrap();
+
+    let calls = fake.calls();
+    assert!(calls.iter().all(|c| c.kind == Kind::Send));
+    assert_eq!(calls.iter().map(|c| c.text.clone()).collect::<Vec<_>>(), split_message(final_text, 50));
+    assert_eq!(delivered.len(), calls.len());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_live_reply_finished_before_any_update_is_sent_as_a_final() {
+    let fake = FakeChannel::new("fake", 100, true);
+    let scheduler = scheduler_with(&fake, Budget::default());
+    let live = scheduler.live("fake", chat("a"), "k", "fake:a").reply_to(vec!["in-7".into()]);
+
+    let delivered = live.finish("short answer").await.unwrap();
+
+    assert_eq!(delivered.len(), 1);
+    let calls = fake.calls();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(
+        (calls[0].kind, calls[0].text.as_str(), calls[0].key.as_deref()),
+        (Kind::Send, "short answer", Some("k"))
+    );
+}
+
+/// A recorder that keeps every metric by `name{label=value,...}`.
+#[derive(Default)]
+struct TestRecorder {
+    counters: Mutex<HashMap<String, Arc<std::sync::atomic::AtomicU64>>>,
+    gauges: Mutex<HashMap<String, Arc<std::sync::atomic::AtomicU64>>>,
+    histograms: Mutex<HashMap<String, Arc<Samples>>>,
+}
+
+#[derive(Default)]
+struct Samples(Mutex<Vec<f64>>);
+
+impl metrics::HistogramFn for Samples {
+    fn record(&self, value: f64) {
+        self.0.lock().unwrap().push(value);
+    }
+}
+
+fn metric_name(key: &metrics::Key) -> String {
+    let mut labels: Vec<String> = key.labels().map(|l| format!("{}={}", l.key(), l.value())).collect();
+    labels.sort();
+    format!("{}{{{}}}", key.name(), labels.join(","))
+}
+
+impl TestRecorder {
+    fn counter(&self, name: &str) -> u64 {
+        let counters = self.counters.lock().unwrap();
+        counters.get(name).map_or(0, |c| c.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    fn gauge(&self, name: &str) -> Option<f64> {
+        let gauges = self.gauges.lock().unwrap();
+        gauges.get(name).map(|g| f64::from_bits(g.load(std::sync::atomic::Ordering::Relaxed)))
+    }
+
+    fn samples(&self, name: &str) -> usize {
+        self.histograms.lock().unwrap().get(name).map_or(0, |h| h.0.lock().unwrap().len())
+    }
+}
+
+impl metrics::Recorder for TestRecorder {
+    fn describe_counter(&self, _: metrics::KeyName, _: Option<metrics::Unit>, _: metrics::SharedString) {}
+    fn describe_gauge(&self, _: metrics::KeyName, _: Option<metrics::Unit>, _: metrics::SharedString) {}
+    fn describe_histogram(&self, _: metrics::KeyName, _: Option<metrics::Unit>, _: metrics::SharedString) {}
+
+    fn register_counter(&self, key: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Counter {
+        let counter = self.counters.lock().unwrap().entry(metric_name(key)).or_default().clone();
+        metrics::Counter::from_arc(counter)
+    }
+
+    fn register_gauge(&self, key: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Gauge {
+        let gauge = self.gauges.lock().unwrap().entry(metric_name(key)).or_default().clone();
+        metrics::Gauge::from_arc(gauge)
+    }
+
+    fn register_histogram(&self, key: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Histogram {
+        let histogram = self.histograms.lock().unwrap().entry(metric_name(key)).or_default().clone();
+        metrics::Histogram::from_arc(histogram)
+    }
+}
+
+#[test]
+fn sends_edits_drops_errors_and_waits_are_counted() {
+    let recorder = TestRecorder::default();
+    // A current-thread runtime runs every task on this thread, where the local recorder is installed.
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
+    metrics::with_local_recorder(&recorder, || {
+        runtime.block_on(async {
+            let fake = FakeChannel::new("metered", 200, true);
+            fake.script("a", [None, rate_limited(5, RateScope::Chat)]);
+            let scheduler = scheduler_with(&fake, Budget::default());
+            let live = scheduler.live("metered", chat("a"), "k", "metered:a");
+            for i in 0..10 {
+                live.update(format!("draft {i}"));
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            live.finish("done").await.unwrap();
+            scheduler.send_final("metered", outbound("b", "b", "hello")).await.unwrap();
+        })
+    });
+
+    assert_eq!(recorder.counter("bub_outbound_messages_total{channel=metered,kind=send}"), 2);
+    assert!(recorder.counter("bub_outbound_messages_total{channel=metered,kind=edit}") >= 2);
+    assert_eq!(recorder.counter("bub_outbound_errors_total{channel=metered,kind=rate_limited}"), 1);
+    assert!(recorder.counter("bub_outbound_edits_dropped_total{channel=metered}") >= 2);
+    assert_eq!(recorder.gauge("bub_outbound_queue_depth{channel=metered}"), Some(0.0));
+    assert!(recorder.samples("bub_outbound_rate_limit_wait_seconds{channel=metered}") >= 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_parts_of_two_replies_to_one_chat_do_not_interleave() {
+    let fake = FakeChannel::new("fake", 12, true);
+    let scheduler = scheduler_with(&fake, Budget::default());
+    let reply = |word: &str| [word; 5].join(" ");
+
+    let sends: Vec<_> = ["aaaaaaaaaa", "bbbbbbbbbb"]
+        .into_iter()
+        .map(|word| {
+            let scheduler = scheduler.clone();
+            let text = reply(word);
+            tokio::spawn(async move { scheduler.send_final("fake", outbound("a", word, &text)).await })
+        })
+        .collect();
+    for send in sends {
+        assert_eq!(send.await.unwrap().unwrap().len(), 5);
+    }
+
+    let order: String = fake.delivered().iter().map(|c| c.text.chars().next().unwrap()).collect();
+    assert!(order == "aaaaabbbbb" || order == "bbbbbaaaaa", "parts interleaved: {order}");
+}

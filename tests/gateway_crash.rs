@@ -289,13 +289,15 @@ struct Report {
     failures: Vec<String>,
 }
 
+/// Per idempotency key: the reply_to lists seen, the chat ids seen, the POST count.
+type KeySeen = (BTreeSet<Vec<String>>, BTreeSet<String>, usize);
+
 /// Checks the callbacks and the database against "every message answered exactly once".
 async fn analyse(receiver: &CallbackReceiver, home: &Path) -> Report {
     let mut failures = Vec::new();
     let posts = receiver.posts();
     let accepted = receiver.accepted();
-    // key -> (reply_to lists seen, chat ids seen, POST count)
-    let mut keys: BTreeMap<String, (BTreeSet<Vec<String>>, BTreeSet<String>, usize)> = BTreeMap::new();
+    let mut keys: BTreeMap<String, KeySeen> = BTreeMap::new();
     for post in &accepted {
         let Some(key) = post.idempotency_key() else {
             failures.push(format!("a callback POST without Idempotency-Key: {}", post.body));

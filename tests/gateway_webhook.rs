@@ -5,7 +5,7 @@ mod support;
 use serde_json::{Value, json};
 use std::path::Path;
 use std::time::Duration;
-use support::fake_model::{FakeModel, Reply};
+use support::fake_model::FakeModel;
 use support::gateway::{CallbackReceiver, GatewayProcess, client, signed_request};
 
 const SECRET: &str = "test-secret";

@@ -84,10 +84,9 @@ fn load_config(home: &BubHome, explicit: Option<PathBuf>) -> Result<(GatewayConf
             if let Ok(url) = std::env::var("BUB_WEBHOOK_CALLBACK_URL")
                 && !url.trim().is_empty()
                 && let Some(channel) = config.channels.get_mut("webhook")
+                && let crate::policy::ChannelKind::Webhook(settings) = &mut channel.kind
             {
-                if let crate::policy::ChannelKind::Webhook(settings) = &mut channel.kind {
-                    settings.callback_url = Some(url.trim().to_string());
-                }
+                settings.callback_url = Some(url.trim().to_string());
             }
             Ok((config, None))
         }

@@ -24,11 +24,14 @@ pub(crate) fn outbound_budget(policy: &EffectivePolicy) -> Budget {
     }
 }
 
+/// A channel and the rate its policy sets.
+type RateKey = (String, u32, Duration);
+
 /// One keyed limiter per channel and rate, so a policy reload that changes a
 /// rate starts counting afresh under the new one.
 #[derive(Default)]
 pub(crate) struct InboundLimiter {
-    limiters: Mutex<HashMap<(String, u32, Duration), Arc<DefaultKeyedRateLimiter<String>>>>,
+    limiters: Mutex<HashMap<RateKey, Arc<DefaultKeyedRateLimiter<String>>>>,
 }
 
 impl InboundLimiter {

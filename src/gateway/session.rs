@@ -96,7 +96,7 @@ pub(crate) async fn dispatch(inner: &Arc<Inner>, message: Message) {
 }
 
 enum Wake {
-    Input(Option<SessionInput>),
+    Input(Option<Box<SessionInput>>),
     Flush,
     TurnDone,
     Idle,
@@ -146,7 +146,7 @@ impl Worker {
                 let rx = &mut self.rx;
                 let turn_done = &mut self.turn_done;
                 tokio::select! {
-                    input = rx.recv() => Wake::Input(input),
+                    input = rx.recv() => Wake::Input(input.map(Box::new)),
                     _ = tokio::time::sleep_until(flush_at.unwrap_or_else(Instant::now)), if flush_at.is_some() => {
                         Wake::Flush
                     }
@@ -159,7 +159,10 @@ impl Worker {
                 }
             };
             match wake {
-                Wake::Input(Some(SessionInput::Prompt { message, addressed })) => self.prompt(message, addressed).await,
+                Wake::Input(Some(input)) => {
+                    let SessionInput::Prompt { message, addressed } = *input;
+                    self.prompt(message, addressed).await
+                }
                 Wake::Input(None) => break,
                 Wake::Flush => self.flush().await,
                 Wake::TurnDone => {

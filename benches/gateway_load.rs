@@ -5,7 +5,9 @@
 //! export CARGO_TARGET_DIR=...            # optional
 //! cargo bench --bench gateway_load       # builds bub with the bench (release) profile and runs this
 //! # knobs (environment): BUB_LOAD_TURNS=20000 BUB_LOAD_SESSIONS=1000 BUB_LOAD_CLIENTS=64
-//! #                      BUB_LOAD_RSS_SESSIONS=10000 BUB_LOAD_PERF=1 (samples the gateway with `perf record`)
+//! #                      BUB_LOAD_RSS_SESSIONS=10000
+//! #                      BUB_LOAD_PERF=1: `perf record -g` on the gateway during the measured phase, a short
+//! #                      self-time report printed, the data kept in $TMPDIR/bub-gateway-load.perf.data
 //! ```
 //!
 //! What it does, in one process on loopback:
@@ -259,7 +261,7 @@ async fn run() {
     let (after_warm_rss, _) = rss_kib(pid);
 
     let perf_child = perf.then(|| {
-        let data = home.path().join("perf.data");
+        let data = std::env::temp_dir().join("bub-gateway-load.perf.data");
         println!("perf record -g -p {pid} -o {}", data.display());
         std::process::Command::new("perf")
             .args(["record", "-F", "499", "-g", "-p", &pid.to_string(), "-o"])
@@ -288,7 +290,7 @@ async fn run() {
                 "1.5",
                 "-i",
             ])
-            .arg(home.path().join("perf.data"))
+            .arg(std::env::temp_dir().join("bub-gateway-load.perf.data"))
             .output()
             .expect("perf report");
         let text = String::from_utf8_lossy(&report.stdout);

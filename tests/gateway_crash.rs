@@ -257,6 +257,18 @@ async fn sigkill_at_random_moments_loses_and_doubles_nothing() {
         stats.in_progress.load(Ordering::Relaxed),
     );
     println!("{}", report.summary);
+    let logs: String = std::fs::read_dir(home.path())
+        .unwrap()
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|path| path.extension().is_some_and(|ext| ext == "stderr"))
+        .map(|path| std::fs::read_to_string(path).unwrap_or_default())
+        .collect();
+    println!(
+        "recovery: {} starts resumed work, {} turns found on the tape and answered from it, {} replies not delivered",
+        logs.matches("resuming unfinished work").count(),
+        logs.matches("turn was on the tape").count(),
+        logs.matches("reply not delivered").count(),
+    );
     let mut failures = report.failures;
     if !answered_in_time {
         failures.push(format!("not every message was answered within {ANSWER_TIMEOUT:?}"));

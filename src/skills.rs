@@ -197,14 +197,20 @@ fn load_skill(folder: &Path) -> Result<Skill, SkillError> {
     parse_skill(&text, &folder_name, folder.to_path_buf())
 }
 
+/// Parsed once: they are compiled in, and the prompt lists them every step.
 fn builtin_skills() -> Vec<Skill> {
-    BUILTIN_SKILLS
-        .iter()
-        .filter_map(|(folder, text)| {
-            let location = PathBuf::from(format!("builtin:{folder}"));
-            parse_skill(text, folder, location.clone()).inspect_err(|error| warn_skipped(&location, error)).ok()
+    static PARSED: std::sync::OnceLock<Vec<Skill>> = std::sync::OnceLock::new();
+    PARSED
+        .get_or_init(|| {
+            BUILTIN_SKILLS
+                .iter()
+                .filter_map(|(folder, text)| {
+                    let location = PathBuf::from(format!("builtin:{folder}"));
+                    parse_skill(text, folder, location.clone()).inspect_err(|error| warn_skipped(&location, error)).ok()
+                })
+                .collect()
         })
-        .collect()
+        .clone()
 }
 
 fn warn_skipped(path: &Path, error: &SkillError) {

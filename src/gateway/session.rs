@@ -31,11 +31,14 @@ pub(crate) enum SessionInput {
 /// The live session workers, by session id.
 #[derive(Default)]
 pub(crate) struct Sessions {
-    workers: Mutex<HashMap<String, mpsc::UnboundedSender<SessionInput>>>,
+    workers: Mutex<HashMap<String, mpsc::UnboundedSender<Box<SessionInput>>>>,
 }
 
 impl Sessions {
+    /// Inputs travel boxed: an unbounded channel allocates its slots in blocks,
+    /// and an idle session should cost pointers, not whole messages.
     fn send(&self, inner: &Arc<Inner>, session: String, input: SessionInput) {
+        let input = Box::new(input);
         let mut workers = self.workers.lock().unwrap_or_else(|p| p.into_inner());
         let input = match workers.get(&session) {
             Some(tx) => match tx.send(input) {
@@ -53,7 +56,7 @@ impl Sessions {
     }
 
     /// Removes `session`'s worker if it has nothing queued; true when removed.
-    fn leave(&self, session: &str, rx: &mpsc::UnboundedReceiver<SessionInput>) -> bool {
+    fn leave(&self, session: &str, rx: &mpsc::UnboundedReceiver<Box<SessionInput>>) -> bool {
         let mut workers = self.workers.lock().unwrap_or_else(|p| p.into_inner());
         if !rx.is_empty() {
             return false;
@@ -105,7 +108,7 @@ enum Wake {
 struct Worker {
     inner: Arc<Inner>,
     session: String,
-    rx: mpsc::UnboundedReceiver<SessionInput>,
+    rx: mpsc::UnboundedReceiver<Box<SessionInput>>,
     batch: Vec<Message>,
     /// When the pending batch is flushed: after a quiet spell, or at its latest.
     quiet_until: Option<Instant>,
@@ -119,7 +122,7 @@ struct Worker {
 }
 
 impl Worker {
-    fn new(inner: Arc<Inner>, session: String, rx: mpsc::UnboundedReceiver<SessionInput>) -> Worker {
+    fn new(inner: Arc<Inner>, session: String, rx: mpsc::UnboundedReceiver<Box<SessionInput>>) -> Worker {
         Worker {
             inner,
             session,
@@ -146,7 +149,7 @@ impl Worker {
                 let rx = &mut self.rx;
                 let turn_done = &mut self.turn_done;
                 tokio::select! {
-                    input = rx.recv() => Wake::Input(input.map(Box::new)),
+                    input = rx.recv() => Wake::Input(input),
                     _ = tokio::time::sleep_until(flush_at.unwrap_or_else(Instant::now)), if flush_at.is_some() => {
                         Wake::Flush
                     }
@@ -161,10 +164,11 @@ impl Worker {
             match wake {
                 Wake::Input(Some(input)) => {
                     let SessionInput::Prompt { message, addressed } = *input;
-                    self.prompt(message, addressed).await
+                    // Boxed: the work's futures are large, and an idle worker should be small.
+                    Box::pin(self.prompt(message, addressed)).await
                 }
                 Wake::Input(None) => break,
-                Wake::Flush => self.flush().await,
+                Wake::Flush => Box::pin(self.flush()).await,
                 Wake::TurnDone => {
                     self.running = None;
                     self.turn_done = None;

@@ -42,9 +42,15 @@ use std::sync::Arc;
 type Handler = Arc<dyn Fn(Value, ToolContext) -> BoxFuture<'static, Result<Value, ToolError>> + Send + Sync>;
 type Renderer = Arc<dyn Fn(&Value) -> String + Send + Sync>;
 
-/// A tool. Cheap to clone.
+/// A tool. Cheap to clone (one shared allocation): registries are copied
+/// and filtered for every run.
 #[derive(Clone)]
 pub struct Tool {
+    inner: Arc<ToolSpec>,
+}
+
+#[derive(Clone)]
+struct ToolSpec {
     name: String,
     description: String,
     parameters: Value,
@@ -58,9 +64,9 @@ pub struct Tool {
 impl std::fmt::Debug for Tool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Tool")
-            .field("name", &self.name)
-            .field("agent_use", &self.agent_use)
-            .field("preserve", &self.preserve)
+            .field("name", &self.inner.name)
+            .field("agent_use", &self.inner.agent_use)
+            .field("preserve", &self.inner.preserve)
             .finish_non_exhaustive()
     }
 }
@@ -73,7 +79,7 @@ impl Tool {
         Fut: Future<Output = Result<Value, ToolError>> + Send + 'static,
     {
         let handler = Arc::new(handler);
-        Tool {
+        let spec = ToolSpec {
             name: name.into(),
             description: description.into(),
             parameters,
@@ -82,7 +88,8 @@ impl Tool {
             preserve: false,
             handler: Arc::new(move |args, ctx| Box::pin(handler(args, ctx))),
             renderer: Arc::new(default_render),
-        }
+        };
+        Tool { inner: Arc::new(spec) }
     }
 
     /// A tool whose arguments are the struct `A`: its schema comes from
@@ -114,86 +121,86 @@ impl Tool {
                 serde_json::to_value(result).map_err(|e| ToolError::failed(format!("result is not JSON: {e}")))
             }
         });
-        tool.output_schema = Some(output_schema);
+        Arc::make_mut(&mut tool.inner).output_schema = Some(output_schema);
         tool
     }
 
     pub fn with_description(mut self, description: impl Into<String>) -> Tool {
-        self.description = description.into();
+        Arc::make_mut(&mut self.inner).description = description.into();
         self
     }
 
     /// Hides the tool from the model: only comma commands reach it.
     pub fn command_only(mut self) -> Tool {
-        self.agent_use = false;
+        Arc::make_mut(&mut self.inner).agent_use = false;
         self
     }
 
     /// Keeps the tool directly callable in code mode.
     pub fn preserved(mut self) -> Tool {
-        self.preserve = true;
+        Arc::make_mut(&mut self.inner).preserve = true;
         self
     }
 
     pub fn with_output_schema(mut self, schema: Value) -> Tool {
-        self.output_schema = Some(schema);
+        Arc::make_mut(&mut self.inner).output_schema = Some(schema);
         self
     }
 
     /// Replaces the default rendering (strings as they are, anything else JSON).
     pub fn with_renderer(mut self, renderer: impl Fn(&Value) -> String + Send + Sync + 'static) -> Tool {
-        self.renderer = Arc::new(renderer);
+        Arc::make_mut(&mut self.inner).renderer = Arc::new(renderer);
         self
     }
 
     pub fn name(&self) -> &str {
-        &self.name
+        &self.inner.name
     }
 
     pub fn description(&self) -> &str {
-        &self.description
+        &self.inner.description
     }
 
     /// The JSON Schema of the arguments.
     pub fn parameters(&self) -> &Value {
-        &self.parameters
+        &self.inner.parameters
     }
 
     pub fn output_schema(&self) -> Option<&Value> {
-        self.output_schema.as_ref()
+        self.inner.output_schema.as_ref()
     }
 
     /// False for command-only tools.
     pub fn agent_use(&self) -> bool {
-        self.agent_use
+        self.inner.agent_use
     }
 
     pub fn preserve(&self) -> bool {
-        self.preserve
+        self.inner.preserve
     }
 
     /// The name the model sees: dots become underscores.
     pub fn model_name(&self) -> String {
-        model_name(&self.name)
+        model_name(&self.inner.name)
     }
 
     /// The OpenAI function-tool definition sent to the model.
     pub fn definition(&self) -> Value {
         json!({
             "type": "function",
-            "function": {"name": self.model_name(), "description": self.description, "parameters": self.parameters},
+            "function": {"name": self.model_name(), "description": self.inner.description, "parameters": self.inner.parameters},
         })
     }
 
     /// Runs the tool. Most callers go through the agent's executor instead, which
     /// adds the before/after events, rendering and spill.
     pub async fn call(&self, arguments: Value, context: ToolContext) -> Result<Value, ToolError> {
-        (self.handler)(arguments, context).await
+        (self.inner.handler)(arguments, context).await
     }
 
     /// The text the model reads for a result.
     pub fn render(&self, result: &Value) -> String {
-        (self.renderer)(result)
+        (self.inner.renderer)(result)
     }
 }
 

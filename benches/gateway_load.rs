@@ -6,6 +6,7 @@
 //! cargo bench --bench gateway_load       # builds bub with the bench (release) profile and runs this
 //! # knobs (environment): BUB_LOAD_TURNS=20000 BUB_LOAD_SESSIONS=1000 BUB_LOAD_CLIENTS=64
 //! #                      BUB_LOAD_RSS_SESSIONS=10000
+//! #                      BUB_SQLITE_SYNC=normal: the gateway's database without a sync per commit
 //! #                      BUB_LOAD_PERF=1: `perf record -g` on the gateway during the measured phase, a short
 //! #                      self-time report printed, the data kept in $TMPDIR/bub-gateway-load.perf.data
 //! ```
@@ -238,13 +239,17 @@ async fn run() {
 
     let (model_base, model_times) = start_model().await;
     let home = tempfile::tempdir().expect("tempdir");
-    let env: Vec<(String, String)> = vec![
+    let mut env: Vec<(String, String)> = vec![
         ("BUB_MODEL".into(), "openai:gpt-bench".into()),
         ("BUB_OPENAI_API_BASE".into(), model_base),
         ("BUB_OPENAI_API_KEY".into(), "fake-key".into()),
         ("BUB_WEBHOOK_SECRET".into(), SECRET.into()),
         ("BUB_LOG".into(), "warn".into()),
     ];
+    // Passed through so both durability settings can be measured.
+    if let Ok(sync) = std::env::var("BUB_SQLITE_SYNC") {
+        env.push(("BUB_SQLITE_SYNC".into(), sync));
+    }
     let gateway = GatewayProcess::start(home.path(), &env, &[]).await;
     let pid = gateway.pid();
     tokio::time::sleep(Duration::from_secs(1)).await;

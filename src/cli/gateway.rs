@@ -15,7 +15,7 @@ use crate::home::BubHome;
 use crate::http::{HttpState, router};
 use crate::policy::{GatewayConfig, LiveConfig, ReloadOutcome};
 use crate::setup::Setup;
-use crate::tape::SqliteTapeStore;
+use crate::tape::{Durability, SqliteTapeStore};
 use anyhow::{Context, Result};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -24,7 +24,7 @@ use std::sync::Arc;
 pub(crate) async fn run_gateway(home: &BubHome, config: Option<PathBuf>, listen: Option<SocketAddr>) -> Result<()> {
     let (config, config_path) = load_config(home, config)?;
     let confinement = PolicyConfinement::new();
-    let store = Arc::new(SqliteTapeStore::open(home.database()).await?);
+    let store = Arc::new(SqliteTapeStore::open_with(home.database(), durability()?).await?);
     let vars = std::env::vars().collect();
     let provider: Arc<dyn EnvironmentProvider> = confinement.clone();
     let setup = Setup::build_with(home, home.workspaces_dir(), store, vars, Some(provider))?;
@@ -73,6 +73,17 @@ pub(crate) async fn run_gateway(home: &BubHome, config: Option<PathBuf>, listen:
     setup.shutdown().await;
     served.context("the HTTP server stopped")?.context("the HTTP server failed")?;
     Ok(())
+}
+
+/// `BUB_SQLITE_SYNC`: `full` (default: every commit reaches the disk before a
+/// message is acknowledged) or `normal` (commits survive a crash of the
+/// process, not of the machine; faster on slow disks).
+fn durability() -> Result<Durability> {
+    match std::env::var("BUB_SQLITE_SYNC").ok().as_deref().map(str::trim) {
+        None | Some("") | Some("full") => Ok(Durability::Full),
+        Some("normal") => Ok(Durability::Normal),
+        Some(other) => anyhow::bail!("BUB_SQLITE_SYNC={other:?}: must be full or normal"),
+    }
 }
 
 fn load_config(home: &BubHome, explicit: Option<PathBuf>) -> Result<(GatewayConfig, Option<PathBuf>)> {

@@ -217,7 +217,8 @@ impl InboundSink for Gateway {
             metrics::counter!("bub_inbound_rate_limited_total", "channel" => inbound.channel.clone()).increment(1);
             return Err(SubmitError::RateLimited { retry_after });
         }
-        let seq = match inner.store.receive(&inbound).await {
+        let session = admission::session_id(&inbound, policy.session_scope.value);
+        let seq = match inner.store.receive(&inbound, &session).await {
             Ok(Received::New(seq)) => seq,
             Ok(Received::Duplicate(outcome)) => return Ok(Submitted::Duplicate(outcome)),
             Err(error) => {

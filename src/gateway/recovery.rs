@@ -2,11 +2,11 @@
 //!
 //! - Replies stored but not delivered are sent (once: the outbox row is
 //!   marked delivered when the platform confirms).
-//! - Messages that were part of a turn: if the turn's marker event is on the
-//!   session's tape, the turn happened (the fork merged) and only its outcome
-//!   and reply were lost — they are rebuilt from the tape. Otherwise the turn
-//!   never landed and the messages go through the pipeline again.
-//! - Messages stored but not yet in a turn go through the pipeline again.
+//! - Messages without an outcome: if a turn's marker event on the session's
+//!   tape names them (or, for messages steered into a turn, names that turn),
+//!   the turn happened (the fork merged) and only its outcome and reply were
+//!   lost — they are rebuilt from the tape. Otherwise no turn landed for them
+//!   and they go through the pipeline again, in the order they arrived.
 
 use super::session::dispatch;
 use super::store::{StoreError, Unfinished};
@@ -30,23 +30,32 @@ pub(crate) async fn resume(inner: &Arc<Inner>) -> Result<(), StoreError> {
         let inner = inner.clone();
         tokio::spawn(async move { turn::deliver(&inner, reply, None).await });
     }
-    let mut turns: BTreeMap<(String, String), Vec<Unfinished>> = BTreeMap::new();
-    let mut fresh = Vec::new();
+    let mut sessions: BTreeMap<String, Vec<Unfinished>> = BTreeMap::new();
+    let mut again = Vec::new();
     for row in unfinished {
-        match (&row.turn, &row.session) {
-            (Some(turn), Some(session)) => turns.entry((session.clone(), turn.clone())).or_default().push(row),
-            _ => fresh.push(row),
+        match row.session.clone() {
+            Some(session) => sessions.entry(session).or_default().push(row),
+            None => again.push(row),
         }
     }
-    let mut again = fresh;
-    for ((session, turn_id), rows) in turns {
-        match landed_reply(inner, &session, &turn_id).await {
-            Some(text) => {
-                tracing::info!(session, turn = %turn_id, "turn was on the tape; sending its reply");
-                let messages = rows.into_iter().map(|row| message(inner, row)).collect();
-                turn::conclude(inner, messages, outcome(OutcomeStatus::Replied, text, &session), true).await;
+    for (session, rows) in sessions {
+        let markers = markers(inner, &session).await;
+        let mut landed: BTreeMap<String, Vec<Unfinished>> = BTreeMap::new();
+        for row in rows {
+            let turn = markers.iter().find(|marker| match &row.turn {
+                Some(turn) => &marker.turn == turn,
+                None => marker.messages.contains(&row.inbound.message_id),
+            });
+            match turn {
+                Some(marker) => landed.entry(marker.turn.clone()).or_default().push(row),
+                None => again.push(row),
             }
-            None => again.extend(rows),
+        }
+        for (turn_id, rows) in landed {
+            let text = landed_reply(inner, &session, &turn_id).await.unwrap_or_default();
+            tracing::info!(session, turn = %turn_id, "turn was on the tape; sending its reply");
+            let messages = rows.into_iter().map(|row| message(inner, row)).collect();
+            turn::conclude(inner, messages, outcome(OutcomeStatus::Replied, text, &session), true).await;
         }
     }
     again.sort_by_key(|row| row.seq);
@@ -54,6 +63,36 @@ pub(crate) async fn resume(inner: &Arc<Inner>) -> Result<(), StoreError> {
         dispatch(inner, message(inner, row)).await;
     }
     Ok(())
+}
+
+/// A turn marker read back from a tape.
+struct Marker {
+    turn: String,
+    messages: Vec<String>,
+}
+
+/// The latest turn markers of `session` (a restart happens before any new turn,
+/// so an interrupted turn's marker is among them if it landed).
+async fn markers(inner: &Arc<Inner>, session: &str) -> Vec<Marker> {
+    let Ok(tape) = inner.agent.tape(session) else { return Vec::new() };
+    let query = TapeQuery::all().kinds([EntryKind::Event]).named(TURN_EVENT).newest_first().limit(MARKER_SEARCH);
+    let entries = match tape.read(&query).await {
+        Ok(entries) => entries,
+        Err(error) => {
+            tracing::error!(%error, session, "cannot read turn markers; the session's messages run again");
+            return Vec::new();
+        }
+    };
+    entries
+        .iter()
+        .filter_map(|entry| {
+            let data = entry.data()?;
+            let turn = data.get("turn")?.as_str()?.to_string();
+            let messages =
+                data.get("messages")?.as_array()?.iter().filter_map(|m| m.as_str().map(String::from)).collect();
+            Some(Marker { turn, messages })
+        })
+        .collect()
 }
 
 fn message(inner: &Arc<Inner>, row: Unfinished) -> Message {

@@ -44,7 +44,7 @@ pub enum Received {
 pub struct Unfinished {
     pub seq: i64,
     pub inbound: Inbound,
-    /// The turn it was part of when the gateway stopped, if any.
+    /// The turn it was steered into, if any.
     pub turn: Option<String>,
     pub session: Option<String>,
 }
@@ -72,19 +72,21 @@ impl GatewayStore {
         GatewayStore { db }
     }
 
-    /// Stores `inbound` unless its channel already stored its message id.
-    pub async fn receive(&self, inbound: &Inbound) -> StoreResult<Received> {
+    /// Stores `inbound`, as a message of `session`, unless its channel
+    /// already stored its message id.
+    pub async fn receive(&self, inbound: &Inbound, session: &str) -> StoreResult<Received> {
         let json = serde_json::to_string(inbound).map_err(failed("encode inbound"))?;
         let inserted: Option<i64> = self
             .db
             .with_writer(async |conn| {
                 sqlx::query_scalar(
-                    "INSERT INTO gateway_inbox (channel, message_id, inbound, state, received_at) \
-                     VALUES ($1, $2, $3, 'queued', $4) ON CONFLICT (channel, message_id) DO NOTHING RETURNING seq",
+                    "INSERT INTO gateway_inbox (channel, message_id, inbound, state, session, received_at) \
+                     VALUES ($1, $2, $3, 'queued', $4, $5) ON CONFLICT (channel, message_id) DO NOTHING RETURNING seq",
                 )
                 .bind(&inbound.channel)
                 .bind(&inbound.message_id)
                 .bind(&json)
+                .bind(session)
                 .bind(now())
                 .fetch_optional(conn)
                 .await
@@ -112,8 +114,8 @@ impl GatewayStore {
         }
     }
 
-    /// Marks messages as part of `turn` in `session` (so a restart knows the
-    /// turn may already be on the tape).
+    /// Marks messages as part of `turn` in `session`: messages steered into a
+    /// running turn, which its marker on the tape does not list.
     pub async fn start_turn(&self, seqs: &[i64], session: &str, turn: &str) -> StoreResult<()> {
         self.db
             .with_writer(async |conn| {

@@ -73,11 +73,12 @@ pub(crate) fn start(inner: &Arc<Inner>, session: &str, batch: Vec<Message>) -> (
 
 async fn run(inner: &Arc<Inner>, share: &TurnShare) {
     let started = Instant::now();
-    let (seqs, prompt, ids, last) = {
+    // No write here: the turn's marker on the tape names its messages, which
+    // is how a restart knows whether the turn landed.
+    let (prompt, ids, last) = {
         let members = share.members.lock().unwrap_or_else(|p| p.into_inner());
         let Some(last) = members.last() else { return };
         (
-            members.iter().map(|m| m.seq).collect::<Vec<_>>(),
             match (members.as_slice(), inner.agent.command_prefix()) {
                 // A command runs as typed: no writer's name in front of the prefix.
                 ([only], Some(prefix)) if crate::command::is_command(&only.inbound.text, prefix) => {
@@ -92,9 +93,6 @@ async fn run(inner: &Arc<Inner>, share: &TurnShare) {
     let (policy, user, chat, channel) = last;
     let span = tracing::info_span!("turn", session = %share.session, turn = %share.id, channel = %channel);
     let _enter = span.enter();
-    if let Err(error) = inner.store.start_turn(&seqs, &share.session, &share.id).await {
-        tracing::error!(%error, "cannot mark the turn as running; it may run again after a restart");
-    }
 
     inner.confinement.set(&share.session, policy.confine_fs.value);
     let state = TurnState::new();

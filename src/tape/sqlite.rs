@@ -198,6 +198,62 @@ impl SqliteTapeStore {
         Ok(id)
     }
 
+    /// The row id of `tape`, from the cache or the database (then cached);
+    /// `None` while the tape has no entries.
+    async fn cached_tape_id(&self, tape: &TapeName) -> Result<Option<i64>, sqlx::Error> {
+        if let Some(id) = self.known_tapes.lock().unwrap_or_else(|p| p.into_inner()).get(tape) {
+            return Ok(Some(*id));
+        }
+        let mut conn = self.reader.acquire().await?;
+        let id = tape_id(&mut conn, tape).await?;
+        if let Some(id) = id {
+            self.known_tapes.lock().unwrap_or_else(|p| p.into_inner()).insert(tape.clone(), id);
+        }
+        Ok(id)
+    }
+
+    /// Runs a built `SELECT` of entries and decodes the rows, applying the
+    /// query's text filter (in Rust, so every store folds case alike) and limit.
+    async fn fetch_entries<'c, E>(
+        &self,
+        tape: &TapeName,
+        query: &TapeQuery,
+        mut select: QueryBuilder<Sqlite>,
+        executor: E,
+    ) -> TapeResult<Vec<Entry>>
+    where
+        E: sqlx::Executor<'c, Database = Sqlite>,
+    {
+        let failed = self.backend_error(tape, "read");
+        let limit = query.limit.unwrap_or(usize::MAX);
+        let mut found = Vec::new();
+        match query.text.as_deref() {
+            // Rows stream, so memory stays at `limit` entries.
+            Some(text) => {
+                let matcher = TextMatcher::new(text);
+                let mut rows = select.build().fetch(executor);
+                while found.len() < limit {
+                    let Some(row) = rows.try_next().await.map_err(&failed)? else {
+                        break;
+                    };
+                    let entry = self.decode(tape, &row)?;
+                    if matcher.matches(&entry) {
+                        found.push(entry);
+                    }
+                }
+            }
+            None => {
+                if let Some(limit) = query.limit {
+                    select.push(" LIMIT ").push_bind(limit as i64);
+                }
+                for row in select.build().fetch_all(executor).await.map_err(&failed)? {
+                    found.push(self.decode(tape, &row)?);
+                }
+            }
+        }
+        Ok(found)
+    }
+
     fn closed(&self, tape: &TapeName) -> TapeError {
         TapeError::Backend {
             tape: tape.to_string(),
@@ -255,73 +311,21 @@ impl TapeStore for SqliteTapeStore {
 
     async fn read(&self, tape: &TapeName, query: &TapeQuery) -> TapeResult<Vec<Entry>> {
         let failed = self.backend_error(tape, "read");
+        if query.scope == Scope::All {
+            // One statement is consistent on its own: no transaction, and the
+            // tape's id usually comes from the cache, so this is one round trip.
+            let Some(tape_id) = self.cached_tape_id(tape).await.map_err(&failed)? else {
+                return query.apply(tape, &[]);
+            };
+            return self.fetch_entries(tape, query, select_entries(tape_id, None, None, query), &self.reader).await;
+        }
         let mut tx = self.reader.begin().await.map_err(&failed)?;
         let Some(tape_id) = tape_id(&mut tx, tape).await.map_err(&failed)? else {
             // An empty tape: anchor scopes fail the same way as on a tape without anchors.
             return query.apply(tape, &[]);
         };
         let (from, to) = resolve_scope(&mut tx, tape, tape_id, &query.scope).await?;
-
-        let mut select = QueryBuilder::<Sqlite>::new(
-            "SELECT entry_id, kind, payload, meta, date FROM tape_entries WHERE tape_id = ",
-        );
-        select.push_bind(tape_id);
-        if let Some(from) = from {
-            select.push(" AND entry_id >= ").push_bind(from);
-        }
-        if let Some(to) = to {
-            select.push(" AND entry_id < ").push_bind(to);
-        }
-        if let Some(after) = query.after_id {
-            select.push(" AND entry_id > ").push_bind(after as i64);
-        }
-        if !query.kinds.is_empty() {
-            select.push(" AND kind IN (");
-            let mut kinds = select.separated(", ");
-            for kind in &query.kinds {
-                kinds.push_bind(kind.as_str());
-            }
-            select.push(")");
-        }
-        if let Some(name) = &query.name {
-            select.push(" AND name = ").push_bind(name.clone());
-        }
-        if let Some(since) = &query.since {
-            select.push(" AND date >= ").push_bind(format_date(since));
-        }
-        if let Some(until) = &query.until {
-            select.push(" AND date < ").push_bind(format_date(until));
-        }
-        select.push(if query.newest_first { " ORDER BY entry_id DESC" } else { " ORDER BY entry_id ASC" });
-
-        let limit = query.limit.unwrap_or(usize::MAX);
-        let mut found = Vec::new();
-        match query.text.as_deref() {
-            // Text is matched here rather than in SQL so that every store agrees on
-            // Unicode case folding; rows stream, so memory stays at `limit` entries.
-            Some(text) => {
-                let matcher = TextMatcher::new(text);
-                let mut rows = select.build().fetch(&mut *tx);
-                while found.len() < limit {
-                    let Some(row) = rows.try_next().await.map_err(&failed)? else {
-                        break;
-                    };
-                    let entry = self.decode(tape, &row)?;
-                    if matcher.matches(&entry) {
-                        found.push(entry);
-                    }
-                }
-            }
-            None => {
-                if let Some(limit) = query.limit {
-                    select.push(" LIMIT ").push_bind(limit as i64);
-                }
-                for row in select.build().fetch_all(&mut *tx).await.map_err(&failed)? {
-                    found.push(self.decode(tape, &row)?);
-                }
-            }
-        }
-        Ok(found)
+        self.fetch_entries(tape, query, select_entries(tape_id, from, to, query), &mut *tx).await
     }
 
     async fn stats(&self, tape: &TapeName) -> TapeResult<TapeStats> {
@@ -403,6 +407,42 @@ impl TapeStore for SqliteTapeStore {
     fn location(&self) -> String {
         format!("sqlite:{}", self.path.display())
     }
+}
+
+/// `SELECT` of a tape's entries in `[from, to)` matching the query's filters
+/// and order (text and limit are applied by the caller).
+fn select_entries(tape_id: i64, from: Option<i64>, to: Option<i64>, query: &TapeQuery) -> QueryBuilder<Sqlite> {
+    let mut select =
+        QueryBuilder::<Sqlite>::new("SELECT entry_id, kind, payload, meta, date FROM tape_entries WHERE tape_id = ");
+    select.push_bind(tape_id);
+    if let Some(from) = from {
+        select.push(" AND entry_id >= ").push_bind(from);
+    }
+    if let Some(to) = to {
+        select.push(" AND entry_id < ").push_bind(to);
+    }
+    if let Some(after) = query.after_id {
+        select.push(" AND entry_id > ").push_bind(after as i64);
+    }
+    if !query.kinds.is_empty() {
+        select.push(" AND kind IN (");
+        let mut kinds = select.separated(", ");
+        for kind in &query.kinds {
+            kinds.push_bind(kind.as_str());
+        }
+        select.push(")");
+    }
+    if let Some(name) = &query.name {
+        select.push(" AND name = ").push_bind(name.clone());
+    }
+    if let Some(since) = &query.since {
+        select.push(" AND date >= ").push_bind(format_date(since));
+    }
+    if let Some(until) = &query.until {
+        select.push(" AND date < ").push_bind(format_date(until));
+    }
+    select.push(if query.newest_first { " ORDER BY entry_id DESC" } else { " ORDER BY entry_id ASC" });
+    select
 }
 
 async fn tape_id(conn: &mut SqliteConnection, tape: &TapeName) -> Result<Option<i64>, sqlx::Error> {

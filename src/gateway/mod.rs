@@ -78,6 +78,8 @@ pub(crate) struct Inner {
     pub confinement: Arc<PolicyConfinement>,
     /// Messages waiting in sessions for a turn (debounce batches and queues).
     pub waiting: std::sync::atomic::AtomicI64,
+    /// Effective policies of the config in force, by channel and chat.
+    policies: std::sync::Mutex<PolicyCache>,
     /// Where operators wrote last (channel, chat id → chat, session), newest last,
     /// so the gateway can tell them about a refused config.
     operator_chats: std::sync::Mutex<indexmap::IndexMap<(String, String), (bub_channel::ChatRef, String)>>,
@@ -109,6 +111,7 @@ impl Gateway {
             confinement,
             waiting: Default::default(),
             operator_chats: Default::default(),
+            policies: Default::default(),
             limiter: limiter::InboundLimiter::default(),
         });
         record_turns(&inner.agent);
@@ -202,7 +205,7 @@ impl InboundSink for Gateway {
         if inbound.message_id.trim().is_empty() {
             return Err(SubmitError::Invalid("the message has no id".into()));
         }
-        let policy = Arc::new(inner.config.current().effective(&inbound.channel, &inbound.chat.id));
+        let policy = inner.policy(&inbound.channel, &inbound.chat.id);
         let user = admission::user_name(&inbound);
         if inbound.from_self {
             tracing::debug!(channel = %inbound.channel, "dropped the bot's own message");
@@ -232,7 +235,35 @@ impl InboundSink for Gateway {
     }
 }
 
+/// Resolving a chat's policy compiles its tool patterns: done once per chat
+/// and config, not per message.
+#[derive(Default)]
+struct PolicyCache {
+    config: Option<Arc<crate::policy::GatewayConfig>>,
+    chats: HashMap<(String, String), Arc<EffectivePolicy>>,
+}
+
+/// Chats kept in the cache before it starts over.
+const POLICY_CACHE_CHATS: usize = 10_000;
+
 impl Inner {
+    /// The policy in force for `chat` on `channel`.
+    pub(crate) fn policy(&self, channel: &str, chat: &str) -> Arc<EffectivePolicy> {
+        let config = self.config.current();
+        let mut cache = self.policies.lock().unwrap_or_else(|p| p.into_inner());
+        if !cache.config.as_ref().is_some_and(|cached| Arc::ptr_eq(cached, &config))
+            || cache.chats.len() >= POLICY_CACHE_CHATS
+        {
+            cache.chats.clear();
+            cache.config = Some(config.clone());
+        }
+        cache
+            .chats
+            .entry((channel.to_string(), chat.to_string()))
+            .or_insert_with(|| Arc::new(config.effective(channel, chat)))
+            .clone()
+    }
+
     /// Remembers where an operator wrote (the last 16 chats).
     pub(crate) fn note_operator_chat(&self, message: &Message, session: &str) {
         let is_operator = message

@@ -96,7 +96,7 @@ async fn markers(inner: &Arc<Inner>, session: &str) -> Vec<Marker> {
 }
 
 fn message(inner: &Arc<Inner>, row: Unfinished) -> Message {
-    let policy = Arc::new(inner.config.current().effective(&row.inbound.channel, &row.inbound.chat.id));
+    let policy = inner.policy(&row.inbound.channel, &row.inbound.chat.id);
     let user = admission::user_name(&row.inbound);
     Message { seq: row.seq, inbound: row.inbound, sink: None, policy, user }
 }

@@ -330,35 +330,32 @@ impl TapeStore for SqliteTapeStore {
 
     async fn stats(&self, tape: &TapeName) -> TapeResult<TapeStats> {
         let failed = self.backend_error(tape, "stats");
-        let mut tx = self.reader.begin().await.map_err(&failed)?;
-        let Some(tape_id) = tape_id(&mut tx, tape).await.map_err(&failed)? else {
-            return Ok(TapeStats::default());
-        };
-        let last_id: i64 = sqlx::query_scalar("SELECT last_entry_id FROM tapes WHERE id = $1")
-            .bind(tape_id)
-            .fetch_one(&mut *tx)
-            .await
-            .map_err(&failed)?;
-        let anchors: i64 =
-            sqlx::query_scalar("SELECT count(*) FROM tape_entries WHERE tape_id = $1 AND kind = 'anchor'")
-                .bind(tape_id)
-                .fetch_one(&mut *tx)
-                .await
-                .map_err(&failed)?;
-        let last_anchor = sqlx::query(
-            "SELECT entry_id, kind, payload, meta, date FROM tape_entries \
-             WHERE tape_id = $1 AND kind = 'anchor' ORDER BY entry_id DESC LIMIT 1",
+        // One statement (a consistent snapshot without a transaction): every
+        // turn asks, twice.
+        let row = sqlx::query(
+            "SELECT t.last_entry_id AS last_id, \
+                    (SELECT count(*) FROM tape_entries c WHERE c.tape_id = t.id AND c.kind = 'anchor') AS anchors, \
+                    a.entry_id, a.kind, a.payload, a.meta, a.date \
+             FROM tapes t LEFT JOIN tape_entries a ON a.tape_id = t.id AND a.kind = 'anchor' AND a.entry_id = \
+                (SELECT max(m.entry_id) FROM tape_entries m WHERE m.tape_id = t.id AND m.kind = 'anchor') \
+             WHERE t.name = $1",
         )
-        .bind(tape_id)
-        .fetch_optional(&mut *tx)
+        .bind(tape.as_str())
+        .fetch_optional(&self.reader)
         .await
         .map_err(&failed)?;
+        let Some(row) = row else {
+            return Ok(TapeStats::default());
+        };
+        let last_id: i64 = row.get("last_id");
+        let anchors: i64 = row.get("anchors");
+        let anchor_id: Option<i64> = row.get("entry_id");
         Ok(TapeStats {
             // ids are gapless from 1, so the last id is the count
             entries: last_id as u64,
             anchors: anchors as u64,
             last_id: last_id as u64,
-            last_anchor: last_anchor.map(|row| self.decode(tape, &row)).transpose()?,
+            last_anchor: anchor_id.map(|_| self.decode(tape, &row)).transpose()?,
         })
     }
 

@@ -10,9 +10,11 @@
 //! - [`codemode`]: code mode — model-written Python whose tool calls run on the host.
 //! - [`command`]: comma-command parsing and argument binding.
 //! - [`environment`]: per-session environments where processes and files live.
-//! - [`codemode`]: code mode's typed Python stub of the tools.
 //! - [`policy`]: gateway policy — the TOML config, per-chat effective policy,
 //!   tool enforcement, `,policy explain`, hot reload.
+//! - [`gateway`]: the inbound pipeline — durable inbox, admission, session
+//!   workers (debounce, busy rule), turns, outbox and the outbound scheduler.
+//! - [`http`]: the HTTP server — `/healthz`, `/readyz`, `/metrics`, channel routes.
 //! - [`skills`]: `SKILL.md` discovery and the `skill` tool.
 //! - [`setup`]: the agent the `bub` binary runs, assembled from `BUB_*` variables.
 //! - [`home`]: where bub keeps its files (`$BUB_HOME`).

@@ -243,8 +243,9 @@ struct PolicyCache {
     chats: HashMap<(String, String), Arc<EffectivePolicy>>,
 }
 
-/// Chats kept in the cache before it starts over.
-const POLICY_CACHE_CHATS: usize = 10_000;
+/// Chats kept in the cache before it starts over (a resolved policy with its
+/// compiled patterns is several KB: the cache must not grow with the chats).
+const POLICY_CACHE_CHATS: usize = 1024;
 
 impl Inner {
     /// The policy in force for `chat` on `channel`.

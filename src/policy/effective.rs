@@ -137,6 +137,12 @@ pub struct EffectivePolicy {
     pub confine_fs: Sourced<bool>,
 }
 
+/// The built-in `allowed_tools = ["*"]`, compiled once.
+fn any_tool() -> ToolPattern {
+    static ANY: std::sync::OnceLock<ToolPattern> = std::sync::OnceLock::new();
+    ANY.get_or_init(|| ToolPattern::new("*").expect("`*` is a valid glob")).clone()
+}
+
 /// The layers that apply to one chat, lowest first.
 fn applicable(config: &GatewayConfig, channel: &str, chat_id: &str) -> Vec<(Layer, PolicyLayer)> {
     let mut layers = vec![(Layer::Defaults, config.defaults.clone())];
@@ -178,9 +184,7 @@ impl GatewayConfig {
             operators: resolve(l, None, |p| {
                 p.operators.as_ref().map(|ops| Some(ops.iter().map(|o| o.get_ref().clone()).collect()))
             }),
-            allowed_tools: resolve(l, vec![ToolPattern::new("*").expect("`*` is a valid glob")], |p| {
-                patterns(&p.allowed_tools)
-            }),
+            allowed_tools: resolve(l, vec![any_tool()], |p| patterns(&p.allowed_tools)),
             denied_tools: resolve(l, Vec::new(), |p| patterns(&p.denied_tools)),
             address_by_mention: resolve(l, true, |p| p.addressing.as_ref()?.mention),
             address_by_reply: resolve(l, true, |p| p.addressing.as_ref()?.reply),

@@ -280,7 +280,7 @@ impl Agent {
                 }
                 Ok(answer) if answer.calls.is_empty() => {
                     out.send(StreamEvent::Final { step, text: answer.text }).await;
-                    let more = active.has_pending();
+                    let more = active.pending_or_close();
                     let status = if more { StepStatus::Continue } else { StepStatus::Ok };
                     self.inner.events.emit(finished(status, None)).await?;
                     if !more {

@@ -215,3 +215,38 @@ async fn first_start_generates_and_keeps_a_webhook_secret() {
     assert!(!again.stderr().contains("generated"), "a restart reuses the kept secret");
     again.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_group_message_recorded_before_a_crash_is_not_recorded_twice() {
+    use sqlx::sqlite::SqliteConnectOptions;
+    let home = tempfile::tempdir().unwrap();
+    let fake = FakeModel::start_answering("unused").await;
+    let gateway = GatewayProcess::start(home.path(), &env(&fake, &[]), &[]).await;
+    let mut chatter = message("g1", "room", "the deploy is at five");
+    chatter["group"] = json!(true);
+    let (_, body) = post(&gateway, "sync", &chatter).await;
+    assert_eq!(body["status"], "recorded");
+    gateway.stop().await;
+
+    // As if the gateway had died after recording it and before storing its outcome.
+    let options = SqliteConnectOptions::new().filename(home.path().join("bub.db"));
+    let pool = sqlx::SqlitePool::connect_with(options).await.unwrap();
+    sqlx::query("UPDATE gateway_inbox SET state = 'queued', outcome = NULL WHERE message_id = 'g1'")
+        .execute(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+
+    let gateway = GatewayProcess::start(home.path(), &env(&fake, &[]), &[]).await;
+    let (status, again) = post(&gateway, "sync", &chatter).await;
+    assert_eq!(status, 200);
+    assert_eq!(again["status"], "recorded", "the restart finished it: {again}");
+    gateway.stop().await;
+    let options = SqliteConnectOptions::new().filename(home.path().join("bub.db")).read_only(true);
+    let pool = sqlx::SqlitePool::connect_with(options).await.unwrap();
+    let copies: i64 = sqlx::query_scalar("SELECT count(*) FROM tape_entries WHERE payload LIKE '%deploy is at five%'")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(copies, 1, "recorded once");
+}

@@ -60,6 +60,8 @@ pub(crate) struct Message {
     pub policy: Arc<EffectivePolicy>,
     /// `<channel>:<sender id>`.
     pub user: String,
+    /// Picked up again after a restart: it may already be on the tape.
+    pub recovered: bool,
 }
 
 /// The running gateway. Cheap to clone.
@@ -230,7 +232,7 @@ impl InboundSink for Gateway {
             }
         };
         metrics::counter!("bub_inbound_messages_total", "channel" => inbound.channel.clone()).increment(1);
-        session::dispatch(inner, Message { seq, inbound, sink, policy, user }).await;
+        session::dispatch(inner, Message { seq, inbound, sink, policy, user, recovered: false }).await;
         Ok(Submitted::Accepted)
     }
 }

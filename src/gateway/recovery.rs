@@ -98,7 +98,7 @@ async fn markers(inner: &Arc<Inner>, session: &str) -> Vec<Marker> {
 fn message(inner: &Arc<Inner>, row: Unfinished) -> Message {
     let policy = inner.policy(&row.inbound.channel, &row.inbound.chat.id);
     let user = admission::user_name(&row.inbound);
-    Message { seq: row.seq, inbound: row.inbound, sink: None, policy, user }
+    Message { seq: row.seq, inbound: row.inbound, sink: None, policy, user, recovered: true }
 }
 
 /// The reply of turn `turn_id` when it is on the tape: the assistant text

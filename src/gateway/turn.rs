@@ -263,8 +263,25 @@ pub(crate) async fn record_on_tape(
         .with_meta("inactive", json!(true))
         .with_meta("message_id", json!(message.inbound.message_id));
     let tape = inner.agent.tape(session)?;
+    if message.recovered && already_recorded(&tape, &message.inbound.message_id).await? {
+        return Ok(());
+    }
     tape.ensure_bootstrap_anchor().await?;
     tape.append(entry).await.map(|_| ()).inspect_err(|error| {
         tracing::error!(%error, session, "cannot record a message on the tape");
     })
+}
+
+/// How far back a restart looks for a message recorded before the crash.
+const RECORDED_SEARCH: usize = 64;
+
+/// Whether a message recorded without a turn is already on the tape (the
+/// gateway stopped between recording it and storing its outcome).
+async fn already_recorded(tape: &crate::tape::Tape, message_id: &str) -> Result<bool, crate::tape::TapeError> {
+    let query =
+        crate::tape::TapeQuery::all().kinds([crate::tape::EntryKind::Message]).newest_first().limit(RECORDED_SEARCH);
+    let recent = tape.read(&query).await?;
+    Ok(recent.iter().any(|entry| {
+        entry.meta.get("inactive") == Some(&json!(true)) && entry.meta.get("message_id") == Some(&json!(message_id))
+    }))
 }

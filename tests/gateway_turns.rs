@@ -137,3 +137,32 @@ async fn a_sender_over_the_inbound_rate_gets_429_and_nothing_is_stored() {
     assert_eq!(response.status(), 200);
     gateway.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sync_caller_gets_504_after_the_reply_timeout_and_the_outcome_when_asking_again() {
+    let home = tempfile::tempdir().unwrap();
+    let fake = FakeModel::start().await;
+    fake.push(Reply::slow_first_token(Duration::from_secs(3), Reply::text("late but here")));
+    let text =
+        format!("[channels.webhook]\nkind = \"webhook\"\nsecrets = [\"{SECRET}\"]\nreply_timeout_seconds = 0.5\n");
+    let path = home.path().join("bub.toml");
+    std::fs::write(&path, text).unwrap();
+    let gateway =
+        GatewayProcess::start(home.path(), &fake.vars("openai:gpt-test"), &["--config", path.to_str().unwrap()]).await;
+    let (status, body) = send(gateway.addr, "slow", "c1", "take your time").await;
+    assert_eq!(status, 504, "{body}");
+    assert_eq!(body["error"], "timeout");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let (status, body) = send(gateway.addr, "slow", "c1", "take your time").await;
+        if status == 200 {
+            assert_eq!(body["text"], "late but here");
+            break;
+        }
+        assert_eq!(status, 409, "still running: {body}");
+        assert!(std::time::Instant::now() < deadline, "the turn never finished");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(fake.request_count(), 1, "asking again did not start another turn");
+    gateway.stop().await;
+}

@@ -117,6 +117,9 @@ pub struct WebhookChannel {
     pub callback_url: Option<String>,
     /// Signs callbacks; `None`: the first of `secrets` (see [`WebhookChannel::callback_secret`]).
     pub callback_secret: Option<Secret>,
+    /// How long a `mode=sync` request waits for its reply (then 504; the turn
+    /// goes on). `None`: the adapter's default, 10 minutes.
+    pub reply_timeout: Option<Seconds>,
 }
 
 impl WebhookChannel {
@@ -377,6 +380,7 @@ struct RawChannel {
     secrets: Option<Spanned<Vec<Secret>>>,
     callback_url: Option<Spanned<String>>,
     callback_secret: Option<Spanned<Secret>>,
+    reply_timeout_seconds: Option<Spanned<Seconds>>,
     token: Option<Spanned<Secret>>,
     api_url: Option<Spanned<String>>,
     #[serde(default)]
@@ -423,7 +427,12 @@ impl GatewayConfig {
     /// channel named `webhook` with this secret, on 127.0.0.1:8080, replies on
     /// the request (no callback), and the built-in policy defaults.
     pub fn default_webhook(secret: String) -> GatewayConfig {
-        let webhook = WebhookChannel { secrets: vec![Secret::new(secret)], callback_url: None, callback_secret: None };
+        let webhook = WebhookChannel {
+            secrets: vec![Secret::new(secret)],
+            callback_url: None,
+            callback_secret: None,
+            reply_timeout: None,
+        };
         let channel = ChannelConfig {
             kind: ChannelKind::Webhook(webhook),
             policy: PolicyLayer::default(),
@@ -548,14 +557,15 @@ impl RawChannel {
         let kind_span = self.kind.span();
         let kind = *self.kind.get_ref();
         let (kind_name, own_keys): (&str, &[&str]) = match kind {
-            KindName::Webhook => ("webhook", &["secrets", "callback_url", "callback_secret"]),
+            KindName::Webhook => ("webhook", &["secrets", "callback_url", "callback_secret", "reply_timeout_seconds"]),
             KindName::Telegram => ("telegram", &["token", "api_url"]),
             KindName::Discord => ("discord", &["token", "api_url"]),
         };
-        let present: [(&str, Option<std::ops::Range<usize>>); 5] = [
+        let present: [(&str, Option<std::ops::Range<usize>>); 6] = [
             ("secrets", self.secrets.as_ref().map(Spanned::span)),
             ("callback_url", self.callback_url.as_ref().map(Spanned::span)),
             ("callback_secret", self.callback_secret.as_ref().map(Spanned::span)),
+            ("reply_timeout_seconds", self.reply_timeout_seconds.as_ref().map(Spanned::span)),
             ("token", self.token.as_ref().map(Spanned::span)),
             ("api_url", self.api_url.as_ref().map(Spanned::span)),
         ];
@@ -585,7 +595,13 @@ impl RawChannel {
                     other => other.map(Spanned::into_inner),
                 };
                 let callback_url = self.callback_url.map(|url| check_url(source, url)).transpose()?;
-                ChannelKind::Webhook(WebhookChannel { secrets, callback_url, callback_secret })
+                let reply_timeout = match self.reply_timeout_seconds {
+                    Some(seconds) if !(seconds.get_ref().0 > 0.0 && seconds.get_ref().0.is_finite()) => {
+                        return Err(source.error(Some(seconds.span()), "`reply_timeout_seconds` must be above 0"));
+                    }
+                    other => other.map(Spanned::into_inner),
+                };
+                ChannelKind::Webhook(WebhookChannel { secrets, callback_url, callback_secret, reply_timeout })
             }
             KindName::Telegram | KindName::Discord => {
                 let token = self.token.ok_or_else(|| missing("token"))?;

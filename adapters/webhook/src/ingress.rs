@@ -37,6 +37,7 @@ pub(crate) struct Ingress {
     replay_window: Duration,
     max_body_bytes: usize,
     accepts_async: bool,
+    reply_timeout: Duration,
     inbox: RwLock<Option<Arc<dyn InboundSink>>>,
 }
 
@@ -47,8 +48,9 @@ impl Ingress {
         replay_window: Duration,
         max_body_bytes: usize,
         accepts_async: bool,
+        reply_timeout: Duration,
     ) -> Ingress {
-        Ingress { name, secrets, replay_window, max_body_bytes, accepts_async, inbox: RwLock::new(None) }
+        Ingress { name, secrets, replay_window, max_body_bytes, accepts_async, reply_timeout, inbox: RwLock::new(None) }
     }
 
     pub(crate) fn name(&self) -> &str {
@@ -138,7 +140,11 @@ async fn receive(
         Submitted::Accepted => match (mode, replies) {
             (Mode::Sse, Some(replies)) => stream_reply(message_id, replies).await,
             (_, Some(replies)) => {
-                let outcome = wait_for_outcome(replies).await?;
+                // The turn goes on without the caller: its outcome comes back
+                // to a later request with the same message_id.
+                let outcome = tokio::time::timeout(ingress.reply_timeout, wait_for_outcome(replies))
+                    .await
+                    .map_err(|_| WebhookError::ReplyTimeout(ingress.reply_timeout))??;
                 Ok(Json(OutcomeBody::new(&message_id, &outcome)).into_response())
             }
             (_, None) => {
@@ -351,6 +357,10 @@ pub(crate) enum WebhookError {
     Submit(#[from] SubmitError),
     #[error("the gateway stopped before the reply was finished; retry with the same message_id")]
     ReplyClosed,
+    #[error(
+        "no reply after {0:?}; the message is still being handled — send it again with the same message_id for its outcome"
+    )]
+    ReplyTimeout(Duration),
 }
 
 impl WebhookError {
@@ -371,6 +381,7 @@ impl WebhookError {
             WebhookError::Submit(SubmitError::RateLimited { .. }) => "rate_limited",
             WebhookError::Submit(SubmitError::Unavailable(_)) | WebhookError::ReplyClosed => "unavailable",
             WebhookError::Submit(SubmitError::Invalid(_)) => "invalid_message",
+            WebhookError::ReplyTimeout(_) => "timeout",
         }
     }
 
@@ -381,6 +392,7 @@ impl WebhookError {
             WebhookError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             WebhookError::MissingHeader(_) | WebhookError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             WebhookError::InProgress => StatusCode::CONFLICT,
+            WebhookError::ReplyTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
             WebhookError::Submit(SubmitError::RateLimited { .. }) => StatusCode::TOO_MANY_REQUESTS,
             WebhookError::BodyRead(_)
             | WebhookError::BadMode(_)

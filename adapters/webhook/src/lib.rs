@@ -88,6 +88,8 @@ pub const IDEMPOTENCY_KEY_HEADER: &str = "idempotency-key";
 pub const DEFAULT_REPLAY_WINDOW: Duration = Duration::from_secs(5 * 60);
 /// Default [`WebhookSettings::max_body_bytes`] (1 MiB).
 pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
+/// How long a `sync` request waits for its reply by default.
+pub const DEFAULT_REPLY_TIMEOUT: Duration = Duration::from_secs(10 * 60);
 
 /// One webhook endpoint's configuration (`[channels.<name>]`).
 #[derive(Clone)]
@@ -104,6 +106,9 @@ pub struct WebhookSettings {
     pub replay_window: Duration,
     /// Larger request bodies are refused with 413.
     pub max_body_bytes: usize,
+    /// How long a `sync` request waits for its reply before a 504 (the turn
+    /// goes on; the same message_id later gets the outcome).
+    pub reply_timeout: Duration,
 }
 
 impl WebhookSettings {
@@ -116,6 +121,7 @@ impl WebhookSettings {
             callback_secret: None,
             replay_window: DEFAULT_REPLAY_WINDOW,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            reply_timeout: DEFAULT_REPLY_TIMEOUT,
         }
     }
 }
@@ -130,6 +136,7 @@ impl fmt::Debug for WebhookSettings {
             .field("callback_secret", &self.callback_secret.as_ref().map(|_| "redacted"))
             .field("replay_window", &self.replay_window)
             .field("max_body_bytes", &self.max_body_bytes)
+            .field("reply_timeout", &self.reply_timeout)
             .finish()
     }
 }
@@ -183,6 +190,7 @@ impl WebhookChannel {
             settings.replay_window,
             settings.max_body_bytes,
             callback.is_some(),
+            settings.reply_timeout,
         );
         Ok(WebhookChannel { ingress: Arc::new(ingress), callback })
     }

@@ -329,6 +329,17 @@ async fn an_unavailable_gateway_is_a_503() {
 }
 
 #[tokio::test]
+async fn a_sync_request_stops_waiting_after_the_reply_timeout_with_a_504() {
+    let inbox = FakeInbox::new(Script::Hold);
+    let mut settings = settings();
+    settings.reply_timeout = Duration::from_millis(300);
+    let served = serve(settings, Some(inbox)).await;
+    let (status, reply) = json(served.post_signed("", &message("m", "hi"), SECRET).await).await;
+    assert_eq!((status, reply["error"].as_str()), (504, Some("timeout")));
+    assert!(reply["message"].as_str().unwrap().contains("same message_id"), "{reply}");
+}
+
+#[tokio::test]
 async fn a_gateway_that_closes_the_reply_without_an_outcome_is_a_503() {
     let inbox = FakeInbox::new(Script::CloseWithoutDone);
     let served = serve(settings(), Some(inbox)).await;

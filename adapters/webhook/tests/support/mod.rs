@@ -27,17 +27,24 @@ pub enum Script {
     CloseWithoutDone,
     /// Accept, stream these deltas, then drop the sink without an outcome.
     DeltasThenClose(Vec<String>),
+    /// Accept and keep the sink open without ever finishing (a turn that runs long).
+    Hold,
 }
 
 /// Records what was submitted and answers as scripted.
 pub struct FakeInbox {
     script: Mutex<Script>,
     submitted: Mutex<Vec<(Inbound, bool)>>,
+    held: Mutex<Vec<ReplySink>>,
 }
 
 impl FakeInbox {
     pub fn new(script: Script) -> Arc<FakeInbox> {
-        Arc::new(FakeInbox { script: Mutex::new(script), submitted: Mutex::new(Vec::new()) })
+        Arc::new(FakeInbox {
+            script: Mutex::new(script),
+            submitted: Mutex::new(Vec::new()),
+            held: Mutex::new(Vec::new()),
+        })
     }
 
     pub fn replying(deltas: &[&str], text: &str) -> Arc<FakeInbox> {
@@ -75,6 +82,10 @@ impl InboundSink for FakeInbox {
             Script::Fail(error) => Err(error),
             Script::CloseWithoutDone => {
                 drop(replies);
+                Ok(Submitted::Accepted)
+            }
+            Script::Hold => {
+                self.held.lock().unwrap().extend(replies);
                 Ok(Submitted::Accepted)
             }
             Script::DeltasThenClose(deltas) => {

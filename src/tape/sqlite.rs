@@ -319,11 +319,12 @@ impl TapeStore for SqliteTapeStore {
             };
             return self.fetch_entries(tape, query, select_entries(tape_id, None, None, query), &self.reader).await;
         }
-        let mut tx = self.reader.begin().await.map_err(&failed)?;
-        let Some(tape_id) = tape_id(&mut tx, tape).await.map_err(&failed)? else {
+        // Ids never change, so the cached one is right even outside the transaction.
+        let Some(tape_id) = self.cached_tape_id(tape).await.map_err(&failed)? else {
             // An empty tape: anchor scopes fail the same way as on a tape without anchors.
             return query.apply(tape, &[]);
         };
+        let mut tx = self.reader.begin().await.map_err(&failed)?;
         let (from, to) = resolve_scope(&mut tx, tape, tape_id, &query.scope).await?;
         self.fetch_entries(tape, query, select_entries(tape_id, from, to, query), &mut *tx).await
     }

@@ -55,6 +55,18 @@ use std::time::{Duration, Instant};
 
 const SECRET: &str = "load-secret";
 
+/// The gateway's `/metrics` text.
+async fn fetch_metrics(gateway: &GatewayProcess) -> String {
+    gateway::client()
+        .get(format!("{}/metrics", gateway.base_url()))
+        .send()
+        .await
+        .expect("GET /metrics")
+        .text()
+        .await
+        .unwrap_or_default()
+}
+
 fn knob(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.trim().parse().ok()).unwrap_or(default)
 }
@@ -305,17 +317,7 @@ async fn run() {
         }
     }
     let (after_load_rss, _) = rss_kib(pid);
-    let metrics = reqwest::Client::builder()
-        .no_proxy()
-        .build()
-        .expect("client")
-        .get(format!("{}/metrics", gateway.base_url()))
-        .send()
-        .await
-        .expect("GET /metrics")
-        .text()
-        .await
-        .unwrap_or_default();
+    let metrics = fetch_metrics(&gateway).await;
 
     let model_time: HashMap<String, Duration> =
         std::mem::take(&mut *model_times.by_message.lock().unwrap_or_else(|p| p.into_inner()));
@@ -332,21 +334,7 @@ async fn run() {
     let (opened, open_time, open_failed) = run_phase(gateway.addr, sessions, extra, 0, clients, "open").await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let (sessions_rss, peak_rss) = rss_kib(pid);
-    let active = metric_lines(
-        &reqwest::Client::builder()
-            .no_proxy()
-            .build()
-            .expect("client")
-            .get(format!("{}/metrics", gateway.base_url()))
-            .send()
-            .await
-            .expect("GET /metrics")
-            .text()
-            .await
-            .unwrap_or_default(),
-        "bub_sessions_active",
-    )
-    .join(" ");
+    let active = metric_lines(&fetch_metrics(&gateway).await, "bub_sessions_active").join(" ");
     gateway.stop().await;
 
     let rate = samples.len() as f64 / elapsed.as_secs_f64();

@@ -9,9 +9,8 @@ use bub::tape::{EntryKind, TapeQuery};
 use bub::tools::{Tool, ToolContext, ToolError};
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
-use support::scripted_agent;
+use support::{fake_bash, scripted_agent};
 
 /// Add two numbers.
 #[derive(Deserialize, JsonSchema)]
@@ -28,23 +27,6 @@ fn add_tool() -> Tool {
         let sum = args.a + args.b;
         Ok::<_, ToolError>(if args.verbose { format!("{} + {} = {sum}", args.a, args.b) } else { sum.to_string() })
     })
-}
-
-/// A stand-in shell that echoes what it was asked to run.
-fn fake_bash(seen: Arc<Mutex<Vec<String>>>) -> Tool {
-    Tool::new(
-        "bash",
-        "run a shell command",
-        json!({"type": "object", "properties": {"cmd": {"type": "string"}}}),
-        move |args: Value, _| {
-            let seen = seen.clone();
-            async move {
-                let cmd = args["cmd"].as_str().unwrap_or_default().to_string();
-                seen.lock().unwrap().push(cmd.clone());
-                Ok(json!(format!("ran: {cmd}")))
-            }
-        },
-    )
 }
 
 #[tokio::test]

@@ -195,28 +195,29 @@ async fn a_policy_edit_applies_without_restart_and_an_invalid_edit_keeps_the_old
     gateway.stop().await;
 }
 
+/// Starts `bub gateway` on `config_text`, expecting it to refuse; its stderr.
+fn refused_start(home: &Path, config_text: &str) -> String {
+    let path = home.join("bub.toml");
+    std::fs::write(&path, config_text).unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_bub"))
+        .env("BUB_HOME", home)
+        .args(["gateway", "--listen", "127.0.0.1:0", "--config", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_broken_config_stops_the_gateway_with_file_line_and_column() {
     let home = tempfile::tempdir().unwrap();
-    let path = home.path().join("bub.toml");
-    std::fs::write(&path, "[channels.webhook]\nkind = \"webhook\"\nsecrets = [\"x\"]\ncalback_url = \"http://x\"\n")
-        .unwrap();
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_bub"))
-        .env("BUB_HOME", home.path())
-        .args(["gateway", "--listen", "127.0.0.1:0", "--config", path.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = refused_start(
+        home.path(),
+        "[channels.webhook]\nkind = \"webhook\"\nsecrets = [\"x\"]\ncalback_url = \"http://x\"\n",
+    );
     assert!(stderr.contains("bub.toml:4:1"), "{stderr}");
     assert!(stderr.contains("callback_url"), "did you mean: {stderr}");
 
-    std::fs::write(&path, "[channels.webhook]\nkind = \"webhook\"\nsecrets = []\n").unwrap();
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_bub"))
-        .env("BUB_HOME", home.path())
-        .args(["gateway", "--listen", "127.0.0.1:0", "--config", path.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(!output.status.success());
-    assert!(String::from_utf8_lossy(&output.stderr).contains("secret"), "{}", String::from_utf8_lossy(&output.stderr));
+    let stderr = refused_start(home.path(), "[channels.webhook]\nkind = \"webhook\"\nsecrets = []\n");
+    assert!(stderr.contains("secret"), "{stderr}");
 }

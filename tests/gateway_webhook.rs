@@ -28,6 +28,18 @@ async fn post(gateway: &GatewayProcess, mode: &str, body: &Value) -> (u16, Value
     (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
 }
 
+/// `body` as raw bytes to the default channel, signed with `secret` as of `timestamp`.
+async fn post_bytes(gateway: &GatewayProcess, timestamp: i64, secret: &str, body: Vec<u8>) -> reqwest::Response {
+    client()
+        .post(format!("{}/webhook/webhook", gateway.base_url()))
+        .header(bub_webhook::TIMESTAMP_HEADER, timestamp.to_string())
+        .header(bub_webhook::SIGNATURE_HEADER, bub_webhook::sign(secret, timestamp, &body))
+        .body(body)
+        .send()
+        .await
+        .expect("request")
+}
+
 /// Rows in the gateway's inbox, read from the database file.
 async fn inbox_rows(home: &Path) -> i64 {
     use sqlx::sqlite::SqliteConnectOptions;
@@ -52,16 +64,8 @@ async fn prompt_round_trip_in_sync_sse_and_async_modes() {
     assert_eq!(body["text"], "pong from the model");
     assert_eq!(body["message_id"], "m1");
 
-    let bytes = serde_json::to_vec(&message("m2", "c2", "ping")).unwrap();
-    let timestamp = chrono::Utc::now().timestamp();
-    let response = client()
-        .post(format!("{}/webhook/webhook?mode=sse", gateway.base_url()))
-        .header(bub_webhook::TIMESTAMP_HEADER, timestamp.to_string())
-        .header(bub_webhook::SIGNATURE_HEADER, bub_webhook::sign(SECRET, timestamp, &bytes))
-        .body(bytes)
-        .send()
-        .await
-        .unwrap();
+    let response =
+        signed_request(&client(), gateway.addr, "webhook", "sse", &message("m2", "c2", "ping"), SECRET).await.unwrap();
     assert_eq!(response.status(), 200);
     assert!(response.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
     let stream = response.text().await.unwrap();
@@ -102,54 +106,22 @@ async fn bad_requests_are_refused_and_nothing_is_stored() {
     let home = tempfile::tempdir().unwrap();
     let fake = FakeModel::start_answering("never").await;
     let gateway = GatewayProcess::start(home.path(), &env(&fake, &[]), &[]).await;
-    let url = format!("{}/webhook/webhook", gateway.base_url());
     let body = serde_json::to_vec(&message("b1", "c1", "hi")).unwrap();
     let now = chrono::Utc::now().timestamp();
 
-    let bad_signature = client()
-        .post(&url)
-        .header(bub_webhook::TIMESTAMP_HEADER, now.to_string())
-        .header(bub_webhook::SIGNATURE_HEADER, bub_webhook::sign("wrong secret", now, &body))
-        .body(body.clone())
-        .send()
-        .await
-        .unwrap();
+    let bad_signature = post_bytes(&gateway, now, "wrong secret", body.clone()).await;
     assert_eq!(bad_signature.status(), 401);
     let error: Value = bad_signature.json().await.unwrap();
     assert!(error["message"].as_str().is_some_and(|m| !m.is_empty()), "{error}");
 
-    let stale = now - 6 * 60;
-    let stale_response = client()
-        .post(&url)
-        .header(bub_webhook::TIMESTAMP_HEADER, stale.to_string())
-        .header(bub_webhook::SIGNATURE_HEADER, bub_webhook::sign(SECRET, stale, &body))
-        .body(body.clone())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(stale_response.status(), 401);
+    let stale = post_bytes(&gateway, now - 6 * 60, SECRET, body).await;
+    assert_eq!(stale.status(), 401);
 
-    let huge = vec![b'x'; 1024 * 1024 + 1];
-    let oversize = client()
-        .post(&url)
-        .header(bub_webhook::TIMESTAMP_HEADER, now.to_string())
-        .header(bub_webhook::SIGNATURE_HEADER, bub_webhook::sign(SECRET, now, &huge))
-        .body(huge)
-        .send()
-        .await
-        .unwrap();
+    let oversize = post_bytes(&gateway, now, SECRET, vec![b'x'; 1024 * 1024 + 1]).await;
     assert_eq!(oversize.status(), 413);
 
-    let malformed = b"{\"message_id\": \"b2\", ".to_vec();
-    let malformed_response = client()
-        .post(&url)
-        .header(bub_webhook::TIMESTAMP_HEADER, now.to_string())
-        .header(bub_webhook::SIGNATURE_HEADER, bub_webhook::sign(SECRET, now, &malformed))
-        .body(malformed)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(malformed_response.status(), 400);
+    let malformed = post_bytes(&gateway, now, SECRET, b"{\"message_id\": \"b2\", ".to_vec()).await;
+    assert_eq!(malformed.status(), 400);
 
     gateway.stop().await;
     assert_eq!(inbox_rows(home.path()).await, 0, "refused requests leave nothing in the inbox");

@@ -10,13 +10,12 @@ use bub::home::BubHome;
 use bub::policy::{self, GatewayConfig, SessionPolicy};
 use bub::setup::Setup;
 use bub::tape::SqliteTapeStore;
-use bub::tools::Tool;
 use bub_channel::ChatKind;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
-use support::scripted_agent;
+use support::{fake_bash, scripted_agent};
 
 const EXAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/bub.example.toml");
 
@@ -140,23 +139,6 @@ fn bub_policy_check_accepts_a_good_file_and_points_at_the_problem_in_a_bad_one()
 }
 
 // ---- enforcement on a real agent ----
-
-/// A stand-in shell that records what it was asked to run.
-fn fake_bash(seen: Arc<Mutex<Vec<String>>>) -> Tool {
-    Tool::new(
-        "bash",
-        "run a shell command",
-        json!({"type": "object", "properties": {"cmd": {"type": "string"}}}),
-        move |args: Value, _| {
-            let seen = seen.clone();
-            async move {
-                let cmd = args["cmd"].as_str().unwrap_or_default().to_string();
-                seen.lock().unwrap().push(cmd.clone());
-                Ok(json!(format!("ran: {cmd}")))
-            }
-        },
-    )
-}
 
 const GATEWAY: &str = r#"
 [channels.hooks]

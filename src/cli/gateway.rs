@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub(crate) async fn run_gateway(home: &BubHome, config: Option<PathBuf>, listen: Option<SocketAddr>) -> Result<()> {
-    let (config, config_path) = load_config(home, config)?;
+    let config_path = config.or_else(|| Some(home.config_file()).filter(|path| path.exists()));
     let confinement = PolicyConfinement::new();
     let store = Arc::new(SqliteTapeStore::open_with(home.database(), durability()?).await?);
     let vars = std::env::vars().collect();
@@ -30,21 +30,18 @@ pub(crate) async fn run_gateway(home: &BubHome, config: Option<PathBuf>, listen:
     let setup = Setup::build_with(home, home.workspaces_dir(), store, vars, Some(provider))?;
     crate::policy::enforce(&setup.agent);
     setup.agent.add_tool(crate::policy::policy_tool());
-    if config_path.is_some() {
-        let known: Vec<String> = setup.agent.tools().iter().map(|tool| tool.name().to_string()).collect();
-        config.validate_tools(&known).map_err(|error| anyhow::anyhow!("{error}"))?;
-    }
-    let adapters = channels::from_config(&config)?;
-    let addr = listen.unwrap_or(config.http.listen);
-    let known_tools: Vec<String> = setup.agent.tools().iter().map(|tool| tool.name().to_string()).collect();
+    // A config file is read, checked against the agent's tools and watched in one go.
     let (live, reloads) = match &config_path {
         Some(path) => {
-            let (live, reloads) =
-                LiveConfig::watch(path, known_tools.clone()).map_err(|error| anyhow::anyhow!("{error}"))?;
+            let known_tools = setup.agent.tools().iter().map(|tool| tool.name().to_string()).collect();
+            let (live, reloads) = LiveConfig::watch(path, known_tools).map_err(|error| anyhow::anyhow!("{error}"))?;
             (live, Some(reloads))
         }
-        None => (LiveConfig::fixed(config.clone()), None),
+        None => (LiveConfig::fixed(default_config(home)?), None),
     };
+    let config = live.current();
+    let adapters = channels::from_config(&config)?;
+    let addr = listen.unwrap_or(config.http.listen);
     let store = GatewayStore::new((*setup.store).clone());
     let gateway = Gateway::new(setup.agent.clone(), store, live, adapters, confinement);
     let listener = tokio::net::TcpListener::bind(addr)
@@ -86,26 +83,17 @@ fn durability() -> Result<Durability> {
     }
 }
 
-fn load_config(home: &BubHome, explicit: Option<PathBuf>) -> Result<(GatewayConfig, Option<PathBuf>)> {
-    let path = explicit.or_else(|| Some(home.config_file()).filter(|path| path.exists()));
-    match path {
-        Some(path) => Ok((load_file(&path)?, Some(path))),
-        None => {
-            let mut config = GatewayConfig::default_webhook(webhook_secret(home)?);
-            if let Ok(url) = std::env::var("BUB_WEBHOOK_CALLBACK_URL")
-                && !url.trim().is_empty()
-                && let Some(channel) = config.channels.get_mut("webhook")
-                && let crate::policy::ChannelKind::Webhook(settings) = &mut channel.kind
-            {
-                settings.callback_url = Some(url.trim().to_string());
-            }
-            Ok((config, None))
-        }
+/// The embedded default: one webhook channel, its secret and optional callback from the environment.
+fn default_config(home: &BubHome) -> Result<GatewayConfig> {
+    let mut config = GatewayConfig::default_webhook(webhook_secret(home)?);
+    if let Ok(url) = std::env::var("BUB_WEBHOOK_CALLBACK_URL")
+        && !url.trim().is_empty()
+        && let Some(channel) = config.channels.get_mut("webhook")
+        && let crate::policy::ChannelKind::Webhook(settings) = &mut channel.kind
+    {
+        settings.callback_url = Some(url.trim().to_string());
     }
-}
-
-fn load_file(path: &Path) -> Result<GatewayConfig> {
-    GatewayConfig::load(path).map_err(|error| anyhow::anyhow!("{error}"))
+    Ok(config)
 }
 
 /// `BUB_WEBHOOK_SECRET`, or the stored one, or a new one (stored, and printed once).

@@ -60,6 +60,8 @@ pub(crate) struct Message {
     pub policy: Arc<EffectivePolicy>,
     /// `<channel>:<sender id>`.
     pub user: String,
+    /// The session it belongs to, resolved once when it arrived.
+    pub session: String,
     /// Picked up again after a restart: it may already be on the tape.
     pub recovered: bool,
 }
@@ -232,7 +234,7 @@ impl InboundSink for Gateway {
             }
         };
         metrics::counter!("bub_inbound_messages_total", "channel" => inbound.channel.clone()).increment(1);
-        session::dispatch(inner, Message { seq, inbound, sink, policy, user, recovered: false }).await;
+        session::dispatch(inner, Message { seq, inbound, sink, policy, user, session, recovered: false }).await;
         Ok(Submitted::Accepted)
     }
 }
@@ -268,7 +270,7 @@ impl Inner {
     }
 
     /// Remembers where an operator wrote (the last 16 chats).
-    pub(crate) fn note_operator_chat(&self, message: &Message, session: &str) {
+    pub(crate) fn note_operator_chat(&self, message: &Message) {
         let is_operator = message
             .policy
             .operators
@@ -281,7 +283,7 @@ impl Inner {
         let mut chats = self.operator_chats.lock().unwrap_or_else(|p| p.into_inner());
         let key = (message.inbound.channel.clone(), message.inbound.chat.id.clone());
         chats.shift_remove(&key);
-        chats.insert(key, (message.inbound.chat.clone(), session.to_string()));
+        chats.insert(key, (message.inbound.chat.clone(), message.session.clone()));
         while chats.len() > 16 {
             chats.shift_remove_index(0);
         }

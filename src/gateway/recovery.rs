@@ -40,20 +40,21 @@ pub(crate) async fn resume(inner: &Arc<Inner>) -> Result<(), StoreError> {
     }
     for (session, rows) in sessions {
         let markers = markers(inner, &session).await;
-        let mut landed: BTreeMap<String, Vec<Unfinished>> = BTreeMap::new();
+        // By the marker's entry id: where the turn's reply starts on the tape.
+        let mut landed: BTreeMap<u64, (&Marker, Vec<Unfinished>)> = BTreeMap::new();
         for row in rows {
             let turn = markers.iter().find(|marker| match &row.turn {
                 Some(turn) => &marker.turn == turn,
                 None => marker.messages.contains(&row.inbound.message_id),
             });
             match turn {
-                Some(marker) => landed.entry(marker.turn.clone()).or_default().push(row),
+                Some(marker) => landed.entry(marker.entry).or_insert_with(|| (marker, Vec::new())).1.push(row),
                 None => again.push(row),
             }
         }
-        for (turn_id, rows) in landed {
-            let text = landed_reply(inner, &session, &turn_id).await.unwrap_or_default();
-            tracing::info!(session, turn = %turn_id, "turn was on the tape; sending its reply");
+        for (marker, rows) in landed.into_values() {
+            let text = landed_reply(inner, &session, marker.entry).await.unwrap_or_default();
+            tracing::info!(session, turn = %marker.turn, "turn was on the tape; sending its reply");
             let messages = rows.into_iter().map(|row| message(inner, row)).collect();
             turn::conclude(inner, messages, outcome(OutcomeStatus::Replied, text, &session), true).await;
         }
@@ -67,6 +68,8 @@ pub(crate) async fn resume(inner: &Arc<Inner>) -> Result<(), StoreError> {
 
 /// A turn marker read back from a tape.
 struct Marker {
+    /// The marker's entry id on the tape.
+    entry: u64,
     turn: String,
     messages: Vec<String>,
 }
@@ -90,7 +93,7 @@ async fn markers(inner: &Arc<Inner>, session: &str) -> Vec<Marker> {
             let turn = data.get("turn")?.as_str()?.to_string();
             let messages =
                 data.get("messages")?.as_array()?.iter().filter_map(|m| m.as_str().map(String::from)).collect();
-            Some(Marker { turn, messages })
+            Some(Marker { entry: entry.id, turn, messages })
         })
         .collect()
 }
@@ -98,21 +101,15 @@ async fn markers(inner: &Arc<Inner>, session: &str) -> Vec<Marker> {
 fn message(inner: &Arc<Inner>, row: Unfinished) -> Message {
     let policy = inner.policy(&row.inbound.channel, &row.inbound.chat.id);
     let user = admission::user_name(&row.inbound);
-    Message { seq: row.seq, inbound: row.inbound, sink: None, policy, user, recovered: true }
+    let session = row.session.unwrap_or_else(|| admission::session_id(&row.inbound, policy.session_scope.value));
+    Message { seq: row.seq, inbound: row.inbound, sink: None, policy, user, session, recovered: true }
 }
 
-/// The reply of turn `turn_id` when it is on the tape: the assistant text
-/// (or the command output) recorded after its marker.
-async fn landed_reply(inner: &Arc<Inner>, session: &str, turn_id: &str) -> Option<String> {
+/// The reply of a turn that is on the tape: the assistant text (or the
+/// command output) recorded after its marker, entry `marker`.
+async fn landed_reply(inner: &Arc<Inner>, session: &str, marker: u64) -> Option<String> {
     let tape = inner.agent.tape(session).ok()?;
-    let markers = tape
-        .read(&TapeQuery::all().kinds([EntryKind::Event]).named(TURN_EVENT).newest_first().limit(MARKER_SEARCH))
-        .await
-        .ok()?;
-    let marker = markers
-        .iter()
-        .find(|entry| entry.data().and_then(|d| d.get("turn")).and_then(Value::as_str) == Some(turn_id))?;
-    let after = tape.read(&TapeQuery::all().after_id(marker.id)).await.ok()?;
+    let after = tape.read(&TapeQuery::all().after_id(marker)).await.ok()?;
     let mut text = String::new();
     for entry in &after {
         match entry.kind {

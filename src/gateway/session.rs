@@ -78,8 +78,8 @@ pub(crate) async fn dispatch(inner: &Arc<Inner>, message: Message) {
         turn::conclude(inner, vec![message], outcome(OutcomeStatus::Refused, denial.to_string(), ""), false).await;
         return;
     }
-    let session = admission::session_id(&message.inbound, policy.session_scope.value);
-    inner.note_operator_chat(&message, &session);
+    let session = message.session.clone();
+    inner.note_operator_chat(&message);
     if let Some(prefix) = inner.agent.command_prefix()
         && let Some(line) = crate::command::parse_command(&message.inbound.text, prefix)
     {

@@ -65,3 +65,21 @@ pub async fn scripted_agent(tools: Vec<bub::tools::Tool>) -> (Agent, Arc<Scripte
         .build();
     (agent, model, store)
 }
+
+/// A stand-in `bash` that records what it was asked to run and echoes it.
+pub fn fake_bash(seen: Arc<std::sync::Mutex<Vec<String>>>) -> bub::tools::Tool {
+    use serde_json::{Value, json};
+    bub::tools::Tool::new(
+        "bash",
+        "run a shell command",
+        json!({"type": "object", "properties": {"cmd": {"type": "string"}}}),
+        move |args: Value, _| {
+            let seen = seen.clone();
+            async move {
+                let cmd = args["cmd"].as_str().unwrap_or_default().to_string();
+                seen.lock().unwrap().push(cmd.clone());
+                Ok(json!(format!("ran: {cmd}")))
+            }
+        },
+    )
+}

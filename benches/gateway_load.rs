@@ -123,6 +123,16 @@ fn rss_kib(pid: u32) -> (u64, u64) {
     (field("VmRSS:"), field("VmHWM:"))
 }
 
+/// CPU time (user + system) a process has used so far, from `/proc/<pid>/stat`.
+fn cpu_time(pid: &str) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which may hold spaces) start at ") ".
+    let fields: Vec<&str> = stat.rsplit_once(") ").map(|(_, rest)| rest.split(' ').collect()).unwrap_or_default();
+    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    // utime and stime are fields 14 and 15 (1-based), i.e. 11 and 12 here; 100 ticks/s on Linux.
+    Duration::from_millis((ticks(11) + ticks(12)) * 10)
+}
+
 fn mb(kib: u64) -> String {
     format!("{:.1} MB", kib as f64 / 1024.0)
 }
@@ -288,7 +298,9 @@ async fn run() {
             .spawn()
             .expect("start perf")
     });
+    let cpu_before = (cpu_time(&pid.to_string()), cpu_time("self"));
     let (samples, elapsed, failed) = run_phase(gateway.addr, 0, turns, sessions, clients, "load").await;
+    let cpu_after = (cpu_time(&pid.to_string()), cpu_time("self"));
     if let Some(child) = perf_child {
         if let Some(pid) = rustix::process::Pid::from_raw(child.id() as i32) {
             let _ = rustix::process::kill_process(pid, rustix::process::Signal::INT);
@@ -358,6 +370,9 @@ async fn run() {
     if let Some(mean) = metric_mean(&metrics, "bub_turn_seconds") {
         row("turn inside the gateway (mean)", ms(Duration::from_secs_f64(mean)), "");
     }
+    let per_turn = |d: Duration| format!("{:.3} ms", d.as_secs_f64() * 1000.0 / samples.len().max(1) as f64);
+    row("gateway CPU per turn (user + system)", per_turn(cpu_after.0 - cpu_before.0), "");
+    row("load generator + fake model CPU per turn", per_turn(cpu_after.1 - cpu_before.1), "");
     row("idle RSS", mb(idle_rss), "");
     row(&format!("RSS after warm-up ({sessions} sessions)"), mb(after_warm_rss), "");
     row("RSS after the measured run", mb(after_load_rss), "");

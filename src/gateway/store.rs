@@ -13,7 +13,8 @@
 use crate::tape::SqliteTapeStore;
 use bub_channel::{Inbound, Outbound, Outcome};
 use chrono::Utc;
-use sqlx::{Row, SqliteConnection};
+use sqlx::Row;
+use std::sync::Arc;
 
 /// The store failed; the message it was about is not acknowledged.
 #[derive(Debug, thiserror::Error)]
@@ -76,21 +77,27 @@ impl GatewayStore {
     /// already stored its message id.
     pub async fn receive(&self, inbound: &Inbound, session: &str) -> StoreResult<Received> {
         let json = serde_json::to_string(inbound).map_err(failed("encode inbound"))?;
+        let row = Arc::new((inbound.channel.clone(), inbound.message_id.clone(), json, session.to_string(), now()));
         let inserted: Option<i64> = self
             .db
-            .with_writer(async |conn| {
-                sqlx::query_scalar(
-                    "INSERT INTO gateway_inbox (channel, message_id, inbound, state, session, received_at) \
-                     VALUES ($1, $2, $3, 'queued', $4, $5) ON CONFLICT (channel, message_id) DO NOTHING RETURNING seq",
-                )
-                .bind(&inbound.channel)
-                .bind(&inbound.message_id)
-                .bind(&json)
-                .bind(session)
-                .bind(now())
-                .fetch_optional(conn)
-                .await
-            })
+            .write(Box::new(move |conn| {
+                let row = row.clone();
+                Box::pin(async move {
+                    let (channel, message_id, json, session, received_at) = &*row;
+                    sqlx::query_scalar(
+                        "INSERT INTO gateway_inbox (channel, message_id, inbound, state, session, received_at) \
+                         VALUES ($1, $2, $3, 'queued', $4, $5) ON CONFLICT (channel, message_id) DO NOTHING \
+                         RETURNING seq",
+                    )
+                    .bind(channel)
+                    .bind(message_id)
+                    .bind(json)
+                    .bind(session)
+                    .bind(received_at)
+                    .fetch_optional(conn)
+                    .await
+                })
+            }))
             .await
             .map_err(failed("store inbound"))?;
         if let Some(seq) = inserted {
@@ -117,19 +124,26 @@ impl GatewayStore {
     /// Marks messages as part of `turn` in `session`: messages steered into a
     /// running turn, which its marker on the tape does not list.
     pub async fn start_turn(&self, seqs: &[i64], session: &str, turn: &str) -> StoreResult<()> {
+        let marks = Arc::new((seqs.to_vec(), session.to_string(), turn.to_string()));
         self.db
-            .with_writer(async |conn| {
-                let mut tx = sqlx::Connection::begin(conn).await?;
-                for seq in seqs {
-                    sqlx::query("UPDATE gateway_inbox SET state = 'running', session = $1, turn = $2 WHERE seq = $3")
+            .write(Box::new(move |conn| {
+                let marks = marks.clone();
+                Box::pin(async move {
+                    let (seqs, session, turn) = &*marks;
+                    let mut tx = sqlx::Connection::begin(conn).await?;
+                    for seq in seqs {
+                        sqlx::query(
+                            "UPDATE gateway_inbox SET state = 'running', session = $1, turn = $2 WHERE seq = $3",
+                        )
                         .bind(session)
                         .bind(turn)
                         .bind(seq)
                         .execute(&mut *tx)
                         .await?;
-                }
-                tx.commit().await
-            })
+                    }
+                    tx.commit().await
+                })
+            }))
             .await
             .map_err(failed("start turn"))
     }
@@ -139,27 +153,41 @@ impl GatewayStore {
         let outcome = serde_json::to_string(outcome).map_err(failed("encode outcome"))?;
         let mut rows = Vec::with_capacity(replies.len());
         for reply in replies {
-            rows.push((reply, serde_json::to_string(&reply.outbound).map_err(failed("encode reply"))?));
+            let json = serde_json::to_string(&reply.outbound).map_err(failed("encode reply"))?;
+            rows.push((reply.outbound.idempotency_key.clone(), reply.channel.clone(), json));
         }
-        let now = now();
+        let finished = Arc::new((seqs.to_vec(), outcome, rows, now()));
         self.db
-            .with_writer(async |conn| {
-                let mut tx = sqlx::Connection::begin(conn).await?;
-                for seq in seqs {
-                    sqlx::query(
-                        "UPDATE gateway_inbox SET state = 'done', outcome = $1, finished_at = $2 WHERE seq = $3",
-                    )
-                    .bind(&outcome)
-                    .bind(&now)
-                    .bind(seq)
-                    .execute(&mut *tx)
-                    .await?;
-                }
-                for (reply, json) in &rows {
-                    insert_reply(&mut tx, reply, json, &now).await?;
-                }
-                tx.commit().await
-            })
+            .write(Box::new(move |conn| {
+                let finished = finished.clone();
+                Box::pin(async move {
+                    let (seqs, outcome, rows, now) = &*finished;
+                    let mut tx = sqlx::Connection::begin(conn).await?;
+                    for seq in seqs {
+                        sqlx::query(
+                            "UPDATE gateway_inbox SET state = 'done', outcome = $1, finished_at = $2 WHERE seq = $3",
+                        )
+                        .bind(outcome)
+                        .bind(now)
+                        .bind(seq)
+                        .execute(&mut *tx)
+                        .await?;
+                    }
+                    for (key, channel, json) in rows {
+                        sqlx::query(
+                            "INSERT INTO gateway_outbox (key, channel, outbound, state, created_at) \
+                             VALUES ($1, $2, $3, 'pending', $4) ON CONFLICT (key) DO NOTHING",
+                        )
+                        .bind(key)
+                        .bind(channel)
+                        .bind(json)
+                        .bind(now)
+                        .execute(&mut *tx)
+                        .await?;
+                    }
+                    tx.commit().await
+                })
+            }))
             .await
             .map_err(failed("finish turn"))
     }
@@ -182,21 +210,26 @@ impl GatewayStore {
         ids: Option<String>,
         error: Option<String>,
     ) -> StoreResult<()> {
+        let update = Arc::new((state.to_string(), ids, error, now(), key.to_string()));
         self.db
-            .with_writer(async |conn| {
-                sqlx::query(
-                    "UPDATE gateway_outbox SET state = $1, platform_ids = $2, error = $3, finished_at = $4 \
-                     WHERE key = $5",
-                )
-                .bind(state)
-                .bind(ids)
-                .bind(error)
-                .bind(now())
-                .bind(key)
-                .execute(conn)
-                .await
-                .map(|_| ())
-            })
+            .write(Box::new(move |conn| {
+                let update = update.clone();
+                Box::pin(async move {
+                    let (state, ids, error, finished_at, key) = &*update;
+                    sqlx::query(
+                        "UPDATE gateway_outbox SET state = $1, platform_ids = $2, error = $3, finished_at = $4 \
+                         WHERE key = $5",
+                    )
+                    .bind(state)
+                    .bind(ids)
+                    .bind(error)
+                    .bind(finished_at)
+                    .bind(key)
+                    .execute(conn)
+                    .await
+                    .map(|_| ())
+                })
+            }))
             .await
             .map_err(failed("update reply"))
     }
@@ -241,18 +274,4 @@ impl GatewayStore {
             .map(|_| ())
             .map_err(failed("ping"))
     }
-}
-
-async fn insert_reply(conn: &mut SqliteConnection, reply: &PendingReply, json: &str, now: &str) -> sqlx::Result<()> {
-    sqlx::query(
-        "INSERT INTO gateway_outbox (key, channel, outbound, state, created_at) VALUES ($1, $2, $3, 'pending', $4) \
-         ON CONFLICT (key) DO NOTHING",
-    )
-    .bind(&reply.outbound.idempotency_key)
-    .bind(&reply.channel)
-    .bind(json)
-    .bind(now)
-    .execute(conn)
-    .await
-    .map(|_| ())
 }

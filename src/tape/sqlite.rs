@@ -1,10 +1,11 @@
 //! The SQLite tape store: one database file, WAL mode, migrations embedded.
 //!
-//! All writes go through a single connection held behind an async mutex (not a
-//! pool: a pool's acquire and release cost thread hand-offs on every append),
-//! so writes never race inside the process and never meet `SQLITE_BUSY`; other
-//! processes (an operator's `bub` beside the gateway) wait on the busy timeout.
-//! Reads use a separate pool and see a consistent snapshot per query.
+//! All writes go through a single connection owned by one task (see
+//! [`super::writer`]), which commits the writes that queue up while it is busy
+//! in one transaction, so writes never race inside the process and never meet
+//! `SQLITE_BUSY`; other processes (an operator's `bub` beside the gateway) wait
+//! on the busy timeout. Reads use a separate pool and see a consistent
+//! snapshot per query.
 //!
 //! Before migrating, the file is checked to be a SQLite database that is either
 //! empty or already bub's, so pointing `BUB_HOME` at the wrong file never adds
@@ -15,6 +16,7 @@ use super::error::{TapeError, TapeResult};
 use super::name::TapeName;
 use super::query::{Scope, TapeQuery, TextMatcher};
 use super::store::{TapeStats, TapeStore, TapeSummary, check_batch};
+use super::writer::{Work, Writer};
 use async_trait::async_trait;
 use chrono::Utc;
 use futures_util::TryStreamExt;
@@ -39,7 +41,7 @@ const INSERT_CHUNK: usize = 1000;
 async fn insert_batch<'c>(
     executor: impl sqlx::Executor<'c, Database = Sqlite>,
     tape_id: i64,
-    entries: &[NewEntry],
+    entries: &[EntryRow],
 ) -> Result<u64, sqlx::Error> {
     let mut insert =
         QueryBuilder::<Sqlite>::new("WITH base AS MATERIALIZED (SELECT last_entry_id AS last FROM tapes WHERE id = ");
@@ -47,11 +49,11 @@ async fn insert_batch<'c>(
     insert.push("), batch (n, kind, name, payload, meta, date) AS (");
     insert.push_values(entries.iter().enumerate(), |mut row, (n, entry)| {
         row.push_bind(n as i64 + 1)
-            .push_bind(entry.kind.as_str())
-            .push_bind(entry.name().map(str::to_string))
-            .push_bind(serde_json::Value::Object(entry.payload.clone()).to_string())
-            .push_bind(serde_json::Value::Object(entry.meta.clone()).to_string())
-            .push_bind(format_date(&entry.date));
+            .push_bind(entry.kind)
+            .push_bind(entry.name.clone())
+            .push_bind(entry.payload.clone())
+            .push_bind(entry.meta.clone())
+            .push_bind(entry.date.clone());
     });
     insert.push(
         ") INSERT INTO tape_entries (tape_id, entry_id, kind, name, payload, meta, date) \
@@ -68,6 +70,42 @@ async fn insert_batch<'c>(
         return Err(sqlx::Error::Protocol(format!("append stored {} of {} entries", ids.len(), entries.len())));
     }
     Ok(first as u64)
+}
+
+/// An entry as its row's columns, encoded once (a write may run twice).
+struct EntryRow {
+    kind: &'static str,
+    name: Option<String>,
+    payload: String,
+    meta: String,
+    date: String,
+}
+
+impl EntryRow {
+    fn new(entry: &NewEntry) -> EntryRow {
+        EntryRow {
+            kind: entry.kind.as_str(),
+            name: entry.name().map(str::to_string),
+            payload: serde_json::to_string(&entry.payload).unwrap_or_else(|_| "{}".into()),
+            meta: serde_json::to_string(&entry.meta).unwrap_or_else(|_| "{}".into()),
+            date: format_date(&entry.date),
+        }
+    }
+}
+
+/// The row id of `tape`, creating the row on its first append (in the
+/// caller's transaction: the id is only cached once that committed).
+async fn tape_id_for_append(conn: &mut SqliteConnection, tape: &TapeName) -> Result<i64, sqlx::Error> {
+    let now = format_date(&Utc::now());
+    // `DO UPDATE` of nothing, so `RETURNING` gives the id whether the row is new or not.
+    sqlx::query_scalar(
+        "INSERT INTO tapes (name, last_entry_id, created_at, updated_at) VALUES ($1, 0, $2, $2) \
+         ON CONFLICT (name) DO UPDATE SET name = excluded.name RETURNING id",
+    )
+    .bind(tape.as_str())
+    .bind(&now)
+    .fetch_one(conn)
+    .await
 }
 
 /// Gives a batch its ids, consecutive from `first`.
@@ -93,7 +131,7 @@ pub enum Durability {
 #[derive(Clone)]
 pub struct SqliteTapeStore {
     path: PathBuf,
-    writer: Arc<tokio::sync::Mutex<Option<SqliteConnection>>>,
+    writer: Writer,
     reader: SqlitePool,
     known_tapes: Arc<Mutex<HashMap<TapeName, i64>>>,
 }
@@ -134,8 +172,7 @@ impl SqliteTapeStore {
             .connect_with(options.read_only(true))
             .await
             .map_err(|e| open_error(describe_open_error(&e)))?;
-        let writer = Arc::new(tokio::sync::Mutex::new(Some(writer)));
-        Ok(SqliteTapeStore { path, writer, reader, known_tapes: Arc::default() })
+        Ok(SqliteTapeStore { path, writer: Writer::spawn(writer), reader, known_tapes: Arc::default() })
     }
 
     /// The database file.
@@ -143,15 +180,12 @@ impl SqliteTapeStore {
         &self.path
     }
 
-    /// Runs `work` on the one writing connection (the gateway's inbox and
-    /// outbox live in the same file and share it, so writes never contend).
-    pub(crate) async fn with_writer<T>(
-        &self,
-        work: impl AsyncFnOnce(&mut SqliteConnection) -> Result<T, sqlx::Error>,
-    ) -> Result<T, sqlx::Error> {
-        let mut writer = self.writer.lock().await;
-        let conn = writer.as_mut().ok_or_else(|| sqlx::Error::PoolClosed)?;
-        work(conn).await
+    /// Runs `work` on the one writing connection, perhaps in one transaction
+    /// with other writes (the gateway's inbox and outbox live in the same file
+    /// and share it, so writes never contend). `work` may run more than once;
+    /// its effects are committed exactly when this returns `Ok`.
+    pub(crate) async fn write<T: Send + 'static>(&self, work: Work<T>) -> Result<T, sqlx::Error> {
+        self.writer.write(work).await
     }
 
     /// The read-only connections.
@@ -159,12 +193,10 @@ impl SqliteTapeStore {
         &self.reader
     }
 
-    /// Closes both pools, waiting for running statements.
+    /// Closes both connections, after the writes already queued.
     pub async fn close(&self) {
         self.reader.close().await;
-        if let Some(writer) = self.writer.lock().await.take() {
-            let _ = writer.close().await;
-        }
+        self.writer.close().await;
     }
 
     fn backend_error(&self, tape: &TapeName, operation: &'static str) -> impl Fn(sqlx::Error) -> TapeError + '_ {
@@ -175,27 +207,6 @@ impl SqliteTapeStore {
             location: self.location(),
             source: Box::new(source),
         }
-    }
-
-    /// The row id of `tape`, creating the row on its first append. Rows are
-    /// never deleted, so ids are cached for the life of the store.
-    async fn tape_id_for_append(&self, conn: &mut SqliteConnection, tape: &TapeName) -> Result<i64, sqlx::Error> {
-        if let Some(id) = self.known_tapes.lock().unwrap_or_else(|p| p.into_inner()).get(tape) {
-            return Ok(*id);
-        }
-        let now = format_date(&Utc::now());
-        sqlx::query(
-            "INSERT INTO tapes (name, last_entry_id, created_at, updated_at) VALUES ($1, 0, $2, $2) \
-             ON CONFLICT (name) DO NOTHING",
-        )
-        .bind(tape.as_str())
-        .bind(&now)
-        .execute(&mut *conn)
-        .await?;
-        let id: i64 =
-            sqlx::query_scalar("SELECT id FROM tapes WHERE name = $1").bind(tape.as_str()).fetch_one(conn).await?;
-        self.known_tapes.lock().unwrap_or_else(|p| p.into_inner()).insert(tape.clone(), id);
-        Ok(id)
     }
 
     /// The row id of `tape`, from the cache or the database (then cached);
@@ -254,15 +265,6 @@ impl SqliteTapeStore {
         Ok(found)
     }
 
-    fn closed(&self, tape: &TapeName) -> TapeError {
-        TapeError::Backend {
-            tape: tape.to_string(),
-            operation: "write",
-            location: self.location(),
-            source: "the store was closed".into(),
-        }
-    }
-
     fn decode(&self, tape: &TapeName, row: &SqliteRow) -> TapeResult<Entry> {
         let id: i64 = row.get("entry_id");
         let corrupt = |reason: String| TapeError::Corrupt {
@@ -291,22 +293,36 @@ impl TapeStore for SqliteTapeStore {
             return Ok(Vec::new());
         }
         let failed = self.backend_error(tape, "append");
-        let mut writer = self.writer.lock().await;
-        let conn = writer.as_mut().ok_or_else(|| self.closed(tape))?;
-        let tape_id = self.tape_id_for_append(conn, tape).await.map_err(&failed)?;
-        if entries.len() <= INSERT_CHUNK {
-            // One statement: atomic by itself, so no explicit transaction.
-            let first = insert_batch(&mut *conn, tape_id, &entries).await.map_err(&failed)?;
-            return Ok(number(entries, first));
-        }
-        let mut tx = conn.begin_with("BEGIN IMMEDIATE").await.map_err(&failed)?;
-        let mut first = None;
-        for chunk in entries.chunks(INSERT_CHUNK) {
-            let id = insert_batch(&mut *tx, tape_id, chunk).await.map_err(&failed)?;
-            first.get_or_insert(id);
-        }
-        tx.commit().await.map_err(&failed)?;
-        Ok(number(entries, first.unwrap_or(1)))
+        let known = self.known_tapes.lock().unwrap_or_else(|p| p.into_inner()).get(tape).copied();
+        let rows: Arc<Vec<EntryRow>> = Arc::new(entries.iter().map(EntryRow::new).collect());
+        let name = tape.clone();
+        let (tape_id, first) = self
+            .write(Box::new(move |conn| {
+                let (rows, name) = (rows.clone(), name.clone());
+                Box::pin(async move {
+                    let tape_id = match known {
+                        Some(id) => id,
+                        None => tape_id_for_append(&mut *conn, &name).await?,
+                    };
+                    if rows.len() <= INSERT_CHUNK {
+                        // One statement: atomic by itself.
+                        return Ok((tape_id, insert_batch(&mut *conn, tape_id, &rows).await?));
+                    }
+                    let mut tx = conn.begin().await?;
+                    let mut first = None;
+                    for chunk in rows.chunks(INSERT_CHUNK) {
+                        let id = insert_batch(&mut *tx, tape_id, chunk).await?;
+                        first.get_or_insert(id);
+                    }
+                    tx.commit().await?;
+                    Ok((tape_id, first.unwrap_or(1)))
+                })
+            }))
+            .await
+            .map_err(&failed)?;
+        // Cached only now: a rolled-back write must not leave an id behind.
+        self.known_tapes.lock().unwrap_or_else(|p| p.into_inner()).insert(tape.clone(), tape_id);
+        Ok(number(entries, first))
     }
 
     async fn read(&self, tape: &TapeName, query: &TapeQuery) -> TapeResult<Vec<Entry>> {
@@ -383,23 +399,24 @@ impl TapeStore for SqliteTapeStore {
 
     async fn reset(&self, tape: &TapeName) -> TapeResult<()> {
         let failed = self.backend_error(tape, "reset");
-        let mut writer = self.writer.lock().await;
-        let conn = writer.as_mut().ok_or_else(|| self.closed(tape))?;
-        let mut tx = conn.begin_with("BEGIN IMMEDIATE").await.map_err(&failed)?;
-        if let Some(tape_id) = tape_id(&mut tx, tape).await.map_err(&failed)? {
-            sqlx::query("DELETE FROM tape_entries WHERE tape_id = $1")
-                .bind(tape_id)
-                .execute(&mut *tx)
-                .await
-                .map_err(&failed)?;
-            sqlx::query("UPDATE tapes SET last_entry_id = 0, updated_at = $1 WHERE id = $2")
-                .bind(format_date(&Utc::now()))
-                .bind(tape_id)
-                .execute(&mut *tx)
-                .await
-                .map_err(&failed)?;
-        }
-        tx.commit().await.map_err(&failed)
+        let name = tape.clone();
+        self.write(Box::new(move |conn| {
+            let name = name.clone();
+            Box::pin(async move {
+                let mut tx = conn.begin().await?;
+                if let Some(tape_id) = tape_id(&mut tx, &name).await? {
+                    sqlx::query("DELETE FROM tape_entries WHERE tape_id = $1").bind(tape_id).execute(&mut *tx).await?;
+                    sqlx::query("UPDATE tapes SET last_entry_id = 0, updated_at = $1 WHERE id = $2")
+                        .bind(format_date(&Utc::now()))
+                        .bind(tape_id)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                tx.commit().await
+            })
+        }))
+        .await
+        .map_err(&failed)
     }
 
     fn location(&self) -> String {

@@ -11,6 +11,7 @@
 //!   restart resumes.
 
 use crate::tape::SqliteTapeStore;
+use crate::tape::writer::atomically;
 use bub_channel::{Inbound, Outbound, Outcome};
 use chrono::Utc;
 use sqlx::Row;
@@ -130,18 +131,20 @@ impl GatewayStore {
                 let marks = marks.clone();
                 Box::pin(async move {
                     let (seqs, session, turn) = &*marks;
-                    let mut tx = sqlx::Connection::begin(conn).await?;
-                    for seq in seqs {
-                        sqlx::query(
-                            "UPDATE gateway_inbox SET state = 'running', session = $1, turn = $2 WHERE seq = $3",
-                        )
-                        .bind(session)
-                        .bind(turn)
-                        .bind(seq)
-                        .execute(&mut *tx)
-                        .await?;
-                    }
-                    tx.commit().await
+                    atomically(conn, async |conn| {
+                        for seq in seqs {
+                            sqlx::query(
+                                "UPDATE gateway_inbox SET state = 'running', session = $1, turn = $2 WHERE seq = $3",
+                            )
+                            .bind(session)
+                            .bind(turn)
+                            .bind(seq)
+                            .execute(&mut *conn)
+                            .await?;
+                        }
+                        Ok(())
+                    })
+                    .await
                 })
             }))
             .await
@@ -162,30 +165,33 @@ impl GatewayStore {
                 let finished = finished.clone();
                 Box::pin(async move {
                     let (seqs, outcome, rows, now) = &*finished;
-                    let mut tx = sqlx::Connection::begin(conn).await?;
-                    for seq in seqs {
-                        sqlx::query(
-                            "UPDATE gateway_inbox SET state = 'done', outcome = $1, finished_at = $2 WHERE seq = $3",
-                        )
-                        .bind(outcome)
-                        .bind(now)
-                        .bind(seq)
-                        .execute(&mut *tx)
-                        .await?;
-                    }
-                    for (key, channel, json) in rows {
-                        sqlx::query(
-                            "INSERT INTO gateway_outbox (key, channel, outbound, state, created_at) \
-                             VALUES ($1, $2, $3, 'pending', $4) ON CONFLICT (key) DO NOTHING",
-                        )
-                        .bind(key)
-                        .bind(channel)
-                        .bind(json)
-                        .bind(now)
-                        .execute(&mut *tx)
-                        .await?;
-                    }
-                    tx.commit().await
+                    atomically(conn, async |conn| {
+                        for seq in seqs {
+                            sqlx::query(
+                                "UPDATE gateway_inbox SET state = 'done', outcome = $1, finished_at = $2 \
+                                 WHERE seq = $3",
+                            )
+                            .bind(outcome)
+                            .bind(now)
+                            .bind(seq)
+                            .execute(&mut *conn)
+                            .await?;
+                        }
+                        for (key, channel, json) in rows {
+                            sqlx::query(
+                                "INSERT INTO gateway_outbox (key, channel, outbound, state, created_at) \
+                                 VALUES ($1, $2, $3, 'pending', $4) ON CONFLICT (key) DO NOTHING",
+                            )
+                            .bind(key)
+                            .bind(channel)
+                            .bind(json)
+                            .bind(now)
+                            .execute(&mut *conn)
+                            .await?;
+                        }
+                        Ok(())
+                    })
+                    .await
                 })
             }))
             .await

@@ -39,6 +39,10 @@ struct Overlay {
 #[derive(Default)]
 struct ForkState {
     overlays: BTreeMap<TapeName, Overlay>,
+    /// The parent's last id per tape, as a `stats` call before the tape's
+    /// first write saw it: the base of its overlay without asking again (ids
+    /// in an overlay are provisional anyway).
+    parent_last_ids: BTreeMap<TapeName, u64>,
     /// `Some("merged")` / `Some("discarded")` once the fork is over.
     closed: Option<&'static str>,
 }
@@ -72,8 +76,13 @@ impl TapeStore for ForkStore {
     async fn append(&self, tape: &TapeName, entries: Vec<NewEntry>) -> TapeResult<Vec<Entry>> {
         check_batch(tape, &entries)?;
         let opened = self.overlay(tape)?.is_some();
+        let known = self.state().parent_last_ids.get(tape).copied();
         // The parent's last id is fetched outside the lock, only for a new overlay.
-        let base_id = if opened { 0 } else { self.parent.stats(tape).await?.last_id };
+        let base_id = match (opened, known) {
+            (true, _) => 0,
+            (false, Some(last_id)) => last_id,
+            (false, None) => self.parent.stats(tape).await?.last_id,
+        };
         let mut state = self.state();
         if let Some(closed) = state.closed {
             return Err(TapeError::ForkClosed { tape: tape.clone(), state: closed });
@@ -127,7 +136,9 @@ impl TapeStore for ForkStore {
 
     async fn stats(&self, tape: &TapeName) -> TapeResult<TapeStats> {
         let Some(overlay) = self.overlay(tape)? else {
-            return self.parent.stats(tape).await;
+            let stats = self.parent.stats(tape).await?;
+            self.state().parent_last_ids.insert(tape.clone(), stats.last_id);
+            return Ok(stats);
         };
         let parent = if overlay.reset { TapeStats::default() } else { self.parent.stats(tape).await? };
         let own_anchors: Vec<&Entry> = overlay.entries.iter().filter(|e| e.kind == EntryKind::Anchor).collect();

@@ -48,7 +48,7 @@ pub mod query;
 pub mod spill;
 pub mod sqlite;
 pub mod store;
-mod writer;
+pub(crate) mod writer;
 
 pub use context::{ChatMessage, ContextSelector, default_context};
 pub use entry::{Entry, EntryKind, JsonObject, NewEntry};

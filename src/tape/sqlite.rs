@@ -16,7 +16,7 @@ use super::error::{TapeError, TapeResult};
 use super::name::TapeName;
 use super::query::{Scope, TapeQuery, TextMatcher};
 use super::store::{TapeStats, TapeStore, TapeSummary, check_batch};
-use super::writer::{Work, Writer};
+use super::writer::{Work, Writer, atomically};
 use async_trait::async_trait;
 use chrono::Utc;
 use futures_util::TryStreamExt;
@@ -168,6 +168,9 @@ impl SqliteTapeStore {
         MIGRATOR.run(&mut writer).await.map_err(|e| open_error(describe_migrate_error(&e)))?;
         let reader = SqlitePoolOptions::new()
             .max_connections(4)
+            // A ping per acquire would double every read's trips to SQLite's
+            // thread; a broken connection fails its statement anyway.
+            .test_before_acquire(false)
             .acquire_timeout(Duration::from_secs(60))
             .connect_with(options.read_only(true))
             .await
@@ -308,14 +311,15 @@ impl TapeStore for SqliteTapeStore {
                         // One statement: atomic by itself.
                         return Ok((tape_id, insert_batch(&mut *conn, tape_id, &rows).await?));
                     }
-                    let mut tx = conn.begin().await?;
-                    let mut first = None;
-                    for chunk in rows.chunks(INSERT_CHUNK) {
-                        let id = insert_batch(&mut *tx, tape_id, chunk).await?;
-                        first.get_or_insert(id);
-                    }
-                    tx.commit().await?;
-                    Ok((tape_id, first.unwrap_or(1)))
+                    atomically(conn, async |conn| {
+                        let mut first = None;
+                        for chunk in rows.chunks(INSERT_CHUNK) {
+                            let id = insert_batch(&mut *conn, tape_id, chunk).await?;
+                            first.get_or_insert(id);
+                        }
+                        Ok((tape_id, first.unwrap_or(1)))
+                    })
+                    .await
                 })
             }))
             .await
@@ -340,6 +344,15 @@ impl TapeStore for SqliteTapeStore {
             // An empty tape: anchor scopes fail the same way as on a tape without anchors.
             return query.apply(tape, &[]);
         };
+        if *query == TapeQuery::last_anchor() {
+            // Every model call reads this: one statement, the anchor found by a
+            // subquery. The anchor is its first row, so no rows means no anchor.
+            let rows = self.fetch_entries(tape, query, select_from_last_anchor(tape_id), &self.reader).await?;
+            if rows.is_empty() {
+                return Err(TapeError::AnchorNotFound { tape: tape.clone(), anchor: None });
+            }
+            return Ok(rows);
+        }
         let mut tx = self.reader.begin().await.map_err(&failed)?;
         let (from, to) = resolve_scope(&mut tx, tape, tape_id, &query.scope).await?;
         self.fetch_entries(tape, query, select_entries(tape_id, from, to, query), &mut *tx).await
@@ -403,16 +416,21 @@ impl TapeStore for SqliteTapeStore {
         self.write(Box::new(move |conn| {
             let name = name.clone();
             Box::pin(async move {
-                let mut tx = conn.begin().await?;
-                if let Some(tape_id) = tape_id(&mut tx, &name).await? {
-                    sqlx::query("DELETE FROM tape_entries WHERE tape_id = $1").bind(tape_id).execute(&mut *tx).await?;
-                    sqlx::query("UPDATE tapes SET last_entry_id = 0, updated_at = $1 WHERE id = $2")
-                        .bind(format_date(&Utc::now()))
-                        .bind(tape_id)
-                        .execute(&mut *tx)
-                        .await?;
-                }
-                tx.commit().await
+                atomically(conn, async |conn| {
+                    if let Some(tape_id) = tape_id(&mut *conn, &name).await? {
+                        sqlx::query("DELETE FROM tape_entries WHERE tape_id = $1")
+                            .bind(tape_id)
+                            .execute(&mut *conn)
+                            .await?;
+                        sqlx::query("UPDATE tapes SET last_entry_id = 0, updated_at = $1 WHERE id = $2")
+                            .bind(format_date(&Utc::now()))
+                            .bind(tape_id)
+                            .execute(&mut *conn)
+                            .await?;
+                    }
+                    Ok(())
+                })
+                .await
             })
         }))
         .await
@@ -457,6 +475,17 @@ fn select_entries(tape_id: i64, from: Option<i64>, to: Option<i64>, query: &Tape
         select.push(" AND date < ").push_bind(format_date(until));
     }
     select.push(if query.newest_first { " ORDER BY entry_id DESC" } else { " ORDER BY entry_id ASC" });
+    select
+}
+
+/// Every entry from the tape's last anchor on, oldest first.
+fn select_from_last_anchor(tape_id: i64) -> QueryBuilder<Sqlite> {
+    let mut select =
+        QueryBuilder::<Sqlite>::new("SELECT entry_id, kind, payload, meta, date FROM tape_entries WHERE tape_id = ");
+    select.push_bind(tape_id);
+    select.push(" AND entry_id >= (SELECT entry_id FROM tape_entries WHERE tape_id = ");
+    select.push_bind(tape_id);
+    select.push(" AND kind = 'anchor' ORDER BY entry_id DESC LIMIT 1) ORDER BY entry_id ASC");
     select
 }
 
@@ -607,5 +636,28 @@ mod tests {
         let plan = plan.join("; ");
         assert!(plan.contains("USING COVERING INDEX tape_entries_by_kind"), "plan: {plan}");
         assert!(!plan.contains("TEMP B-TREE"), "plan sorts: {plan}");
+    }
+
+    /// The context read is index probes too: the anchor by the kind index,
+    /// the entries after it by the primary key, no sort.
+    #[tokio::test]
+    async fn reading_from_the_last_anchor_uses_indexes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteTapeStore::open(dir.path().join("bub.db")).await.unwrap();
+        let select = select_from_last_anchor(1);
+        let plan: Vec<String> =
+            sqlx::query(sqlx::AssertSqlSafe(format!("EXPLAIN QUERY PLAN {}", select.sql().as_str())))
+                .bind(1_i64)
+                .bind(1_i64)
+                .fetch_all(&store.reader)
+                .await
+                .unwrap()
+                .iter()
+                .map(|row| row.get::<String, _>("detail"))
+                .collect();
+        let plan = plan.join("; ");
+        assert!(plan.contains("USING COVERING INDEX tape_entries_by_kind"), "plan: {plan}");
+        assert!(plan.contains("entry_id>?"), "plan: {plan}");
+        assert!(!plan.contains("TEMP B-TREE") && !plan.contains("SCAN"), "plan: {plan}");
     }
 }

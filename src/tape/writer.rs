@@ -69,6 +69,22 @@ impl<T: Send + 'static> Job for Pending<T> {
     }
 }
 
+/// Runs `work` atomically: as it is inside a group's transaction (a group
+/// that fails is rolled back whole, so no savepoint is needed), else in a
+/// transaction of its own. For writes of more than one statement.
+pub(crate) async fn atomically<T>(
+    conn: &mut SqliteConnection,
+    work: impl AsyncFnOnce(&mut SqliteConnection) -> Result<T, sqlx::Error>,
+) -> Result<T, sqlx::Error> {
+    if conn.is_in_transaction() {
+        return work(conn).await;
+    }
+    let mut tx = conn.begin().await?;
+    let output = work(&mut tx).await?;
+    tx.commit().await?;
+    Ok(output)
+}
+
 enum Request {
     Write(Box<dyn Job>),
     Close(oneshot::Sender<()>),

@@ -76,6 +76,24 @@ async fn last_anchor_scope_starts_at_the_newest_anchor(s: TestStore) {
     assert!(read.iter().all(|e| e.payload.get("content") != Some(&json!("old"))));
 }
 
+async fn the_context_query_reads_from_the_last_anchor_what_a_model_sees(s: TestStore) {
+    let tape = s.tape("chat");
+    let missing = tape.read(&TapeQuery::context()).await.unwrap_err();
+    assert_eq!(missing.to_string(), "tape chat: no anchor yet");
+    tape.handoff("first", json!({})).await.unwrap();
+    tape.append(NewEntry::chat("user", "old")).await.unwrap();
+    tape.handoff("second", json!({"n": 2})).await.unwrap();
+    tape.append_event("loop.start", json!({"prompt": "new"})).await.unwrap();
+    tape.append(NewEntry::chat("user", "new")).await.unwrap();
+    tape.append(NewEntry::error("model", "rate limited", None)).await.unwrap();
+    let kinds: Vec<EntryKind> = tape.read(&TapeQuery::context()).await.unwrap().iter().map(|e| e.kind).collect();
+    assert_eq!(kinds, vec![EntryKind::Anchor, EntryKind::Message]);
+    let context = tape.context().await.unwrap();
+    assert_eq!(context.len(), 2, "{context:?}");
+    assert_eq!(context[0]["content"], "[Anchor created: second]: {\"n\":2}");
+    assert_eq!(context[1]["content"], "new");
+}
+
 async fn a_missing_anchor_is_a_clear_error(s: TestStore) {
     let tape = s.tape("chat");
     let empty = tape.read(&TapeQuery::last_anchor()).await.unwrap_err();
@@ -239,6 +257,7 @@ conformance!(
     entries_round_trip_unchanged,
     odd_tape_names_work,
     last_anchor_scope_starts_at_the_newest_anchor,
+    the_context_query_reads_from_the_last_anchor_what_a_model_sees,
     a_missing_anchor_is_a_clear_error,
     after_named_anchor_uses_the_newest_of_that_name,
     between_anchors_is_bounded_on_both_sides,

@@ -25,6 +25,30 @@ async fn reads_see_the_parent_then_the_overlay_and_the_parent_sees_nothing_until
     assert_eq!(fork.tape().context().await.unwrap().len(), 3, "anchor note, before, in fork");
 }
 
+/// The context query reads only what a model sees, from the parent's last
+/// anchor through the overlay.
+#[tokio::test]
+async fn the_context_of_a_fork_spans_the_parent_and_the_overlay_without_events() {
+    let s = sqlite_store().await;
+    let tape = s.tape("chat");
+    tape.handoff("old", json!({})).await.unwrap();
+    tape.append(NewEntry::chat("user", "too old")).await.unwrap();
+    tape.handoff("phase", json!({})).await.unwrap();
+    tape.append_event("loop.start", json!({})).await.unwrap();
+    tape.append(NewEntry::chat("user", "before")).await.unwrap();
+    let fork = tape.fork();
+    fork.tape().append_event("loop.step", json!({})).await.unwrap();
+    fork.tape().append(NewEntry::chat("assistant", "in fork")).await.unwrap();
+
+    let seen = fork.tape().read(&TapeQuery::context()).await.unwrap();
+    let kinds: Vec<EntryKind> = seen.iter().map(|e| e.kind).collect();
+    assert_eq!(kinds, vec![EntryKind::Anchor, EntryKind::Message, EntryKind::Message]);
+    assert_eq!(contents(&seen), vec!["before", "in fork"]);
+    let context = fork.tape().context().await.unwrap();
+    assert_eq!(context[0]["content"], "[Anchor created: phase]: {}");
+    assert_eq!(context.len(), 3);
+}
+
 #[tokio::test]
 async fn merge_appends_the_overlay_with_fresh_ids_in_order() {
     let s = sqlite_store().await;

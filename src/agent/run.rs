@@ -370,7 +370,10 @@ impl Agent {
             let block = code_mode::prompt_block(&session);
             system = if system.is_empty() { block } else { format!("{system}\n\n{block}") };
         }
-        let history = run.tape.context_with(&self.inner.context).await?;
+        let history = match &self.inner.context {
+            Some(selector) => run.tape.context_with(selector).await?,
+            None => run.tape.context().await?,
+        };
         let mut messages = Vec::with_capacity(history.len() + 1);
         if !system.is_empty() {
             messages.push(json!({"role": "system", "content": system}));

@@ -8,9 +8,7 @@ use super::steering::Steering;
 use crate::environment::Environments;
 use crate::home::BubHome;
 use crate::model::ModelProvider;
-use crate::tape::{
-    ContextSelector, InMemoryTapeStore, Tape, TapeError, TapeName, TapeSettings, TapeStore, default_context,
-};
+use crate::tape::{ContextSelector, InMemoryTapeStore, Tape, TapeError, TapeName, TapeSettings, TapeStore};
 use crate::tools::{Tool, ToolRegistry};
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
@@ -33,7 +31,8 @@ pub(crate) struct AgentInner {
     pub default_model: Option<String>,
     pub max_steps: usize,
     pub max_tokens: Option<u32>,
-    pub context: ContextSelector,
+    /// `None`: the default mapping (which reads only the kinds it maps).
+    pub context: Option<ContextSelector>,
     pub command_prefix: Option<String>,
     pub tape_settings: TapeSettings,
     pub workspace: PathBuf,
@@ -51,7 +50,7 @@ pub struct AgentBuilder {
     default_model: Option<String>,
     max_steps: usize,
     max_tokens: Option<u32>,
-    context: ContextSelector,
+    context: Option<ContextSelector>,
     command_prefix: Option<String>,
     tape_settings: TapeSettings,
     workspace: PathBuf,
@@ -70,7 +69,7 @@ impl Agent {
             default_model: None,
             max_steps: DEFAULT_MAX_STEPS,
             max_tokens: None,
-            context: Arc::new(default_context),
+            context: None,
             command_prefix: None,
             tape_settings: TapeSettings::default(),
             workspace: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
@@ -182,7 +181,7 @@ impl AgentBuilder {
     }
 
     pub fn context(mut self, selector: ContextSelector) -> Self {
-        self.context = selector;
+        self.context = Some(selector);
         self
     }
 

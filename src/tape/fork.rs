@@ -125,10 +125,14 @@ impl TapeStore for ForkStore {
         // The scope starts in the parent: read it from its opening anchor to its
         // end (open-ended, since a closing anchor may sit in the overlay), then
         // evaluate the whole query over parent + overlay.
-        let opening = match &query.scope {
+        let mut opening = match &query.scope {
             Scope::AfterAnchor(name) | Scope::BetweenAnchors { start: name, .. } => TapeQuery::after_anchor(name),
             _ => TapeQuery::last_anchor(),
         };
+        if query.kinds.contains(&EntryKind::Anchor) {
+            // The opening anchor survives the filter: the parent reads only what the query keeps.
+            opening.kinds = query.kinds.clone();
+        }
         let mut entries = self.parent.read(tape, &opening).await?;
         entries.extend(overlay.entries);
         query.apply(tape, &entries)

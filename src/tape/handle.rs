@@ -185,7 +185,7 @@ impl Tape {
 
     /// The model context with the default mapping (see [`super::context`]).
     pub async fn context(&self) -> TapeResult<Vec<ChatMessage>> {
-        Ok(default_context(&self.read(&TapeQuery::last_anchor()).await?))
+        Ok(default_context(&self.read(&TapeQuery::context()).await?))
     }
 
     /// The model context with a custom selector.

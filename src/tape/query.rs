@@ -32,6 +32,10 @@ pub enum Scope {
 }
 
 /// A description of which entries to read. Build with the chained methods.
+/// The kinds [`super::default_context`] maps to chat messages.
+pub const CONTEXT_KINDS: [EntryKind; 4] =
+    [EntryKind::Anchor, EntryKind::Message, EntryKind::ToolCall, EntryKind::ToolResult];
+
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct TapeQuery {
     pub scope: Scope,
@@ -127,6 +131,20 @@ impl TapeQuery {
     pub fn limit(mut self, limit: usize) -> TapeQuery {
         self.limit = Some(limit);
         self
+    }
+
+    /// The entries the default model context is built from: the last anchor
+    /// and the messages, tool calls and results after it (events, errors and
+    /// system prompts never reach a model, so they are not read).
+    pub fn context() -> TapeQuery {
+        TapeQuery::last_anchor().kinds(CONTEXT_KINDS)
+    }
+
+    /// Whether only the scope and a kind filter that keeps anchors are set,
+    /// so the scope's own anchor is always among the entries it selects.
+    pub(crate) fn keeps_its_anchor(&self) -> bool {
+        let bare = TapeQuery { scope: self.scope.clone(), kinds: self.kinds.clone(), ..TapeQuery::default() };
+        *self == bare && (self.kinds.is_empty() || self.kinds.contains(&EntryKind::Anchor))
     }
 
     /// The same query without filters, order or limit: only its scope.

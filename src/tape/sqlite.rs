@@ -344,10 +344,11 @@ impl TapeStore for SqliteTapeStore {
             // An empty tape: anchor scopes fail the same way as on a tape without anchors.
             return query.apply(tape, &[]);
         };
-        if *query == TapeQuery::last_anchor() {
+        if query.scope == Scope::LastAnchor && query.keeps_its_anchor() {
             // Every model call reads this: one statement, the anchor found by a
             // subquery. The anchor is its first row, so no rows means no anchor.
-            let rows = self.fetch_entries(tape, query, select_from_last_anchor(tape_id), &self.reader).await?;
+            let select = select_from_last_anchor(tape_id, &query.kinds);
+            let rows = self.fetch_entries(tape, query, select, &self.reader).await?;
             if rows.is_empty() {
                 return Err(TapeError::AnchorNotFound { tape: tape.clone(), anchor: None });
             }
@@ -478,14 +479,20 @@ fn select_entries(tape_id: i64, from: Option<i64>, to: Option<i64>, query: &Tape
     select
 }
 
-/// Every entry from the tape's last anchor on, oldest first.
-fn select_from_last_anchor(tape_id: i64) -> QueryBuilder<Sqlite> {
+/// Every entry from the tape's last anchor on (of `kinds`, when given), oldest first.
+fn select_from_last_anchor(tape_id: i64, kinds: &[EntryKind]) -> QueryBuilder<Sqlite> {
     let mut select =
         QueryBuilder::<Sqlite>::new("SELECT entry_id, kind, payload, meta, date FROM tape_entries WHERE tape_id = ");
     select.push_bind(tape_id);
     select.push(" AND entry_id >= (SELECT entry_id FROM tape_entries WHERE tape_id = ");
     select.push_bind(tape_id);
-    select.push(" AND kind = 'anchor' ORDER BY entry_id DESC LIMIT 1) ORDER BY entry_id ASC");
+    select.push(" AND kind = 'anchor' ORDER BY entry_id DESC LIMIT 1)");
+    if !kinds.is_empty() {
+        // Literals, not binds: the kinds are ours, and the statement stays one cached text.
+        let list: Vec<String> = kinds.iter().map(|kind| format!("'{}'", kind.as_str())).collect();
+        select.push(format_args!(" AND kind IN ({})", list.join(", ")));
+    }
+    select.push(" ORDER BY entry_id ASC");
     select
 }
 
@@ -644,7 +651,7 @@ mod tests {
     async fn reading_from_the_last_anchor_uses_indexes() {
         let dir = tempfile::tempdir().unwrap();
         let store = SqliteTapeStore::open(dir.path().join("bub.db")).await.unwrap();
-        let select = select_from_last_anchor(1);
+        let select = select_from_last_anchor(1, &crate::tape::query::CONTEXT_KINDS);
         let plan: Vec<String> =
             sqlx::query(sqlx::AssertSqlSafe(format!("EXPLAIN QUERY PLAN {}", select.sql().as_str())))
                 .bind(1_i64)

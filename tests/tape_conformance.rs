@@ -94,6 +94,29 @@ async fn the_context_query_reads_from_the_last_anchor_what_a_model_sees(s: TestS
     assert_eq!(context[1]["content"], "new");
 }
 
+async fn latest_finds_the_newest_entry_of_each_query(s: TestStore) {
+    let tape = s.tape("chat");
+    let model = TapeQuery::all().kinds([EntryKind::Event]).named("model_switch");
+    let system = TapeQuery::all().kinds([EntryKind::System]);
+    let missing = TapeQuery::all().kinds([EntryKind::Event]).named("never");
+    let queries = [model.clone(), system.clone(), missing.clone()];
+    assert_eq!(tape.latest(&queries).await.unwrap(), vec![None, None, None]);
+    tape.append_event("model_switch", json!({"model": "a:1"})).await.unwrap();
+    tape.append(NewEntry::system("first prompt")).await.unwrap();
+    tape.append_event("model_switch", json!({"model": "b:2"})).await.unwrap();
+    tape.append_event("other", json!({"model": "c:3"})).await.unwrap();
+    let found = tape.latest(&queries).await.unwrap();
+    assert_eq!(found[0].as_ref().unwrap().data().unwrap()["model"], "b:2");
+    assert_eq!(found[1].as_ref().unwrap().payload["content"], "first prompt");
+    assert_eq!(found[2], None);
+    // Any query works, also one with a scope or text.
+    let scoped = [TapeQuery::all().text("FIRST"), TapeQuery::last_anchor()];
+    let found = tape.latest(&scoped).await;
+    assert_eq!(found.unwrap_err().to_string(), "tape chat: no anchor yet");
+    let found = tape.latest(&scoped[..1]).await.unwrap();
+    assert_eq!(found[0].as_ref().unwrap().payload["content"], "first prompt");
+}
+
 async fn a_missing_anchor_is_a_clear_error(s: TestStore) {
     let tape = s.tape("chat");
     let empty = tape.read(&TapeQuery::last_anchor()).await.unwrap_err();
@@ -258,6 +281,7 @@ conformance!(
     odd_tape_names_work,
     last_anchor_scope_starts_at_the_newest_anchor,
     the_context_query_reads_from_the_last_anchor_what_a_model_sees,
+    latest_finds_the_newest_entry_of_each_query,
     a_missing_anchor_is_a_clear_error,
     after_named_anchor_uses_the_newest_of_that_name,
     between_anchors_is_bounded_on_both_sides,

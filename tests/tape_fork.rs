@@ -49,6 +49,24 @@ async fn the_context_of_a_fork_spans_the_parent_and_the_overlay_without_events()
     assert_eq!(context.len(), 3);
 }
 
+/// `latest` takes what the overlay holds and asks the parent for the rest.
+#[tokio::test]
+async fn latest_in_a_fork_prefers_the_overlay_then_the_parent() {
+    let s = sqlite_store().await;
+    let tape = s.tape("chat");
+    tape.append_event("model_switch", json!({"model": "parent:1"})).await.unwrap();
+    tape.append(NewEntry::system("parent prompt")).await.unwrap();
+    let fork = tape.fork();
+    fork.tape().append_event("model_switch", json!({"model": "fork:2"})).await.unwrap();
+    let queries =
+        [TapeQuery::all().kinds([EntryKind::Event]).named("model_switch"), TapeQuery::all().kinds([EntryKind::System])];
+    let found = fork.tape().latest(&queries).await.unwrap();
+    assert_eq!(found[0].as_ref().unwrap().data().unwrap()["model"], "fork:2");
+    assert_eq!(found[1].as_ref().unwrap().payload["content"], "parent prompt");
+    let parent = tape.latest(&queries).await.unwrap();
+    assert_eq!(parent[0].as_ref().unwrap().data().unwrap()["model"], "parent:1");
+}
+
 #[tokio::test]
 async fn merge_appends_the_overlay_with_fresh_ids_in_order() {
     let s = sqlite_store().await;

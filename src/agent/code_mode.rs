@@ -10,7 +10,6 @@
 use super::events::ToolCall;
 use super::execute::CallSite;
 use crate::codemode::stub::{StubTool, write_stub};
-use crate::tape::Tape;
 use crate::tools::{Tool, ToolRegistry};
 use serde_json::Value;
 use std::path::PathBuf;
@@ -49,15 +48,6 @@ impl CodeModeSession {
             Err(error) => Err(format!("a handler failed: {error}")),
         }
     }
-}
-
-/// Whether the session asked for code mode (latest switch wins; none: off).
-pub(crate) async fn requested(tape: &Tape, state_flag: Option<bool>) -> Result<bool, crate::tape::TapeError> {
-    if let Some(flag) = state_flag {
-        return Ok(flag);
-    }
-    let switch = tape.last_event_data("code_mode_switch").await?;
-    Ok(switch.and_then(|data| data.get("code_mode")?.as_bool()).unwrap_or(false))
 }
 
 /// Splits the run's tools: what the model calls directly (preserved tools and

@@ -15,6 +15,7 @@
 
 use super::bus::{EventBus, HandlerError};
 use super::events::*;
+use super::settings::LastSystemPrompt;
 use crate::model::ModelSpec;
 use crate::tape::{EntryKind, NewEntry, TapeQuery};
 use serde_json::{Value, json};
@@ -76,8 +77,23 @@ async fn llm_call_entries(event: &AfterLlmCall) -> Result<Vec<NewEntry>, Handler
         .and_then(|m| m["content"].as_str())
         .unwrap_or_default();
     if !system.is_empty() {
-        let last = event.run.tape.read(&TapeQuery::all().kinds([EntryKind::System]).newest_first().limit(1)).await?;
-        if last.first().and_then(|e| e.payload.get("content")).and_then(Value::as_str) != Some(system) {
+        let changed = match event.run.state.extension::<LastSystemPrompt>() {
+            // Seeded when the run started: no read per step.
+            Some(last) => {
+                let mut last = last.0.lock().unwrap_or_else(|p| p.into_inner());
+                let changed = last.as_deref() != Some(system);
+                if changed {
+                    *last = Some(system.to_string());
+                }
+                changed
+            }
+            None => {
+                let query = TapeQuery::all().kinds([EntryKind::System]).newest_first().limit(1);
+                let last = event.run.tape.read(&query).await?;
+                last.first().and_then(|e| e.payload.get("content")).and_then(Value::as_str) != Some(system)
+            }
+        };
+        if changed {
             entries.push(NewEntry::system(system));
         }
     }

@@ -21,7 +21,6 @@ use super::state::TurnState;
 use super::steering::ActiveRun;
 use super::stream::{Output, RunStream, StreamEvent};
 use crate::model::{ChatRequest, ModelError, ModelEvent, ModelSpec, ToolCallRequest, Usage};
-use crate::tape::Tape;
 use crate::tools::ToolRegistry;
 use futures::StreamExt;
 use serde_json::{Map, Value, json};
@@ -223,7 +222,9 @@ impl Agent {
             return super::commands::run_command(&commands, &prompt, prefix, out).await;
         }
 
-        let tools = match self.open_code_mode(&site, options).await? {
+        let (settings, last_system) = super::settings::read(&run.tape).await?;
+        run.state.insert_extension(last_system);
+        let tools = match self.open_code_mode(&site, options, settings.code_mode).await? {
             Some(direct) => direct,
             // `run_code` means nothing outside code mode: the model does not see it.
             None if tools.get(code_mode::RUN_CODE).is_some() => {
@@ -233,7 +234,7 @@ impl Agent {
             }
             None => tools,
         };
-        let spec = self.model_spec(&run.tape, options).await?;
+        let spec = self.model_spec(settings.model, options)?;
         run.state.set("model", json!(spec));
         let allowed = tools.model_tools().map(|t| t.name().to_string()).collect();
         self.inner
@@ -306,9 +307,11 @@ impl Agent {
         &self,
         site: &CallSite,
         options: &RunOptions,
+        switched_on: bool,
     ) -> Result<Option<Arc<ToolRegistry>>, RunFailure> {
-        let flag = site.run.state.get("code_mode").and_then(|v| v.as_bool());
-        if site.tools.get(code_mode::RUN_CODE).is_none() || !code_mode::requested(&site.run.tape, flag).await? {
+        // The turn state's flag wins over the session's switch.
+        let requested = site.run.state.get("code_mode").and_then(|v| v.as_bool()).unwrap_or(switched_on);
+        if site.tools.get(code_mode::RUN_CODE).is_none() || !requested {
             return Ok(None);
         }
         let (direct, in_code) = code_mode::split(&site.tools);
@@ -322,11 +325,8 @@ impl Agent {
 
     /// The run's model: the run's own, else the session's latest `,model`
     /// switch, else the agent's default.
-    async fn model_spec(&self, tape: &Tape, options: &RunOptions) -> Result<String, RunFailure> {
-        if let Some(spec) = &options.model {
-            return Ok(spec.clone());
-        }
-        if let Some(spec) = session_model(tape).await? {
+    fn model_spec(&self, session_model: Option<String>, options: &RunOptions) -> Result<String, RunFailure> {
+        if let Some(spec) = options.model.clone().or(session_model) {
             return Ok(spec);
         }
         self.inner.default_model.clone().ok_or_else(|| {
@@ -492,12 +492,6 @@ async fn run_calls(site: &CallSite, calls: &[ToolCallRequest], out: &Output) -> 
         outputs.push(result.output);
     }
     Ok(outputs)
-}
-
-/// The session's `,model` choice: the latest `model_switch` event (empty: none).
-pub(crate) async fn session_model(tape: &Tape) -> Result<Option<String>, crate::tape::TapeError> {
-    let switch = tape.last_event_data("model_switch").await?;
-    Ok(switch.and_then(|data| data.get("model")?.as_str().map(str::to_string)).filter(|spec| !spec.is_empty()))
 }
 
 /// `run-<UTC date and time with microseconds>Z`, unique enough per process and sortable.

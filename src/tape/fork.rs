@@ -138,6 +138,34 @@ impl TapeStore for ForkStore {
         query.apply(tape, &entries)
     }
 
+    async fn latest(&self, tape: &TapeName, queries: &[TapeQuery]) -> TapeResult<Vec<Option<Entry>>> {
+        let Some(overlay) = self.overlay(tape)? else {
+            return self.parent.latest(tape, queries).await;
+        };
+        let newest = |query: &TapeQuery| TapeQuery { newest_first: true, limit: Some(1), ..query.clone() };
+        let mut found = Vec::with_capacity(queries.len());
+        for query in queries {
+            if query.scope != Scope::All {
+                // A scope may start in the parent and end in the overlay: read it whole.
+                found.push(self.read(tape, &newest(query)).await?.into_iter().next());
+                continue;
+            }
+            found.push(newest(query).apply(tape, &overlay.entries)?.into_iter().next());
+        }
+        if overlay.reset {
+            return Ok(found);
+        }
+        // What the overlay does not hold comes from the parent, in one call.
+        let missing: Vec<usize> = (0..queries.len()).filter(|i| found[*i].is_none()).collect();
+        if !missing.is_empty() {
+            let asked: Vec<TapeQuery> = missing.iter().map(|i| queries[*i].clone()).collect();
+            for (i, entry) in missing.into_iter().zip(self.parent.latest(tape, &asked).await?) {
+                found[i] = entry;
+            }
+        }
+        Ok(found)
+    }
+
     async fn stats(&self, tape: &TapeName) -> TapeResult<TapeStats> {
         let Some(overlay) = self.overlay(tape)? else {
             let stats = self.parent.stats(tape).await?;

@@ -169,6 +169,11 @@ impl Tape {
         Ok(found.into_iter().next().and_then(|event| event.data().cloned()))
     }
 
+    /// The newest entry each query selects, in order (see [`TapeStore::latest`]).
+    pub async fn latest(&self, queries: &[TapeQuery]) -> TapeResult<Vec<Option<Entry>>> {
+        self.store.latest(&self.name, queries).await
+    }
+
     pub async fn info(&self) -> TapeResult<TapeInfo> {
         let stats = self.store.stats(&self.name).await?;
         let last_run = self.last_event_data("run").await?;

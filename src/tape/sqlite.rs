@@ -359,6 +359,52 @@ impl TapeStore for SqliteTapeStore {
         self.fetch_entries(tape, query, select_entries(tape_id, from, to, query), &mut *tx).await
     }
 
+    async fn latest(&self, tape: &TapeName, queries: &[TapeQuery]) -> TapeResult<Vec<Option<Entry>>> {
+        let simple = |q: &TapeQuery| {
+            let bare = TapeQuery { kinds: q.kinds.clone(), name: q.name.clone(), ..TapeQuery::all() };
+            TapeQuery { newest_first: false, limit: None, ..q.clone() } == bare
+        };
+        if queries.is_empty() || !queries.iter().all(simple) {
+            let mut found = Vec::with_capacity(queries.len());
+            for query in queries {
+                let newest = TapeQuery { newest_first: true, limit: Some(1), ..query.clone() };
+                found.push(self.read(tape, &newest).await?.into_iter().next());
+            }
+            return Ok(found);
+        }
+        let failed = self.backend_error(tape, "read");
+        let mut found = vec![None; queries.len()];
+        let Some(tape_id) = self.cached_tape_id(tape).await.map_err(&failed)? else {
+            return Ok(found);
+        };
+        // One statement: a UNION of index probes, each row tagged with its query.
+        let mut select = QueryBuilder::<Sqlite>::new("");
+        for (slot, query) in queries.iter().enumerate() {
+            if slot > 0 {
+                select.push(" UNION ALL ");
+            }
+            select.push(format_args!("SELECT {slot} AS slot, * FROM ("));
+            select.push(format_args!("SELECT entry_id, kind, payload, meta, date FROM tape_entries WHERE tape_id = "));
+            select.push_bind(tape_id);
+            if !query.kinds.is_empty() {
+                let list: Vec<String> = query.kinds.iter().map(|kind| format!("'{}'", kind.as_str())).collect();
+                select.push(format_args!(" AND kind IN ({})", list.join(", ")));
+            }
+            if let Some(name) = &query.name {
+                select.push(" AND name = ").push_bind(name.clone());
+            }
+            select.push(" ORDER BY entry_id DESC LIMIT 1)");
+        }
+        let rows = select.build().fetch_all(&self.reader).await.map_err(&failed)?;
+        for row in rows {
+            let slot: i64 = row.get("slot");
+            if let Some(place) = found.get_mut(slot as usize) {
+                *place = Some(self.decode(tape, &row)?);
+            }
+        }
+        Ok(found)
+    }
+
     async fn stats(&self, tape: &TapeName) -> TapeResult<TapeStats> {
         let failed = self.backend_error(tape, "stats");
         // One statement (a consistent snapshot without a transaction): every

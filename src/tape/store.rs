@@ -46,6 +46,19 @@ pub trait TapeStore: Send + Sync + 'static {
     /// Reads the entries the query selects.
     async fn read(&self, tape: &TapeName, query: &TapeQuery) -> TapeResult<Vec<Entry>>;
 
+    /// The newest entry each query selects (each read as `newest_first`,
+    /// `limit 1`), in the queries' order: a run's settings (model and
+    /// code-mode switches, the last system prompt) in one round trip where
+    /// the store can. The default reads them one by one.
+    async fn latest(&self, tape: &TapeName, queries: &[TapeQuery]) -> TapeResult<Vec<Option<Entry>>> {
+        let mut found = Vec::with_capacity(queries.len());
+        for query in queries {
+            let newest = TapeQuery { newest_first: true, limit: Some(1), ..query.clone() };
+            found.push(self.read(tape, &newest).await?.into_iter().next());
+        }
+        Ok(found)
+    }
+
     /// Entry and anchor counts, the last id and the last anchor.
     async fn stats(&self, tape: &TapeName) -> TapeResult<TapeStats>;
 

@@ -47,7 +47,7 @@ pub struct ModelArgs {
 pub fn model_tool() -> Tool {
     Tool::typed("model", |args: ModelArgs, ctx: ToolContext| async move {
         let current = async {
-            let chosen = crate::agent::run::session_model(&ctx.tape).await?;
+            let chosen = crate::agent::session_model(&ctx.tape).await?;
             let default = ctx.agent.as_ref().and_then(|a| a.default_model().map(str::to_string));
             Ok::<_, ToolError>(chosen.or(default))
         };

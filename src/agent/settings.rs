@@ -1,0 +1,49 @@
+//! What a run reads back from its session's tape before its first step: the
+//! session's `,model` and `,code_mode` switches and the newest system prompt,
+//! in one read (one statement on SQLite) instead of one read each.
+
+use crate::tape::{Entry, EntryKind, Tape, TapeQuery, TapeResult};
+use serde_json::Value;
+use std::sync::Mutex;
+
+/// The session's settings as its tape records them when a run starts.
+pub(crate) struct SessionSettings {
+    /// The latest `code_mode_switch` (none: off).
+    pub code_mode: bool,
+    /// The latest `model_switch` (none or empty: the agent's default).
+    pub model: Option<String>,
+}
+
+/// The newest system prompt on the run's tape, kept on the turn state and
+/// updated by the recorder when it writes one, so the recorder compares a
+/// step's prompt without reading the tape each step.
+pub(crate) struct LastSystemPrompt(pub Mutex<Option<String>>);
+
+fn switch(name: &str) -> TapeQuery {
+    TapeQuery::all().kinds([EntryKind::Event]).named(name)
+}
+
+/// The `model_switch` event's choice.
+pub(crate) fn chosen_model(event: Option<&Entry>) -> Option<String> {
+    let data = event?.data()?;
+    data.get("model")?.as_str().filter(|spec| !spec.is_empty()).map(str::to_string)
+}
+
+fn code_mode_on(event: Option<&Entry>) -> bool {
+    event.and_then(Entry::data).and_then(|data| data.get("code_mode")?.as_bool()).unwrap_or(false)
+}
+
+/// Reads the settings and the last system prompt in one call.
+pub(crate) async fn read(tape: &Tape) -> TapeResult<(SessionSettings, LastSystemPrompt)> {
+    let queries = [switch("code_mode_switch"), switch("model_switch"), TapeQuery::all().kinds([EntryKind::System])];
+    let found = tape.latest(&queries).await?;
+    let settings =
+        SessionSettings { code_mode: code_mode_on(found[0].as_ref()), model: chosen_model(found[1].as_ref()) };
+    let system = found[2].as_ref().and_then(|e| e.payload.get("content")).and_then(Value::as_str).map(str::to_string);
+    Ok((settings, LastSystemPrompt(Mutex::new(system))))
+}
+
+/// The session's `,model` choice alone (for `,model` without an argument).
+pub(crate) async fn session_model(tape: &Tape) -> TapeResult<Option<String>> {
+    Ok(chosen_model(tape.latest(&[switch("model_switch")]).await?[0].as_ref()))
+}

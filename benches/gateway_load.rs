@@ -268,9 +268,11 @@ async fn run() {
         ("BUB_WEBHOOK_SECRET".into(), SECRET.into()),
         ("BUB_LOG".into(), "warn".into()),
     ];
-    // Passed through so both durability settings can be measured.
-    if let Ok(sync) = std::env::var("BUB_SQLITE_SYNC") {
-        env.push(("BUB_SQLITE_SYNC".into(), sync));
+    // Passed through so durability and allocator settings can be compared.
+    for name in ["BUB_SQLITE_SYNC", "MALLOC_ARENA_MAX"] {
+        if let Ok(value) = std::env::var(name) {
+            env.push((name.into(), value));
+        }
     }
     let gateway = GatewayProcess::start(home.path(), &env, &[]).await;
     let pid = gateway.pid();
@@ -343,11 +345,29 @@ async fn run() {
 
     // More sessions, one turn each, until `rss_sessions` distinct ones exist.
     let extra = rss_sessions.saturating_sub(sessions);
+    // BUB_LOAD_HEAPTRACK=1: heaptrack attached while the sessions open; its
+    // "peak" consumers are what an open session holds.
+    let heaptrack = std::env::var("BUB_LOAD_HEAPTRACK").is_ok_and(|v| v == "1").then(|| {
+        let output = std::env::temp_dir().join("bub-gateway-heap");
+        println!("heaptrack -p {pid} -o {}", output.display());
+        let child = std::process::Command::new("heaptrack")
+            .args(["-p", &pid.to_string(), "-o"])
+            .arg(&output)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start heaptrack");
+        std::thread::sleep(Duration::from_secs(5));
+        child
+    });
     let (opened, open_time, open_failed) = run_phase(gateway.addr, sessions, extra, 0, clients, "open").await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let (sessions_rss, peak_rss) = rss_kib(pid);
     let active = metric_lines(&fetch_metrics(&gateway).await, "bub_sessions_active").join(" ");
     gateway.stop().await;
+    if let Some(child) = heaptrack {
+        let _ = child.wait_with_output();
+    }
 
     let rate = samples.len() as f64 / elapsed.as_secs_f64();
     let row = |name: &str, value: String, target: &str| println!("| {name:<44} | {value:>14} | {target:<14} |");

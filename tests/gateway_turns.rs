@@ -166,3 +166,33 @@ async fn a_sync_caller_gets_504_after_the_reply_timeout_and_the_outcome_when_ask
     assert_eq!(fake.request_count(), 1, "asking again did not start another turn");
     gateway.stop().await;
 }
+
+async fn send_in_group(addr: std::net::SocketAddr, id: &str, text: &str, mention: bool) -> Value {
+    let body = json!({
+        "message_id": id, "chat_id": "room", "sender_id": "u1", "text": text,
+        "group": true, "mentions_bot": mention,
+    });
+    let response = signed_request(&client(), addr, "webhook", "sync", &body, SECRET).await.expect("request");
+    response.json().await.unwrap_or(Value::Null)
+}
+
+/// After the bot was addressed in a group, unaddressed follow-ups are answered
+/// for `active_window_seconds` (also once the session has gone quiet between
+/// messages), and recorded without an answer after it.
+#[tokio::test(flavor = "multi_thread")]
+async fn unaddressed_follow_ups_are_answered_inside_the_active_window_only() {
+    let home = tempfile::tempdir().unwrap();
+    let fake = FakeModel::start_answering("on it").await;
+    let gateway = start(home.path(), &fake, "debounce = { active_window_seconds = 2.0 }").await;
+    let addr = gateway.addr;
+
+    assert_eq!(send_in_group(addr, "w0", "before anyone asked", false).await["status"], "recorded");
+    assert_eq!(send_in_group(addr, "w1", "@bub what's up?", true).await["status"], "replied");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(send_in_group(addr, "w2", "and also this", false).await["status"], "replied");
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let late = send_in_group(addr, "w3", "much later chatter", false).await;
+    assert_eq!(late["status"], "recorded", "{late}");
+    assert_eq!(fake.request_count(), 2);
+    gateway.stop().await;
+}

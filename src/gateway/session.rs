@@ -1,10 +1,12 @@
 //! Per-session workers: debounce, one turn at a time, and the busy rule.
 //!
-//! Each active session has one task owning its state (pending batch, running
-//! turn, queue), fed through a channel; it exits after [`IDLE_EXIT`] without
-//! work. Sends happen under the map's lock and the worker only leaves when its
-//! channel is empty under that same lock, so no message falls between a
-//! leaving worker and its successor.
+//! Each busy session has one task owning its state (pending batch, running
+//! turn, queue), fed through a channel; it leaves as soon as it has nothing
+//! batched, running or queued, keeping only when the session was last
+//! addressed (for the active window) in a small map, so ten thousand quiet
+//! sessions cost a map entry each rather than a task. Sends happen under the
+//! map's lock and the worker only leaves when its channel is empty under that
+//! same lock, so no message falls between a leaving worker and its successor.
 
 use super::admission;
 use super::turn::{self, TurnShare};
@@ -18,9 +20,9 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-/// A worker with nothing to do leaves after this long (longer than the usual
-/// active window, which it remembers while it lives).
-const IDLE_EXIT: Duration = Duration::from_secs(90);
+/// How long a session's last addressed moment is remembered after its worker
+/// left: longer than any sensible active window.
+const REMEMBER_ACTIVE: Duration = Duration::from_secs(3600);
 
 /// What a session's worker is told.
 pub(crate) enum SessionInput {
@@ -31,7 +33,26 @@ pub(crate) enum SessionInput {
 /// The live session workers, by session id.
 #[derive(Default)]
 pub(crate) struct Sessions {
-    workers: Mutex<HashMap<String, mpsc::UnboundedSender<Box<SessionInput>>>>,
+    workers: Mutex<Workers>,
+}
+
+#[derive(Default)]
+struct Workers {
+    live: HashMap<String, mpsc::UnboundedSender<Box<SessionInput>>>,
+    /// When sessions without a worker were last addressed.
+    last_active: HashMap<String, Instant>,
+    /// `last_active` is pruned when it grows past this.
+    prune_at: usize,
+}
+
+impl Workers {
+    fn remember(&mut self, session: &str, at: Instant) {
+        self.last_active.insert(session.to_string(), at);
+        if self.last_active.len() > self.prune_at {
+            self.last_active.retain(|_, at| at.elapsed() < REMEMBER_ACTIVE);
+            self.prune_at = (self.last_active.len() * 2).max(1024);
+        }
+    }
 }
 
 impl Sessions {
@@ -40,7 +61,7 @@ impl Sessions {
     fn send(&self, inner: &Arc<Inner>, session: String, input: SessionInput) {
         let input = Box::new(input);
         let mut workers = self.workers.lock().unwrap_or_else(|p| p.into_inner());
-        let input = match workers.get(&session) {
+        let input = match workers.live.get(&session) {
             Some(tx) => match tx.send(input) {
                 Ok(()) => return,
                 Err(returned) => returned.0,
@@ -49,20 +70,30 @@ impl Sessions {
         };
         let (tx, rx) = mpsc::unbounded_channel();
         let _ = tx.send(input);
-        workers.insert(session.clone(), tx);
-        metrics::gauge!("bub_sessions_active").set(workers.len() as f64);
-        let worker = Worker::new(inner.clone(), session, rx);
+        workers.live.insert(session.clone(), tx);
+        metrics::gauge!("bub_sessions_active").set(workers.live.len() as f64);
+        let last_active = workers.last_active.remove(&session);
+        let worker = Worker::new(inner.clone(), session, rx, last_active);
         tokio::spawn(worker.run());
     }
 
-    /// Removes `session`'s worker if it has nothing queued; true when removed.
-    fn leave(&self, session: &str, rx: &mpsc::UnboundedReceiver<Box<SessionInput>>) -> bool {
+    /// Removes `session`'s worker if it has nothing queued, remembering when
+    /// the session was last addressed; true when removed.
+    fn leave(
+        &self,
+        session: &str,
+        rx: &mpsc::UnboundedReceiver<Box<SessionInput>>,
+        last_active: Option<Instant>,
+    ) -> bool {
         let mut workers = self.workers.lock().unwrap_or_else(|p| p.into_inner());
         if !rx.is_empty() {
             return false;
         }
-        workers.remove(session);
-        metrics::gauge!("bub_sessions_active").set(workers.len() as f64);
+        workers.live.remove(session);
+        if let Some(at) = last_active {
+            workers.remember(session, at);
+        }
+        metrics::gauge!("bub_sessions_active").set(workers.live.len() as f64);
         true
     }
 }
@@ -102,7 +133,6 @@ enum Wake {
     Input(Option<Box<SessionInput>>),
     Flush,
     TurnDone,
-    Idle,
 }
 
 struct Worker {
@@ -122,7 +152,12 @@ struct Worker {
 }
 
 impl Worker {
-    fn new(inner: Arc<Inner>, session: String, rx: mpsc::UnboundedReceiver<Box<SessionInput>>) -> Worker {
+    fn new(
+        inner: Arc<Inner>,
+        session: String,
+        rx: mpsc::UnboundedReceiver<Box<SessionInput>>,
+        last_active: Option<Instant>,
+    ) -> Worker {
         Worker {
             inner,
             session,
@@ -130,7 +165,7 @@ impl Worker {
             batch: Vec::new(),
             quiet_until: None,
             flush_by: None,
-            last_active: None,
+            last_active,
             running: None,
             counted: 0,
             turn_done: None,
@@ -145,6 +180,9 @@ impl Worker {
                 (a, b) => a.or(b),
             };
             let idle = self.batch.is_empty() && self.running.is_none() && self.queue.is_empty();
+            if idle && self.inner.sessions.leave(&self.session, &self.rx, self.last_active) {
+                break;
+            }
             let wake = {
                 let rx = &mut self.rx;
                 let turn_done = &mut self.turn_done;
@@ -158,7 +196,6 @@ impl Worker {
                             let _ = done.await;
                         }
                     }, if turn_done.is_some() => Wake::TurnDone,
-                    _ = tokio::time::sleep(IDLE_EXIT), if idle => Wake::Idle,
                 }
             };
             match wake {
@@ -176,11 +213,6 @@ impl Worker {
                     let next: Vec<Message> = self.queue.drain(..).collect();
                     if !next.is_empty() {
                         self.start(next);
-                    }
-                }
-                Wake::Idle => {
-                    if self.inner.sessions.leave(&self.session, &self.rx) {
-                        break;
                     }
                 }
             }

@@ -5,6 +5,7 @@
 //! export CARGO_TARGET_DIR=...            # optional
 //! cargo bench --bench gateway_load       # builds bub with the bench (release) profile and runs this
 //! # knobs (environment): BUB_LOAD_TURNS=20000 BUB_LOAD_SESSIONS=1000 BUB_LOAD_CLIENTS=64
+//! #                      BUB_LOAD_RATE=1000 BUB_LOAD_RATE_TURNS=10000 (0: no open-loop phase)
 //! #                      BUB_LOAD_RSS_SESSIONS=10000
 //! #                      BUB_SQLITE_SYNC=normal: the gateway's database without a sync per commit
 //! #                      BUB_LOAD_PERF=1: `perf record -g` on the gateway during the measured phase, a short
@@ -21,9 +22,12 @@
 //! 3. warms up with one turn in each of the sessions, then runs the measured
 //!    phase: `BUB_LOAD_CLIENTS` concurrent clients send `BUB_LOAD_TURNS` signed
 //!    `?mode=sync` requests round-robin over `BUB_LOAD_SESSIONS` chat ids;
-//! 4. opens more sessions until `BUB_LOAD_RSS_SESSIONS` distinct ones have had
-//!    a turn, and reads RSS again (session workers live 90 s after their last
-//!    message, so they are all still alive then).
+//! 4. open loop: sends `BUB_LOAD_RATE_TURNS` more turns at a steady
+//!    `BUB_LOAD_RATE` per second whatever the answers, each timed from when it
+//!    was due — the latency at the target rate (the closed-loop phase keeps 64
+//!    requests in flight, so its latency is mostly queueing: 64 ÷ turns/s);
+//! 5. opens more sessions until `BUB_LOAD_RSS_SESSIONS` distinct ones have had
+//!    a turn, and reads RSS again.
 //!
 //! It prints turns/s and client latency p50/p99; "gateway time" is each
 //! request's client latency minus the time the fake model spent on it, so it
@@ -32,7 +36,7 @@
 //! fork and merge, outcome transaction). The gateway's own view of the model
 //! call (`bub_model_call_seconds`) and turn time (`bub_turn_seconds`) are read
 //! from `/metrics`. Targets on a 2-core machine: ≥ 1,000 turns/s, p99 gateway
-//! time < 10 ms, < 50 MB RSS after 10,000 sessions. The load generator and
+//! time < 10 ms (at 1,000 turns/s offered), < 50 MB RSS after 10,000 sessions. The load generator and
 //! the fake model share the machine with the gateway, so these figures are a
 //! lower bound on what the gateway alone would do.
 
@@ -154,6 +158,79 @@ struct Sample {
     latency: Duration,
 }
 
+/// One signed `?mode=sync` turn `load-<i>`-style id in `chat`; true when it was replied.
+async fn one_turn(
+    client: &reqwest::Client,
+    addr: std::net::SocketAddr,
+    id: &str,
+    chat: usize,
+    failures: &AtomicUsize,
+) -> bool {
+    let body = json!({
+        "message_id": id,
+        "chat_id": format!("chat-{chat}"),
+        "sender_id": format!("user-{chat}"),
+        "text": format!("turn {id} [[{id}]]"),
+    });
+    let ok = match signed_request(client, addr, "webhook", "sync", &body, SECRET).await {
+        Ok(response) if response.status() == 200 => {
+            let outcome: Value = response.json().await.unwrap_or(Value::Null);
+            outcome["status"] == "replied"
+        }
+        Ok(response) => {
+            if failures.load(Ordering::Relaxed) < 5 {
+                eprintln!("{id}: {} {}", response.status(), response.text().await.unwrap_or_default());
+            }
+            false
+        }
+        Err(error) => {
+            if failures.load(Ordering::Relaxed) < 5 {
+                eprintln!("{id}: {error}");
+            }
+            false
+        }
+    };
+    if !ok {
+        failures.fetch_add(1, Ordering::Relaxed);
+    }
+    ok
+}
+
+/// Open loop: `count` turns sent at `rate` per second whatever the answers
+/// (round-robin over `sessions` chats), each timed from the moment it was
+/// due, so a slow gateway cannot hide its delays by slowing the sender.
+async fn run_at_rate(
+    addr: std::net::SocketAddr,
+    count: usize,
+    sessions: usize,
+    rate: f64,
+) -> (Vec<Sample>, Duration, usize) {
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .pool_max_idle_per_host(256)
+        .timeout(Duration::from_secs(60))
+        .build()
+        .expect("client");
+    let failures = Arc::new(AtomicUsize::new(0));
+    let started = tokio::time::Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..count {
+        let due = started + Duration::from_secs_f64(i as f64 / rate);
+        tokio::time::sleep_until(due).await;
+        let (client, failures) = (client.clone(), failures.clone());
+        tasks.spawn(async move {
+            let id = format!("rate-{i}");
+            let ok = one_turn(&client, addr, &id, i % sessions.max(1), &failures).await;
+            ok.then(|| Sample { id, latency: due.elapsed() })
+        });
+    }
+    let mut samples = Vec::with_capacity(count);
+    while let Some(done) = tasks.join_next().await {
+        samples.extend(done.expect("a request task panicked"));
+    }
+    (samples, started.elapsed(), failures.load(Ordering::Relaxed))
+}
+
 /// Sends turns `first..first + count` (`load-<i>` in chat `i % sessions`, or
 /// chat `i` when `sessions` is 0) from `clients` concurrent clients.
 async fn run_phase(
@@ -188,35 +265,10 @@ async fn run_phase(
                     }
                     let chat = if sessions == 0 { i } else { i % sessions };
                     let id = format!("{prefix}-{i}");
-                    let body = json!({
-                        "message_id": id,
-                        "chat_id": format!("chat-{chat}"),
-                        "sender_id": format!("user-{chat}"),
-                        "text": format!("turn {i} [[{id}]]"),
-                    });
                     let sent = Instant::now();
-                    let ok = match signed_request(&client, addr, "webhook", "sync", &body, SECRET).await {
-                        Ok(response) if response.status() == 200 => {
-                            let outcome: Value = response.json().await.unwrap_or(Value::Null);
-                            outcome["status"] == "replied"
-                        }
-                        Ok(response) => {
-                            if failures.load(Ordering::Relaxed) < 5 {
-                                eprintln!("{id}: {} {}", response.status(), response.text().await.unwrap_or_default());
-                            }
-                            false
-                        }
-                        Err(error) => {
-                            if failures.load(Ordering::Relaxed) < 5 {
-                                eprintln!("{id}: {error}");
-                            }
-                            false
-                        }
-                    };
+                    let ok = one_turn(&client, addr, &id, chat, &failures).await;
                     if ok {
                         samples.push(Sample { id, latency: sent.elapsed() });
-                    } else {
-                        failures.fetch_add(1, Ordering::Relaxed);
                     }
                 }
             })
@@ -258,6 +310,8 @@ async fn run() {
     let clients = knob("BUB_LOAD_CLIENTS", 64);
     let rss_sessions = knob("BUB_LOAD_RSS_SESSIONS", 10_000);
     let perf = std::env::var("BUB_LOAD_PERF").is_ok_and(|v| v == "1");
+    let rate = knob("BUB_LOAD_RATE", 1_000).max(1) as f64;
+    let rate_turns = knob("BUB_LOAD_RATE_TURNS", 10_000);
 
     let (model_base, model_times) = start_model().await;
     let home = tempfile::tempdir().expect("tempdir");
@@ -343,6 +397,20 @@ async fn run() {
     in_model.sort();
     in_gateway.sort();
 
+    // Open loop at the target rate: the latency a steady 1,000 turns/s sees.
+    let (rate_samples, rate_elapsed, rate_failed) = if rate_turns > 0 {
+        run_at_rate(gateway.addr, rate_turns, sessions, rate).await
+    } else {
+        (Vec::new(), Duration::ZERO, 0)
+    };
+    let rate_model: HashMap<String, Duration> =
+        std::mem::take(&mut *model_times.by_message.lock().unwrap_or_else(|p| p.into_inner()));
+    let mut rate_gateway: Vec<Duration> = rate_samples
+        .iter()
+        .map(|s| s.latency.saturating_sub(rate_model.get(&s.id).copied().unwrap_or_default()))
+        .collect();
+    rate_gateway.sort();
+
     // More sessions, one turn each, until `rss_sessions` distinct ones exist.
     let extra = rss_sessions.saturating_sub(sessions);
     // BUB_LOAD_HEAPTRACK=1: heaptrack attached while the sessions open; its
@@ -369,21 +437,29 @@ async fn run() {
         let _ = child.wait_with_output();
     }
 
-    let rate = samples.len() as f64 / elapsed.as_secs_f64();
+    let sustained = samples.len() as f64 / elapsed.as_secs_f64();
     let row = |name: &str, value: String, target: &str| println!("| {name:<44} | {value:>14} | {target:<14} |");
     println!();
     println!("bub gateway load: {turns} sync turns, {clients} clients, {sessions} sessions, webhook channel");
     println!("| {:<44} | {:>14} | {:<14} |", "measure", "value", "target");
     println!("|{}|{}|{}|", "-".repeat(46), "-".repeat(16), "-".repeat(16));
-    row("sustained turns/s", format!("{rate:.0}"), ">= 1000");
+    row("sustained turns/s", format!("{sustained:.0}"), ">= 1000");
     row("turns ok / failed", format!("{} / {failed}", samples.len()), "");
     row("client latency p50", ms(percentile(&latencies, 50.0)), "");
     row("client latency p99", ms(percentile(&latencies, 99.0)), "");
     row("fake model time p50 (its handler)", ms(percentile(&in_model, 50.0)), "");
     row("fake model time p99 (its handler)", ms(percentile(&in_model, 99.0)), "");
     row("gateway time p50 (latency - model)", ms(percentile(&in_gateway, 50.0)), "");
-    row("gateway time p99 (latency - model)", ms(percentile(&in_gateway, 99.0)), "< 10 ms");
+    row("gateway time p99 (latency - model)", ms(percentile(&in_gateway, 99.0)), "(queueing)");
     row("gateway time max", ms(in_gateway.last().copied().unwrap_or_default()), "");
+    if rate_turns > 0 {
+        let achieved = rate_samples.len() as f64 / rate_elapsed.as_secs_f64().max(1e-9);
+        row(&format!("open loop: {rate_turns} turns offered at {rate:.0}/s"), format!("{achieved:.0}/s"), "");
+        row("open loop: turns ok / failed", format!("{} / {rate_failed}", rate_samples.len()), "");
+        row("open loop: gateway time p50", ms(percentile(&rate_gateway, 50.0)), "");
+        row("open loop: gateway time p99", ms(percentile(&rate_gateway, 99.0)), "< 10 ms");
+        row("open loop: gateway time max", ms(rate_gateway.last().copied().unwrap_or_default()), "");
+    }
     if let Some(mean) = metric_mean(&metrics, "bub_model_call_seconds") {
         row("model call as the gateway saw it (mean)", ms(Duration::from_secs_f64(mean)), "");
     }

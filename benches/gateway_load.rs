@@ -323,9 +323,9 @@ async fn run() {
         ("BUB_LOG".into(), "warn".into()),
     ];
     // Passed through so durability and allocator settings can be compared.
-    for name in ["BUB_SQLITE_SYNC", "MALLOC_ARENA_MAX"] {
-        if let Ok(value) = std::env::var(name) {
-            env.push((name.into(), value));
+    for (name, value) in std::env::vars() {
+        if name == "BUB_SQLITE_SYNC" || name.starts_with("MALLOC_") || name.starts_with("MIMALLOC_") {
+            env.push((name, value));
         }
     }
     let gateway = GatewayProcess::start(home.path(), &env, &[]).await;
@@ -431,6 +431,11 @@ async fn run() {
     let (opened, open_time, open_failed) = run_phase(gateway.addr, sessions, extra, 0, clients, "open").await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let (sessions_rss, peak_rss) = rss_kib(pid);
+    let threads = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|line| line.strip_prefix("Threads:").map(|n| n.trim().to_string()))
+        .unwrap_or_default();
     let active = metric_lines(&fetch_metrics(&gateway).await, "bub_sessions_active").join(" ");
     gateway.stop().await;
     if let Some(child) = heaptrack {
@@ -474,6 +479,7 @@ async fn run() {
     row("RSS after the measured run", mb(after_load_rss), "");
     row(&format!("RSS after {rss_sessions} sessions"), mb(sessions_rss), "< 50 MB");
     row("peak RSS (VmHWM)", mb(peak_rss), "");
+    row("gateway threads at the end", threads, "");
     println!();
     println!(
         "opening sessions: {} turns in {:.2} s ({:.0}/s), {open_failed} failed; {active}",

@@ -158,11 +158,14 @@ fn parse_var(var: &impl Fn(&str) -> Option<String>, name: &'static str, default:
 }
 
 /// Workspace `AGENTS.md`, then the tools and skills of the step: all re-read
-/// every step, so edits take effect on the next one.
+/// every step, so edits take effect on the next one. The reads are a few
+/// syscalls on the local workspace, done in place: a `spawn_blocking` hop for
+/// each cost more than the reads and grew the blocking pool to ~15 threads
+/// under load (each with its own allocator heap).
 fn add_prompt_sections(agent: &Agent) {
     agent.system_prompt().add(|ctx| async move {
         let workspace = ctx.state.get_str("workspace").map(PathBuf::from)?;
-        let text = tokio::fs::read_to_string(workspace.join("AGENTS.md")).await.ok()?;
+        let text = std::fs::read_to_string(workspace.join("AGENTS.md")).ok()?;
         Some(text.trim().to_string())
     });
     agent.system_prompt().add(|ctx| async move {
@@ -178,8 +181,7 @@ fn add_prompt_sections(agent: &Agent) {
     });
     agent.system_prompt().add(|ctx| async move {
         let workspace = ctx.state.get_str("workspace").map(PathBuf::from)?;
-        let found =
-            tokio::task::spawn_blocking(move || skills::discover(&skills::skill_roots(&workspace))).await.ok()?;
+        let found = skills::discover(&skills::skill_roots(&workspace));
         Some(skills::prompt_section(&found))
     });
 }

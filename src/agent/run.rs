@@ -146,14 +146,23 @@ impl Agent {
         };
         // Written inside the fork: a discarded or `temp/` run leaves no trace at all.
         let fork = parent.fork();
-        if let Err(error) = fork.tape().ensure_bootstrap_anchor().await {
+        let start = match super::settings::read(fork.tape()).await {
+            Ok(start) => start,
+            Err(error) => {
+                out.send(StreamEvent::Error { kind: "tape".into(), message: error.to_string() }).await;
+                return;
+            }
+        };
+        if !start.has_anchor
+            && let Err(error) = fork.tape().write_bootstrap_anchor().await
+        {
             out.send(StreamEvent::Error { kind: "tape".into(), message: error.to_string() }).await;
             return;
         }
         let run = RunContext { run_id: new_run_id(), tape: fork.tape().clone(), state: options.state.clone() };
         let active = self.inner.steering.open(&options.tape);
         let result = tokio::select! {
-            result = self.run_on(&run, &active, prompt, &options, out) => result,
+            result = self.run_on(&run, &active, prompt, &options, start, out) => result,
             _ = out.cancelled() => {
                 tracing::info!(run_id = %run.run_id, tape = %options.tape, "run cancelled: its stream was dropped");
                 Ok(())
@@ -182,6 +191,7 @@ impl Agent {
         active: &ActiveRun,
         prompt: String,
         options: &RunOptions,
+        start: super::settings::RunStart,
         out: &Output,
     ) -> Result<(), RunFailure> {
         let all_tools = self.tools();
@@ -222,8 +232,8 @@ impl Agent {
             return super::commands::run_command(&commands, &prompt, prefix, out).await;
         }
 
-        let (settings, last_system) = super::settings::read(&run.tape).await?;
-        run.state.insert_extension(last_system);
+        let settings = start.settings;
+        run.state.insert_extension(start.last_system);
         let tools = match self.open_code_mode(&site, options, settings.code_mode).await? {
             Some(direct) => direct,
             // `run_code` means nothing outside code mode: the model does not see it.

@@ -1,6 +1,7 @@
-//! What a run reads back from its session's tape before its first step: the
-//! session's `,model` and `,code_mode` switches and the newest system prompt,
-//! in one read (one statement on SQLite) instead of one read each.
+//! What a run reads back from its session's tape when it starts: whether the
+//! tape has an anchor yet, the session's `,model` and `,code_mode` switches
+//! and the newest system prompt, in one read (one statement on SQLite)
+//! instead of one read each.
 
 use crate::tape::{Entry, EntryKind, Tape, TapeQuery, TapeResult};
 use serde_json::Value;
@@ -33,14 +34,29 @@ fn code_mode_on(event: Option<&Entry>) -> bool {
     event.and_then(Entry::data).and_then(|data| data.get("code_mode")?.as_bool()).unwrap_or(false)
 }
 
-/// Reads the settings and the last system prompt in one call.
-pub(crate) async fn read(tape: &Tape) -> TapeResult<(SessionSettings, LastSystemPrompt)> {
-    let queries = [switch("code_mode_switch"), switch("model_switch"), TapeQuery::all().kinds([EntryKind::System])];
+/// What a run learns from its tape when it starts.
+pub(crate) struct RunStart {
+    /// The tape has an anchor (else the run writes the bootstrap anchor).
+    pub has_anchor: bool,
+    pub settings: SessionSettings,
+    pub last_system: LastSystemPrompt,
+}
+
+/// Reads everything a run starts from in one call. On a fork, the unfiltered
+/// query also gives the fork the parent's last id for its overlay.
+pub(crate) async fn read(tape: &Tape) -> TapeResult<RunStart> {
+    let queries = [
+        switch("code_mode_switch"),
+        switch("model_switch"),
+        TapeQuery::all().kinds([EntryKind::System]),
+        TapeQuery::all().kinds([EntryKind::Anchor]),
+        TapeQuery::all(),
+    ];
     let found = tape.latest(&queries).await?;
     let settings =
         SessionSettings { code_mode: code_mode_on(found[0].as_ref()), model: chosen_model(found[1].as_ref()) };
     let system = found[2].as_ref().and_then(|e| e.payload.get("content")).and_then(Value::as_str).map(str::to_string);
-    Ok((settings, LastSystemPrompt(Mutex::new(system))))
+    Ok(RunStart { has_anchor: found[3].is_some(), settings, last_system: LastSystemPrompt(Mutex::new(system)) })
 }
 
 /// The session's `,model` choice alone (for `,model` without an argument).

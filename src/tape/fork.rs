@@ -140,7 +140,14 @@ impl TapeStore for ForkStore {
 
     async fn latest(&self, tape: &TapeName, queries: &[TapeQuery]) -> TapeResult<Vec<Option<Entry>>> {
         let Some(overlay) = self.overlay(tape)? else {
-            return self.parent.latest(tape, queries).await;
+            let found = self.parent.latest(tape, queries).await?;
+            // An unfiltered query's answer is the parent's last entry: the base
+            // of this tape's overlay, so its first write needs no `stats`.
+            if let Some(i) = queries.iter().position(|q| *q == TapeQuery::all()) {
+                let last_id = found[i].as_ref().map_or(0, |e| e.id);
+                self.state().parent_last_ids.insert(tape.clone(), last_id);
+            }
+            return Ok(found);
         };
         let newest = |query: &TapeQuery| TapeQuery { newest_first: true, limit: Some(1), ..query.clone() };
         let mut found = Vec::with_capacity(queries.len());

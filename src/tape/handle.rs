@@ -151,8 +151,14 @@ impl Tape {
         if self.store.stats(&self.name).await?.last_anchor.is_some() {
             return Ok(false);
         }
-        self.handoff(BOOTSTRAP_ANCHOR, json!({"owner": "human"})).await?;
+        self.write_bootstrap_anchor().await?;
         Ok(true)
+    }
+
+    /// Writes the bootstrap anchor `session/start` (for a caller that already
+    /// knows the tape has no anchor).
+    pub(crate) async fn write_bootstrap_anchor(&self) -> TapeResult<Entry> {
+        self.handoff(BOOTSTRAP_ANCHOR, json!({"owner": "human"})).await
     }
 
     /// The last `limit` anchors, oldest first.

@@ -377,25 +377,7 @@ impl TapeStore for SqliteTapeStore {
         let Some(tape_id) = self.cached_tape_id(tape).await.map_err(&failed)? else {
             return Ok(found);
         };
-        // One statement: a UNION of index probes, each row tagged with its query.
-        let mut select = QueryBuilder::<Sqlite>::new("");
-        for (slot, query) in queries.iter().enumerate() {
-            if slot > 0 {
-                select.push(" UNION ALL ");
-            }
-            select.push(format_args!("SELECT {slot} AS slot, * FROM ("));
-            select.push(format_args!("SELECT entry_id, kind, payload, meta, date FROM tape_entries WHERE tape_id = "));
-            select.push_bind(tape_id);
-            if !query.kinds.is_empty() {
-                let list: Vec<String> = query.kinds.iter().map(|kind| format!("'{}'", kind.as_str())).collect();
-                select.push(format_args!(" AND kind IN ({})", list.join(", ")));
-            }
-            if let Some(name) = &query.name {
-                select.push(" AND name = ").push_bind(name.clone());
-            }
-            select.push(" ORDER BY entry_id DESC LIMIT 1)");
-        }
-        let rows = select.build().fetch_all(&self.reader).await.map_err(&failed)?;
+        let rows = latest_select(tape_id, queries).build().fetch_all(&self.reader).await.map_err(&failed)?;
         for row in rows {
             let slot: i64 = row.get("slot");
             if let Some(place) = found.get_mut(slot as usize) {
@@ -522,6 +504,45 @@ fn select_entries(tape_id: i64, from: Option<i64>, to: Option<i64>, query: &Tape
         select.push(" AND date < ").push_bind(format_date(until));
     }
     select.push(if query.newest_first { " ORDER BY entry_id DESC" } else { " ORDER BY entry_id ASC" });
+    select
+}
+
+/// One statement for [`TapeStore::latest`]: a UNION of index probes, each row
+/// tagged with its query's position. The indexes are named: without table
+/// statistics SQLite walks the primary key backwards for `ORDER BY entry_id
+/// DESC LIMIT 1`, which for an event that never happened reads the whole tape.
+fn latest_select(tape_id: i64, queries: &[TapeQuery]) -> QueryBuilder<Sqlite> {
+    let mut select = QueryBuilder::<Sqlite>::new("");
+    for (slot, query) in queries.iter().enumerate() {
+        if slot > 0 {
+            select.push(" UNION ALL ");
+        }
+        let index = match (&query.name, query.kinds.len()) {
+            (Some(_), _) => " INDEXED BY tape_entries_by_name",
+            (None, 1) => " INDEXED BY tape_entries_by_kind",
+            _ => "",
+        };
+        select.push(format_args!(
+            "SELECT {slot} AS slot, * FROM (SELECT entry_id, kind, payload, meta, date FROM tape_entries{index} \
+             WHERE tape_id = "
+        ));
+        select.push_bind(tape_id);
+        if let Some(name) = &query.name {
+            select.push(" AND name = ").push_bind(name.clone());
+        }
+        // Literals, not binds: the kinds are ours, and the statement stays one cached text.
+        match query.kinds.as_slice() {
+            [] => {}
+            [kind] => {
+                select.push(format_args!(" AND kind = '{}'", kind.as_str()));
+            }
+            kinds => {
+                let list: Vec<String> = kinds.iter().map(|kind| format!("'{}'", kind.as_str())).collect();
+                select.push(format_args!(" AND kind IN ({})", list.join(", ")));
+            }
+        }
+        select.push(" ORDER BY entry_id DESC LIMIT 1)");
+    }
     select
 }
 
@@ -712,5 +733,26 @@ mod tests {
         assert!(plan.contains("USING COVERING INDEX tape_entries_by_kind"), "plan: {plan}");
         assert!(plan.contains("entry_id>?"), "plan: {plan}");
         assert!(!plan.contains("TEMP B-TREE") && !plan.contains("SCAN"), "plan: {plan}");
+    }
+
+    /// `latest` probes an index per query, whatever is on the tape.
+    #[tokio::test]
+    async fn latest_probes_indexes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteTapeStore::open(dir.path().join("bub.db")).await.unwrap();
+        let queries = [
+            TapeQuery::all().kinds([EntryKind::Event]).named("model_switch"),
+            TapeQuery::all().kinds([EntryKind::System]),
+            TapeQuery::all(),
+        ];
+        let select = latest_select(1, &queries);
+        let mut explain = sqlx::query(sqlx::AssertSqlSafe(format!("EXPLAIN QUERY PLAN {}", select.sql().as_str())));
+        explain = explain.bind(1_i64).bind("model_switch").bind(1_i64).bind(1_i64);
+        let plan: Vec<String> =
+            explain.fetch_all(&store.reader).await.unwrap().iter().map(|row| row.get::<String, _>("detail")).collect();
+        let plan = plan.join("; ");
+        assert!(plan.contains("USING INDEX tape_entries_by_name (tape_id=? AND name=?)"), "plan: {plan}");
+        assert!(plan.contains("USING INDEX tape_entries_by_kind (tape_id=? AND kind=?)"), "plan: {plan}");
+        assert!(!plan.contains("TEMP B-TREE"), "plan sorts: {plan}");
     }
 }

@@ -108,6 +108,9 @@ async fn start_model() -> (String, Arc<ModelTimes>) {
     let app = Router::new().route("/v1/chat/completions", post(answer)).with_state(times.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind the fake model");
     let addr = listener.local_addr().expect("fake model address");
+    let listener = axum::serve::ListenerExt::tap_io(listener, |stream: &mut tokio::net::TcpStream| {
+        let _ = stream.set_nodelay(true);
+    });
     tokio::spawn(async move {
         let _ = axum::serve(listener, app).await;
     });

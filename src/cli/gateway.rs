@@ -51,6 +51,10 @@ pub(crate) async fn run_gateway(home: &BubHome, config: Option<PathBuf>, listen:
     let state = HttpState::new(gateway.clone());
     let server = tokio::spawn({
         let app = router(state.clone());
+        // No Nagle delay on small responses (a sync reply, an SSE event).
+        let listener = axum::serve::ListenerExt::tap_io(listener, |stream: &mut tokio::net::TcpStream| {
+            let _ = stream.set_nodelay(true);
+        });
         async move { axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await }
     });
     if let Err(error) = gateway.start().await {

@@ -327,7 +327,11 @@ async fn run() {
     ];
     // Passed through so durability and allocator settings can be compared.
     for (name, value) in std::env::vars() {
-        if name == "BUB_SQLITE_SYNC" || name.starts_with("MALLOC_") || name.starts_with("MIMALLOC_") {
+        if name == "BUB_SQLITE_SYNC"
+            || name.starts_with("MALLOC_")
+            || name.starts_with("MIMALLOC_")
+            || name.starts_with("TOKIO_")
+        {
             env.push((name, value));
         }
     }

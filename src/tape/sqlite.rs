@@ -15,7 +15,7 @@ use super::entry::{Entry, EntryKind, JsonObject, NewEntry, format_date, parse_da
 use super::error::{TapeError, TapeResult};
 use super::name::TapeName;
 use super::query::{Scope, TapeQuery, TextMatcher};
-use super::store::{TapeStats, TapeStore, TapeSummary, check_batch};
+use super::store::{TapeStats, TapeStore, TapeSummary, check_batch, latest_one_by_one};
 use super::writer::{Work, Writer, atomically};
 use async_trait::async_trait;
 use chrono::Utc;
@@ -365,12 +365,7 @@ impl TapeStore for SqliteTapeStore {
             TapeQuery { newest_first: false, limit: None, ..q.clone() } == bare
         };
         if queries.is_empty() || !queries.iter().all(simple) {
-            let mut found = Vec::with_capacity(queries.len());
-            for query in queries {
-                let newest = TapeQuery { newest_first: true, limit: Some(1), ..query.clone() };
-                found.push(self.read(tape, &newest).await?.into_iter().next());
-            }
-            return Ok(found);
+            return latest_one_by_one(self, tape, queries).await;
         }
         let failed = self.backend_error(tape, "read");
         let mut found = vec![None; queries.len()];
@@ -694,20 +689,22 @@ fn describe_migrate_error(error: &sqlx::migrate::MigrateError) -> String {
 mod tests {
     use super::*;
 
+    /// SQLite's plan for `sql` with `binds` (integers), its steps joined by "; ".
+    async fn plan_of(store: &SqliteTapeStore, sql: &str, binds: &[i64]) -> String {
+        let mut explain = sqlx::query(sqlx::AssertSqlSafe(format!("EXPLAIN QUERY PLAN {sql}")));
+        for bind in binds {
+            explain = explain.bind(*bind);
+        }
+        let rows = explain.fetch_all(&store.reader).await.unwrap();
+        rows.iter().map(|row| row.get::<String, _>("detail")).collect::<Vec<_>>().join("; ")
+    }
+
     /// The last-anchor lookup must be an index probe, never a scan of the tape.
     #[tokio::test]
     async fn last_anchor_lookup_uses_the_kind_index() {
         let dir = tempfile::tempdir().unwrap();
         let store = SqliteTapeStore::open(dir.path().join("bub.db")).await.unwrap();
-        let plan: Vec<String> = sqlx::query(sqlx::AssertSqlSafe(format!("EXPLAIN QUERY PLAN {LAST_ANCHOR_SQL}")))
-            .bind(1_i64)
-            .fetch_all(&store.reader)
-            .await
-            .unwrap()
-            .iter()
-            .map(|row| row.get::<String, _>("detail"))
-            .collect();
-        let plan = plan.join("; ");
+        let plan = plan_of(&store, LAST_ANCHOR_SQL, &[1]).await;
         assert!(plan.contains("USING COVERING INDEX tape_entries_by_kind"), "plan: {plan}");
         assert!(!plan.contains("TEMP B-TREE"), "plan sorts: {plan}");
     }
@@ -719,17 +716,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = SqliteTapeStore::open(dir.path().join("bub.db")).await.unwrap();
         let select = select_from_last_anchor(1, &crate::tape::query::CONTEXT_KINDS);
-        let plan: Vec<String> =
-            sqlx::query(sqlx::AssertSqlSafe(format!("EXPLAIN QUERY PLAN {}", select.sql().as_str())))
-                .bind(1_i64)
-                .bind(1_i64)
-                .fetch_all(&store.reader)
-                .await
-                .unwrap()
-                .iter()
-                .map(|row| row.get::<String, _>("detail"))
-                .collect();
-        let plan = plan.join("; ");
+        let plan = plan_of(&store, select.sql().as_str(), &[1, 1]).await;
         assert!(plan.contains("USING COVERING INDEX tape_entries_by_kind"), "plan: {plan}");
         assert!(plan.contains("entry_id>?"), "plan: {plan}");
         assert!(!plan.contains("TEMP B-TREE") && !plan.contains("SCAN"), "plan: {plan}");
@@ -746,11 +733,8 @@ mod tests {
             TapeQuery::all(),
         ];
         let select = latest_select(1, &queries);
-        let mut explain = sqlx::query(sqlx::AssertSqlSafe(format!("EXPLAIN QUERY PLAN {}", select.sql().as_str())));
-        explain = explain.bind(1_i64).bind("model_switch").bind(1_i64).bind(1_i64);
-        let plan: Vec<String> =
-            explain.fetch_all(&store.reader).await.unwrap().iter().map(|row| row.get::<String, _>("detail")).collect();
-        let plan = plan.join("; ");
+        // The name is bound as a number here: plans do not depend on bound values.
+        let plan = plan_of(&store, select.sql().as_str(), &[1, 0, 1, 1]).await;
         assert!(plan.contains("USING INDEX tape_entries_by_name (tape_id=? AND name=?)"), "plan: {plan}");
         assert!(plan.contains("USING INDEX tape_entries_by_kind (tape_id=? AND kind=?)"), "plan: {plan}");
         assert!(!plan.contains("TEMP B-TREE"), "plan sorts: {plan}");

@@ -51,12 +51,7 @@ pub trait TapeStore: Send + Sync + 'static {
     /// code-mode switches, the last system prompt) in one round trip where
     /// the store can. The default reads them one by one.
     async fn latest(&self, tape: &TapeName, queries: &[TapeQuery]) -> TapeResult<Vec<Option<Entry>>> {
-        let mut found = Vec::with_capacity(queries.len());
-        for query in queries {
-            let newest = TapeQuery { newest_first: true, limit: Some(1), ..query.clone() };
-            found.push(self.read(tape, &newest).await?.into_iter().next());
-        }
-        Ok(found)
+        latest_one_by_one(self, tape, queries).await
     }
 
     /// Entry and anchor counts, the last id and the last anchor.
@@ -70,6 +65,20 @@ pub trait TapeStore: Send + Sync + 'static {
 
     /// Where the entries live, for messages (`sqlite:/home/me/.bub/bub.db`).
     fn location(&self) -> String;
+}
+
+/// [`TapeStore::latest`] as one read per query.
+pub async fn latest_one_by_one<S: TapeStore + ?Sized>(
+    store: &S,
+    tape: &TapeName,
+    queries: &[TapeQuery],
+) -> TapeResult<Vec<Option<Entry>>> {
+    let mut found = Vec::with_capacity(queries.len());
+    for query in queries {
+        let newest = TapeQuery { newest_first: true, limit: Some(1), ..query.clone() };
+        found.push(store.read(tape, &newest).await?.into_iter().next());
+    }
+    Ok(found)
 }
 
 /// Checks every entry of a batch before anything is written, so a bad entry in

@@ -27,15 +27,21 @@ pub type ContextSelector = Arc<dyn Fn(&[Entry]) -> Vec<ChatMessage> + Send + Syn
 
 /// The default selector, as described in the module docs.
 pub fn default_context(entries: &[Entry]) -> Vec<ChatMessage> {
+    default_context_owned(entries.to_vec())
+}
+
+/// [`default_context`] taking the entries, so message payloads move into the
+/// context instead of being copied (the context is rebuilt every model call).
+pub fn default_context_owned(entries: Vec<Entry>) -> Vec<ChatMessage> {
     let mut messages = Vec::with_capacity(entries.len());
     // Calls waiting for their results, oldest first: results match by position.
     let mut pending: VecDeque<(Value, Value)> = VecDeque::new();
-    for entry in entries.iter().filter(|e| e.in_context()) {
+    for mut entry in entries.into_iter().filter(Entry::in_context) {
         match entry.kind {
-            EntryKind::Anchor => messages.push(anchor_note(entry)),
-            EntryKind::Message => messages.push(Value::Object(entry.payload.clone())),
+            EntryKind::Anchor => messages.push(anchor_note(&entry)),
+            EntryKind::Message => messages.push(Value::Object(std::mem::take(&mut entry.payload))),
             EntryKind::ToolCall => {
-                let calls = entry.payload.get("calls").cloned().unwrap_or_else(|| json!([]));
+                let calls = entry.payload.remove("calls").unwrap_or_else(|| json!([]));
                 pending = calls
                     .as_array()
                     .into_iter()
@@ -49,10 +55,14 @@ pub fn default_context(entries: &[Entry]) -> Vec<ChatMessage> {
                 messages.push(json!({"role": "assistant", "content": "", "tool_calls": calls}));
             }
             EntryKind::ToolResult => {
-                for result in entry.payload.get("results").and_then(Value::as_array).into_iter().flatten() {
+                let results = match entry.payload.remove("results") {
+                    Some(Value::Array(results)) => results,
+                    _ => Vec::new(),
+                };
+                for result in results {
                     let (id, name) = pending.pop_front().unwrap_or((Value::Null, Value::Null));
                     let content = match result {
-                        Value::String(text) => text.clone(),
+                        Value::String(text) => text,
                         other => other.to_string(),
                     };
                     messages.push(json!({"role": "tool", "content": content, "tool_call_id": id, "name": name}));

@@ -2,7 +2,7 @@
 //! handoff, bootstrap anchor, info, reset with archive, context, sidecars, forks.
 
 use super::archive;
-use super::context::{ChatMessage, ContextSelector, default_context};
+use super::context::{ChatMessage, ContextSelector, default_context_owned};
 use super::entry::{Entry, EntryKind, NewEntry};
 use super::error::TapeResult;
 use super::fork::Fork;
@@ -196,7 +196,7 @@ impl Tape {
 
     /// The model context with the default mapping (see [`super::context`]).
     pub async fn context(&self) -> TapeResult<Vec<ChatMessage>> {
-        Ok(default_context(&self.read(&TapeQuery::context()).await?))
+        Ok(default_context_owned(self.read(&TapeQuery::context()).await?))
     }
 
     /// The model context with a custom selector.

@@ -50,7 +50,7 @@ pub mod sqlite;
 pub mod store;
 pub(crate) mod writer;
 
-pub use context::{ChatMessage, ContextSelector, default_context};
+pub use context::{ChatMessage, ContextSelector, default_context, default_context_owned};
 pub use entry::{Entry, EntryKind, JsonObject, NewEntry};
 pub use error::{TapeError, TapeResult};
 pub use fork::{Fork, ForkStore, MergeReport};

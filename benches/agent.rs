@@ -31,7 +31,7 @@ impl ModelClient for InstantModel {
         "instant"
     }
 
-    async fn stream(&self, _request: ChatRequest) -> Result<ModelStream, ModelError> {
+    async fn stream(&self, _request: &ChatRequest) -> Result<ModelStream, ModelError> {
         let wants_tool = self.tool_first && !self.next_is_tool.fetch_xor(true, Ordering::Relaxed);
         let events = if wants_tool {
             vec![

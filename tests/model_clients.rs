@@ -46,7 +46,7 @@ async fn run(
     client: &Arc<dyn ModelClient>,
     request: ChatRequest,
 ) -> Result<(Vec<ModelEvent>, Option<ModelError>), ModelError> {
-    let mut stream = client.stream(request).await?;
+    let mut stream = client.stream(&request).await?;
     let mut events = Vec::new();
     while let Some(item) = stream.next().await {
         match item {

@@ -410,7 +410,7 @@ impl Agent {
                 answer.text = text;
                 Ok(())
             }
-            None => self.stream_model(&spec, request.clone(), &mut answer, out).await,
+            None => self.stream_model(&spec, &request, &mut answer, out).await,
         };
         let after = AfterLlmCall {
             run: run.clone(),
@@ -430,7 +430,7 @@ impl Agent {
     async fn stream_model(
         &self,
         spec: &str,
-        request: ChatRequest,
+        request: &ChatRequest,
         answer: &mut ModelAnswer,
         out: &Output,
     ) -> Result<(), ModelError> {

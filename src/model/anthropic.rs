@@ -86,7 +86,7 @@ impl ModelClient for AnthropicClient {
         &self.provider
     }
 
-    async fn stream(&self, request: ChatRequest) -> Result<ModelStream, ModelError> {
+    async fn stream(&self, request: &ChatRequest) -> Result<ModelStream, ModelError> {
         let url = format!("{}/messages", self.base_url);
         tracing::debug!(provider = %self.provider, model = %request.model, %url, "model request");
         let builder = self
@@ -95,7 +95,7 @@ impl ModelClient for AnthropicClient {
             .header("x-api-key", &self.api_key)
             .header("anthropic-version", ANTHROPIC_VERSION)
             .header(reqwest::header::ACCEPT, "text/event-stream")
-            .json(&self.body(&request));
+            .json(&self.body(request));
         let response = http::send(&self.provider, builder).await?;
         let parser = MessageParser::new(&self.provider);
         Ok(sse::drive(&self.provider, response.bytes_stream(), parser))

@@ -13,7 +13,7 @@ use super::http;
 use super::sse::{self, EventParser, Progress, SseEvent};
 use super::types::{ChatRequest, FinishReason, ModelClient, ModelEvent, ModelStream, ToolCallRequest, Usage};
 use async_trait::async_trait;
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 use std::collections::{BTreeMap, VecDeque};
 
 /// Body fields the client owns: request options never replace them.
@@ -56,24 +56,45 @@ impl OpenAiClient {
 
     /// The JSON body sent for `request`.
     pub fn body(&self, request: &ChatRequest) -> Value {
-        let mut body = Map::new();
-        body.insert("model".into(), json!(request.model));
-        body.insert("messages".into(), json!(request.messages));
-        body.insert("stream".into(), json!(true));
-        body.insert("stream_options".into(), json!({"include_usage": true}));
-        if !request.tools.is_empty() {
-            body.insert("tools".into(), json!(request.tools));
-        }
-        if let Some(max_tokens) = request.max_tokens.or(self.default_max_tokens) {
-            body.insert("max_tokens".into(), json!(max_tokens));
-        }
-        for (key, value) in &request.options {
-            if !PROTOCOL_FIELDS.contains(&key.as_str()) {
-                body.insert(key.clone(), value.clone());
-            }
-        }
-        Value::Object(body)
+        serde_json::to_value(self.wire_body(request)).unwrap_or(Value::Null)
     }
+
+    /// The body as it is serialized, borrowing the request: a context is
+    /// written out once per call, never copied into a `Value` first.
+    fn wire_body<'a>(&self, request: &'a ChatRequest) -> WireBody<'a> {
+        // An option of the same name replaces `stream_options` and `max_tokens`.
+        let given = |key: &str| request.options.contains_key(key);
+        WireBody {
+            model: &request.model,
+            messages: &request.messages,
+            stream: true,
+            stream_options: (!given("stream_options")).then_some(StreamOptions { include_usage: true }),
+            tools: &request.tools,
+            max_tokens: request.max_tokens.or(self.default_max_tokens).filter(|_| !given("max_tokens")),
+            options: request.options.iter().filter(|(key, _)| !PROTOCOL_FIELDS.contains(&key.as_str())).collect(),
+        }
+    }
+}
+
+#[derive(serde::Serialize)]
+struct WireBody<'a> {
+    model: &'a str,
+    messages: &'a [Value],
+    stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_options: Option<StreamOptions>,
+    #[serde(skip_serializing_if = "<[Value]>::is_empty")]
+    tools: &'a [Value],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u32>,
+    /// Extra fields, sent as given (protocol fields excluded).
+    #[serde(flatten)]
+    options: BTreeMap<&'a String, &'a Value>,
+}
+
+#[derive(serde::Serialize)]
+struct StreamOptions {
+    include_usage: bool,
 }
 
 impl std::fmt::Debug for OpenAiClient {
@@ -92,11 +113,11 @@ impl ModelClient for OpenAiClient {
         &self.provider
     }
 
-    async fn stream(&self, request: ChatRequest) -> Result<ModelStream, ModelError> {
+    async fn stream(&self, request: &ChatRequest) -> Result<ModelStream, ModelError> {
         let url = format!("{}/chat/completions", self.base_url);
         tracing::debug!(provider = %self.provider, model = %request.model, %url, "model request");
         let mut builder =
-            self.http.post(url).header(reqwest::header::ACCEPT, "text/event-stream").json(&self.body(&request));
+            self.http.post(url).header(reqwest::header::ACCEPT, "text/event-stream").json(&self.wire_body(request));
         if let Some(key) = &self.api_key {
             builder = builder.bearer_auth(key);
         }
@@ -246,6 +267,7 @@ fn finish_reason(reason: &str, had_calls: bool) -> FinishReason {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn parse(events: &[&str]) -> (Vec<ModelEvent>, Result<(), ModelError>) {
         let mut parser = ChunkParser::new("openai");
@@ -260,6 +282,23 @@ mod tests {
         }
         let end = parser.on_end(&mut out);
         (out.into(), end)
+    }
+
+    /// An option named like a field the client sets replaces it: the body on
+    /// the wire holds each key once.
+    #[test]
+    fn options_replace_max_tokens_and_stream_options_without_duplicate_keys() {
+        let client = OpenAiClient::new("openai", "http://x/v1/", None, reqwest::Client::new())
+            .with_default_max_tokens(Some(100));
+        let mut request = ChatRequest { model: "gpt".into(), ..ChatRequest::default() };
+        request.options.insert("max_tokens".into(), json!(7));
+        request.options.insert("stream_options".into(), json!({"include_usage": false}));
+        let wire = serde_json::to_string(&client.wire_body(&request)).unwrap();
+        assert_eq!(wire.matches("\"max_tokens\"").count(), 1, "{wire}");
+        assert_eq!(wire.matches("\"stream_options\"").count(), 1, "{wire}");
+        let body: Value = serde_json::from_str(&wire).unwrap();
+        assert_eq!(body["max_tokens"], 7);
+        assert_eq!(body["stream_options"]["include_usage"], false);
     }
 
     #[test]

@@ -81,7 +81,7 @@ impl Retrying {
     }
 
     /// One attempt, up to and including the first event.
-    async fn first_event(&self, request: ChatRequest) -> Result<(ModelEvent, ModelStream), ModelError> {
+    async fn first_event(&self, request: &ChatRequest) -> Result<(ModelEvent, ModelStream), ModelError> {
         let attempt = async {
             let mut stream = self.inner.stream(request).await?;
             match stream.next().await {
@@ -130,18 +130,18 @@ impl ModelClient for Retrying {
         self.inner.provider()
     }
 
-    async fn stream(&self, request: ChatRequest) -> Result<ModelStream, ModelError> {
+    async fn stream(&self, request: &ChatRequest) -> Result<ModelStream, ModelError> {
         let span = tracing::info_span!("model_call", provider = self.provider(), model = %request.model);
         self.stream_with_retries(request).instrument(span).await
     }
 }
 
 impl Retrying {
-    async fn stream_with_retries(&self, request: ChatRequest) -> Result<ModelStream, ModelError> {
+    async fn stream_with_retries(&self, request: &ChatRequest) -> Result<ModelStream, ModelError> {
         let started = Instant::now();
         let mut attempt = 1;
         loop {
-            let error = match self.first_event(request.clone()).await {
+            let error = match self.first_event(request).await {
                 Ok((first, rest)) => {
                     let first = futures::stream::once(async move { Ok(first) });
                     return Ok(first.chain(self.with_idle_timeout(rest)).boxed());
@@ -188,7 +188,7 @@ mod tests {
             "scripted"
         }
 
-        async fn stream(&self, _request: ChatRequest) -> Result<ModelStream, ModelError> {
+        async fn stream(&self, _request: &ChatRequest) -> Result<ModelStream, ModelError> {
             self.calls.fetch_add(1, Ordering::SeqCst);
             let (items, hang) = self.scripts.lock().unwrap().remove(0);
             let items = futures::stream::iter(items);
@@ -222,7 +222,7 @@ mod tests {
     async fn an_error_after_the_first_event_is_passed_on_not_retried() {
         let text = ModelEvent::TextDelta("hi".into());
         let (inner, client) = retrying(vec![(vec![Ok(text.clone()), Err(server_error())], false)]);
-        let items = collect(client.stream(ChatRequest::default()).await.unwrap()).await;
+        let items = collect(client.stream(&ChatRequest::default()).await.unwrap()).await;
         assert_eq!(items, vec![Ok(text), Err(server_error())]);
         assert_eq!(inner.calls.load(Ordering::SeqCst), 1);
     }
@@ -231,7 +231,7 @@ mod tests {
     async fn an_error_as_the_first_item_is_retried() {
         let finish = ModelEvent::Finish(crate::model::FinishReason::Stop);
         let (inner, client) = retrying(vec![(vec![Err(server_error())], false), (vec![Ok(finish.clone())], false)]);
-        let items = collect(client.stream(ChatRequest::default()).await.unwrap()).await;
+        let items = collect(client.stream(&ChatRequest::default()).await.unwrap()).await;
         assert_eq!(items, vec![Ok(finish)]);
         assert_eq!(inner.calls.load(Ordering::SeqCst), 2);
     }
@@ -240,7 +240,7 @@ mod tests {
     async fn silence_between_events_ends_the_stream_with_a_timeout() {
         let text = ModelEvent::TextDelta("hi".into());
         let (_, client) = retrying(vec![(vec![Ok(text.clone())], true)]);
-        let items = collect(client.stream(ChatRequest::default()).await.unwrap()).await;
+        let items = collect(client.stream(&ChatRequest::default()).await.unwrap()).await;
         assert_eq!(items.len(), 2);
         assert!(matches!(items[1], Err(ModelError::Timeout { .. })));
     }

@@ -95,6 +95,8 @@ pub trait ModelClient: Send + Sync + 'static {
     fn provider(&self) -> &str;
 
     /// Starts a call. Errors before the stream (HTTP status, connection) are
-    /// returned here; errors while streaming arrive as stream items.
-    async fn stream(&self, request: ChatRequest) -> Result<ModelStream, ModelError>;
+    /// returned here; errors while streaming arrive as stream items. The
+    /// request is borrowed: a retry sends it again, and the caller keeps it
+    /// for its events, without copying a whole context each time.
+    async fn stream(&self, request: &ChatRequest) -> Result<ModelStream, ModelError>;
 }

@@ -88,8 +88,8 @@ impl ModelClient for ScriptedModel {
         "scripted"
     }
 
-    async fn stream(&self, request: ChatRequest) -> Result<ModelStream, ModelError> {
-        self.requests.lock().unwrap().push(request);
+    async fn stream(&self, request: &ChatRequest) -> Result<ModelStream, ModelError> {
+        self.requests.lock().unwrap().push(request.clone());
         let step = self.replies.lock().unwrap().pop_front();
         match step {
             None => Err(ModelError::Server {

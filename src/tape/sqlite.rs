@@ -469,8 +469,10 @@ impl TapeStore for SqliteTapeStore {
 /// `SELECT` of a tape's entries in `[from, to)` matching the query's filters
 /// and order (text and limit are applied by the caller).
 fn select_entries(tape_id: i64, from: Option<i64>, to: Option<i64>, query: &TapeQuery) -> QueryBuilder<Sqlite> {
-    let mut select =
-        QueryBuilder::<Sqlite>::new("SELECT entry_id, kind, payload, meta, date FROM tape_entries WHERE tape_id = ");
+    let mut select = QueryBuilder::<Sqlite>::new(format!(
+        "SELECT entry_id, kind, payload, meta, date FROM tape_entries{} WHERE tape_id = ",
+        index_hint(query)
+    ));
     select.push_bind(tape_id);
     if let Some(from) = from {
         select.push(" AND entry_id >= ").push_bind(from);
@@ -502,21 +504,27 @@ fn select_entries(tape_id: i64, from: Option<i64>, to: Option<i64>, query: &Tape
     select
 }
 
-/// One statement for [`TapeStore::latest`]: a UNION of index probes, each row
-/// tagged with its query's position. The indexes are named: without table
-/// statistics SQLite walks the primary key backwards for `ORDER BY entry_id
-/// DESC LIMIT 1`, which for an event that never happened reads the whole tape.
+/// The index a filtered read should walk. Without table statistics SQLite
+/// prefers the primary key for `ORDER BY entry_id`, which for a rare name or
+/// kind reads the whole tape; these indexes are ordered by `entry_id` within
+/// a name or a kind, so they serve the same order with only matching rows.
+fn index_hint(query: &TapeQuery) -> &'static str {
+    match (&query.name, query.kinds.len()) {
+        (Some(_), _) => " INDEXED BY tape_entries_by_name",
+        (None, 1) => " INDEXED BY tape_entries_by_kind",
+        _ => "",
+    }
+}
+
+/// One statement for [`TapeStore::latest`]: a UNION of index probes (see
+/// [`index_hint`]), each row tagged with its query's position.
 fn latest_select(tape_id: i64, queries: &[TapeQuery]) -> QueryBuilder<Sqlite> {
     let mut select = QueryBuilder::<Sqlite>::new("");
     for (slot, query) in queries.iter().enumerate() {
         if slot > 0 {
             select.push(" UNION ALL ");
         }
-        let index = match (&query.name, query.kinds.len()) {
-            (Some(_), _) => " INDEXED BY tape_entries_by_name",
-            (None, 1) => " INDEXED BY tape_entries_by_kind",
-            _ => "",
-        };
+        let index = index_hint(query);
         select.push(format_args!(
             "SELECT {slot} AS slot, * FROM (SELECT entry_id, kind, payload, meta, date FROM tape_entries{index} \
              WHERE tape_id = "
@@ -737,6 +745,22 @@ mod tests {
         let plan = plan_of(&store, select.sql().as_str(), &[1, 0, 1, 1]).await;
         assert!(plan.contains("USING INDEX tape_entries_by_name (tape_id=? AND name=?)"), "plan: {plan}");
         assert!(plan.contains("USING INDEX tape_entries_by_kind (tape_id=? AND kind=?)"), "plan: {plan}");
+        assert!(!plan.contains("TEMP B-TREE"), "plan sorts: {plan}");
+    }
+
+    /// A filtered read walks the name or kind index, not the whole tape.
+    #[tokio::test]
+    async fn filtered_reads_walk_the_name_or_kind_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteTapeStore::open(dir.path().join("bub.db")).await.unwrap();
+        let named = TapeQuery::all().kinds([EntryKind::Event]).named("run").newest_first().limit(1);
+        let select = select_entries(1, None, None, &named);
+        let plan = plan_of(&store, select.sql().as_str(), &[1, 0]).await;
+        assert!(plan.contains("USING INDEX tape_entries_by_name (tape_id=? AND name=?)"), "plan: {plan}");
+        let kind = TapeQuery::all().kinds([EntryKind::Anchor]).newest_first();
+        let select = select_entries(1, None, None, &kind);
+        let plan = plan_of(&store, select.sql().as_str(), &[1]).await;
+        assert!(plan.contains("tape_entries_by_kind (tape_id=? AND kind=?)"), "plan: {plan}");
         assert!(!plan.contains("TEMP B-TREE"), "plan sorts: {plan}");
     }
 }

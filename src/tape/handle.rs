@@ -175,7 +175,28 @@ impl Tape {
         Ok(found.into_iter().next().and_then(|event| event.data().cloned()))
     }
 
-    /// The newest entry each query selects, in order (see [`TapeStore::latest`]).
+    /// The newest entry each query selects, in order (see [`TapeStore::latest`]):
+    /// several "latest X" lookups in one round trip.
+    ///
+    /// ```
+    /// use bub::tape::{EntryKind, InMemoryTapeStore, NewEntry, Tape, TapeName, TapeQuery};
+    /// use serde_json::json;
+    /// use std::sync::Arc;
+    ///
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let tape = Tape::new(Arc::new(InMemoryTapeStore::new()), TapeName::new("s")?);
+    /// tape.append_event("model_switch", json!({"model": "openai:gpt-4o"})).await?;
+    /// let found = tape
+    ///     .latest(&[
+    ///         TapeQuery::all().kinds([EntryKind::Event]).named("model_switch"),
+    ///         TapeQuery::all().kinds([EntryKind::Anchor]),
+    ///     ])
+    ///     .await?;
+    /// assert_eq!(found[0].as_ref().unwrap().data().unwrap()["model"], "openai:gpt-4o");
+    /// assert!(found[1].is_none()); // no anchor yet
+    /// # Ok::<(), bub::tape::TapeError>(())
+    /// # }).unwrap();
+    /// ```
     pub async fn latest(&self, queries: &[TapeQuery]) -> TapeResult<Vec<Option<Entry>>> {
         self.store.latest(&self.name, queries).await
     }

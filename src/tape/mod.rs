@@ -9,7 +9,8 @@
 //! - [`entry`]: `Entry`, `NewEntry`, `EntryKind`.
 //! - [`name`]: `TapeName` and sidecar naming.
 //! - [`query`]: `TapeQuery` (anchor scopes, dates, kinds, names, text, limit).
-//! - [`store`]: the `TapeStore` trait; [`sqlite`] and [`memory`] implement it.
+//! - [`store`]: the `TapeStore` trait; [`sqlite`] and [`memory`] implement it
+//!   (SQLite writes go through one task that commits concurrent writes together).
 //! - [`handle`]: `Tape`, the per-tape operations (handoff, info, reset, context).
 //! - [`context`]: entries → chat messages.
 //! - [`fork`]: in-memory overlays merged back when a run ends.

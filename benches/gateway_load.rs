@@ -199,6 +199,16 @@ async fn one_turn(
     ok
 }
 
+/// A client for the gateway keeping up to `idle` connections open.
+fn load_client(idle: usize) -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .pool_max_idle_per_host(idle)
+        .timeout(Duration::from_secs(60))
+        .build()
+        .expect("client")
+}
+
 /// Open loop: `count` turns sent at `rate` per second whatever the answers
 /// (round-robin over `sessions` chats), each timed from the moment it was
 /// due, so a slow gateway cannot hide its delays by slowing the sender.
@@ -208,12 +218,7 @@ async fn run_at_rate(
     sessions: usize,
     rate: f64,
 ) -> (Vec<Sample>, Duration, usize) {
-    let client = reqwest::Client::builder()
-        .no_proxy()
-        .pool_max_idle_per_host(256)
-        .timeout(Duration::from_secs(60))
-        .build()
-        .expect("client");
+    let client = load_client(256);
     let failures = Arc::new(AtomicUsize::new(0));
     let started = tokio::time::Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
@@ -254,12 +259,7 @@ async fn run_phase(
             let failures = failures.clone();
             let prefix = prefix.to_string();
             tokio::spawn(async move {
-                let client = reqwest::Client::builder()
-                    .no_proxy()
-                    .pool_max_idle_per_host(4)
-                    .timeout(Duration::from_secs(60))
-                    .build()
-                    .expect("client");
+                let client = load_client(4);
                 let mut samples = Vec::new();
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
@@ -420,21 +420,6 @@ async fn run() {
 
     // More sessions, one turn each, until `rss_sessions` distinct ones exist.
     let extra = rss_sessions.saturating_sub(sessions);
-    // BUB_LOAD_HEAPTRACK=1: heaptrack attached while the sessions open; its
-    // "peak" consumers are what an open session holds.
-    let heaptrack = std::env::var("BUB_LOAD_HEAPTRACK").is_ok_and(|v| v == "1").then(|| {
-        let output = std::env::temp_dir().join("bub-gateway-heap");
-        println!("heaptrack -p {pid} -o {}", output.display());
-        let child = std::process::Command::new("heaptrack")
-            .args(["-p", &pid.to_string(), "-o"])
-            .arg(&output)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("start heaptrack");
-        std::thread::sleep(Duration::from_secs(5));
-        child
-    });
     let (opened, open_time, open_failed) = run_phase(gateway.addr, sessions, extra, 0, clients, "open").await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let (sessions_rss, peak_rss) = rss_kib(pid);
@@ -445,9 +430,6 @@ async fn run() {
         .unwrap_or_default();
     let active = metric_lines(&fetch_metrics(&gateway).await, "bub_sessions_active").join(" ");
     gateway.stop().await;
-    if let Some(child) = heaptrack {
-        let _ = child.wait_with_output();
-    }
 
     let sustained = samples.len() as f64 / elapsed.as_secs_f64();
     let row = |name: &str, value: String, target: &str| println!("| {name:<44} | {value:>14} | {target:<14} |");

@@ -11,11 +11,9 @@
 //!   restart resumes.
 
 use crate::tape::SqliteTapeStore;
-use crate::tape::writer::atomically;
 use bub_channel::{Inbound, Outbound, Outcome};
 use chrono::Utc;
-use sqlx::Row;
-use std::sync::Arc;
+use rusqlite::{OptionalExtension, params};
 
 /// The store failed; the message it was about is not acknowledged.
 #[derive(Debug, thiserror::Error)]
@@ -78,26 +76,18 @@ impl GatewayStore {
     /// already stored its message id.
     pub async fn receive(&self, inbound: &Inbound, session: &str) -> StoreResult<Received> {
         let json = serde_json::to_string(inbound).map_err(failed("encode inbound"))?;
-        let row = Arc::new((inbound.channel.clone(), inbound.message_id.clone(), json, session.to_string(), now()));
+        let (channel, message_id, session, received_at) =
+            (inbound.channel.clone(), inbound.message_id.clone(), session.to_string(), now());
         let inserted: Option<i64> = self
             .db
             .write(Box::new(move |conn| {
-                let row = row.clone();
-                Box::pin(async move {
-                    let (channel, message_id, json, session, received_at) = &*row;
-                    sqlx::query_scalar(
-                        "INSERT INTO gateway_inbox (channel, message_id, inbound, state, session, received_at) \
-                         VALUES ($1, $2, $3, 'queued', $4, $5) ON CONFLICT (channel, message_id) DO NOTHING \
-                         RETURNING seq",
-                    )
-                    .bind(channel)
-                    .bind(message_id)
-                    .bind(json)
-                    .bind(session)
-                    .bind(received_at)
-                    .fetch_optional(conn)
-                    .await
-                })
+                conn.prepare_cached(
+                    "INSERT INTO gateway_inbox (channel, message_id, inbound, state, session, received_at) \
+                     VALUES (?1, ?2, ?3, 'queued', ?4, ?5) ON CONFLICT (channel, message_id) DO NOTHING \
+                     RETURNING seq",
+                )?
+                .query_row(params![channel, message_id, json, session, received_at], |row| row.get(0))
+                .optional()
             }))
             .await
             .map_err(failed("store inbound"))?;
@@ -109,13 +99,17 @@ impl GatewayStore {
 
     /// The outcome of a stored message, once it is done.
     pub async fn outcome(&self, channel: &str, message_id: &str) -> StoreResult<Option<Outcome>> {
-        let text: Option<Option<String>> =
-            sqlx::query_scalar("SELECT outcome FROM gateway_inbox WHERE channel = $1 AND message_id = $2")
-                .bind(channel)
-                .bind(message_id)
-                .fetch_optional(self.db.reader())
-                .await
-                .map_err(failed("read outcome"))?;
+        let (channel, message_id) = (channel.to_string(), message_id.to_string());
+        let text: Option<Option<String>> = self
+            .db
+            .read(move |conn| {
+                conn.prepare_cached("SELECT outcome FROM gateway_inbox WHERE channel = ?1 AND message_id = ?2")?
+                    .query_row([channel, message_id], |row| row.get(0))
+                    .optional()
+            })
+            .await
+            .map_err(failed("read outcome"))?
+            .map_err(failed("read outcome"))?;
         match text.flatten() {
             Some(text) => Ok(Some(serde_json::from_str(&text).map_err(failed("decode outcome"))?)),
             None => Ok(None),
@@ -125,27 +119,16 @@ impl GatewayStore {
     /// Marks messages as part of `turn` in `session`: messages steered into a
     /// running turn, which its marker on the tape does not list.
     pub async fn start_turn(&self, seqs: &[i64], session: &str, turn: &str) -> StoreResult<()> {
-        let marks = Arc::new((seqs.to_vec(), session.to_string(), turn.to_string()));
+        let (seqs, session, turn) = (seqs.to_vec(), session.to_string(), turn.to_string());
         self.db
             .write(Box::new(move |conn| {
-                let marks = marks.clone();
-                Box::pin(async move {
-                    let (seqs, session, turn) = &*marks;
-                    atomically(conn, async |conn| {
-                        for seq in seqs {
-                            sqlx::query(
-                                "UPDATE gateway_inbox SET state = 'running', session = $1, turn = $2 WHERE seq = $3",
-                            )
-                            .bind(session)
-                            .bind(turn)
-                            .bind(seq)
-                            .execute(&mut *conn)
-                            .await?;
-                        }
-                        Ok(())
-                    })
-                    .await
-                })
+                let mut update = conn.prepare_cached(
+                    "UPDATE gateway_inbox SET state = 'running', session = ?1, turn = ?2 WHERE seq = ?3",
+                )?;
+                for seq in &seqs {
+                    update.execute(params![session, turn, seq])?;
+                }
+                Ok(())
             }))
             .await
             .map_err(failed("start turn"))
@@ -159,40 +142,23 @@ impl GatewayStore {
             let json = serde_json::to_string(&reply.outbound).map_err(failed("encode reply"))?;
             rows.push((reply.outbound.idempotency_key.clone(), reply.channel.clone(), json));
         }
-        let finished = Arc::new((seqs.to_vec(), outcome, rows, now()));
+        let (seqs, now) = (seqs.to_vec(), now());
         self.db
             .write(Box::new(move |conn| {
-                let finished = finished.clone();
-                Box::pin(async move {
-                    let (seqs, outcome, rows, now) = &*finished;
-                    atomically(conn, async |conn| {
-                        for seq in seqs {
-                            sqlx::query(
-                                "UPDATE gateway_inbox SET state = 'done', outcome = $1, finished_at = $2 \
-                                 WHERE seq = $3",
-                            )
-                            .bind(outcome)
-                            .bind(now)
-                            .bind(seq)
-                            .execute(&mut *conn)
-                            .await?;
-                        }
-                        for (key, channel, json) in rows {
-                            sqlx::query(
-                                "INSERT INTO gateway_outbox (key, channel, outbound, state, created_at) \
-                                 VALUES ($1, $2, $3, 'pending', $4) ON CONFLICT (key) DO NOTHING",
-                            )
-                            .bind(key)
-                            .bind(channel)
-                            .bind(json)
-                            .bind(now)
-                            .execute(&mut *conn)
-                            .await?;
-                        }
-                        Ok(())
-                    })
-                    .await
-                })
+                let mut done = conn.prepare_cached(
+                    "UPDATE gateway_inbox SET state = 'done', outcome = ?1, finished_at = ?2 WHERE seq = ?3",
+                )?;
+                for seq in &seqs {
+                    done.execute(params![outcome, now, seq])?;
+                }
+                let mut queue = conn.prepare_cached(
+                    "INSERT INTO gateway_outbox (key, channel, outbound, state, created_at) \
+                     VALUES (?1, ?2, ?3, 'pending', ?4) ON CONFLICT (key) DO NOTHING",
+                )?;
+                for (key, channel, json) in &rows {
+                    queue.execute(params![key, channel, json, now])?;
+                }
+                Ok(())
             }))
             .await
             .map_err(failed("finish turn"))
@@ -216,25 +182,15 @@ impl GatewayStore {
         ids: Option<String>,
         error: Option<String>,
     ) -> StoreResult<()> {
-        let update = Arc::new((state.to_string(), ids, error, now(), key.to_string()));
+        let (state, finished_at, key) = (state.to_string(), now(), key.to_string());
         self.db
             .write(Box::new(move |conn| {
-                let update = update.clone();
-                Box::pin(async move {
-                    let (state, ids, error, finished_at, key) = &*update;
-                    sqlx::query(
-                        "UPDATE gateway_outbox SET state = $1, platform_ids = $2, error = $3, finished_at = $4 \
-                         WHERE key = $5",
-                    )
-                    .bind(state)
-                    .bind(ids)
-                    .bind(error)
-                    .bind(finished_at)
-                    .bind(key)
-                    .execute(conn)
-                    .await
-                    .map(|_| ())
-                })
+                conn.prepare_cached(
+                    "UPDATE gateway_outbox SET state = ?1, platform_ids = ?2, error = ?3, finished_at = ?4 \
+                     WHERE key = ?5",
+                )?
+                .execute(params![state, ids, error, finished_at, key])
+                .map(|_| ())
             }))
             .await
             .map_err(failed("update reply"))
@@ -242,41 +198,63 @@ impl GatewayStore {
 
     /// Messages without an outcome, oldest first.
     pub async fn unfinished(&self) -> StoreResult<Vec<Unfinished>> {
-        let rows =
-            sqlx::query("SELECT seq, inbound, turn, session FROM gateway_inbox WHERE state <> 'done' ORDER BY seq")
-                .fetch_all(self.db.reader())
-                .await
-                .map_err(failed("read unfinished"))?;
-        let mut out = Vec::with_capacity(rows.len());
-        for row in rows {
-            let text: String = row.get("inbound");
-            let inbound = serde_json::from_str(&text).map_err(failed("decode inbound"))?;
-            out.push(Unfinished { seq: row.get("seq"), inbound, turn: row.get("turn"), session: row.get("session") });
-        }
-        Ok(out)
+        self.db
+            .read(|conn| -> StoreResult<Vec<Unfinished>> {
+                let read = failed("read unfinished");
+                let mut select = conn
+                    .prepare_cached(
+                        "SELECT seq, inbound, turn, session FROM gateway_inbox WHERE state <> 'done' ORDER BY seq",
+                    )
+                    .map_err(&read)?;
+                let mut rows = select.query([]).map_err(&read)?;
+                let mut out = Vec::new();
+                while let Some(row) = rows.next().map_err(&read)? {
+                    let text: String = row.get(1).map_err(&read)?;
+                    out.push(Unfinished {
+                        seq: row.get(0).map_err(&read)?,
+                        inbound: serde_json::from_str(&text).map_err(failed("decode inbound"))?,
+                        turn: row.get(2).map_err(&read)?,
+                        session: row.get(3).map_err(&read)?,
+                    });
+                }
+                Ok(out)
+            })
+            .await
+            .map_err(failed("read unfinished"))?
     }
 
     /// Replies stored but not yet delivered, oldest first.
     pub async fn undelivered(&self) -> StoreResult<Vec<PendingReply>> {
-        let rows =
-            sqlx::query("SELECT channel, outbound FROM gateway_outbox WHERE state = 'pending' ORDER BY created_at")
-                .fetch_all(self.db.reader())
-                .await
-                .map_err(failed("read outbox"))?;
-        let mut out = Vec::with_capacity(rows.len());
-        for row in rows {
-            let text: String = row.get("outbound");
-            let outbound = serde_json::from_str(&text).map_err(failed("decode reply"))?;
-            out.push(PendingReply { channel: row.get("channel"), outbound });
-        }
-        Ok(out)
+        self.db
+            .read(|conn| -> StoreResult<Vec<PendingReply>> {
+                let read = failed("read outbox");
+                let mut select = conn
+                    .prepare_cached(
+                        "SELECT channel, outbound FROM gateway_outbox WHERE state = 'pending' ORDER BY created_at",
+                    )
+                    .map_err(&read)?;
+                let mut rows = select.query([]).map_err(&read)?;
+                let mut out = Vec::new();
+                while let Some(row) = rows.next().map_err(&read)? {
+                    let text: String = row.get(1).map_err(&read)?;
+                    let outbound = serde_json::from_str(&text).map_err(failed("decode reply"))?;
+                    out.push(PendingReply { channel: row.get(0).map_err(&read)?, outbound });
+                }
+                Ok(out)
+            })
+            .await
+            .map_err(failed("read outbox"))?
     }
 
     /// The database answers (for `/readyz`).
     pub async fn ping(&self) -> StoreResult<()> {
-        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM gateway_outbox WHERE state = 'pending'")
-            .fetch_one(self.db.reader())
+        self.db
+            .read(|conn| {
+                conn.prepare_cached("SELECT count(*) FROM gateway_outbox WHERE state = 'pending'")?
+                    .query_row([], |row| row.get::<_, i64>(0))
+            })
             .await
+            .map_err(failed("ping"))?
             .map(|_| ())
             .map_err(failed("ping"))
     }

@@ -10,7 +10,8 @@
 //! - [`name`]: `TapeName` and sidecar naming.
 //! - [`query`]: `TapeQuery` (anchor scopes, dates, kinds, names, text, limit).
 //! - [`store`]: the `TapeStore` trait; [`sqlite`] and [`memory`] implement it
-//!   (SQLite writes go through one task that commits concurrent writes together).
+//!   (SQLite connections live on threads of their own; writes go through one
+//!   that commits concurrent writes together).
 //! - [`handle`]: `Tape`, the per-tape operations (handoff, info, reset, context).
 //! - [`context`]: entries → chat messages.
 //! - [`fork`]: in-memory overlays merged back when a run ends.
@@ -49,7 +50,6 @@ pub mod query;
 pub mod spill;
 pub mod sqlite;
 pub mod store;
-pub(crate) mod writer;
 
 pub use context::{ChatMessage, ContextSelector, default_context, default_context_owned};
 pub use entry::{Entry, EntryKind, JsonObject, NewEntry};

@@ -1,0 +1,576 @@
+//! The SQLite tape store: one database file, WAL mode, migrations embedded.
+//!
+//! SQLite is a library, not a server: each connection here belongs to a
+//! thread of its own and runs its statements synchronously there. All writes
+//! go through the one writing connection ([`writer`]), which commits the
+//! writes that queue up while it is busy in one transaction, so writes never
+//! race inside the process and never meet `SQLITE_BUSY`; other processes (an
+//! operator's `bub` beside the gateway) wait on the busy timeout. Reads run on
+//! a few read-only connections ([`readers`]), each statement a consistent
+//! snapshot. A read or a write is one hand-off to a thread and back, whatever
+//! it does there.
+//!
+//! Before migrating, the file is checked to be a SQLite database that is either
+//! empty or already bub's, so pointing `BUB_HOME` at the wrong file never adds
+//! tables to somebody else's database ([`open`]).
+
+mod open;
+mod readers;
+mod select;
+pub(crate) mod writer;
+
+use super::entry::{Entry, NewEntry, format_date, parse_date};
+use super::error::{TapeError, TapeResult};
+use super::name::TapeName;
+use super::query::{Scope, TapeQuery, TextMatcher};
+use super::store::{TapeStats, TapeStore, TapeSummary, check_batch, latest_one_by_one};
+use async_trait::async_trait;
+use chrono::Utc;
+use readers::Readers;
+use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
+use select::{LAST_ANCHOR_SQL, Sql, decode, latest_select, select_entries, select_from_last_anchor};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use writer::{Work, Writer};
+
+/// Read-only connections (and threads): reads are short, and two cores rarely
+/// keep more than a few busy.
+const READERS: usize = 3;
+
+/// What the database's threads report besides SQLite's own errors.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum DbError {
+    #[error(transparent)]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("the database is closed")]
+    Closed,
+    #[error("{0}")]
+    Lost(&'static str),
+}
+
+/// How durable a commit is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// Every commit is synced to disk before `append` returns (`synchronous=FULL`).
+    #[default]
+    Full,
+    /// Commits survive a crash of the process but the last ones may be lost on
+    /// power failure (`synchronous=NORMAL`); several times faster on slow disks.
+    Normal,
+}
+
+/// A tape store in one SQLite file.
+#[derive(Clone)]
+pub struct SqliteTapeStore {
+    path: PathBuf,
+    location: Arc<str>,
+    writer: Writer,
+    readers: Readers,
+    known_tapes: Arc<Mutex<HashMap<TapeName, i64>>>,
+}
+
+impl SqliteTapeStore {
+    /// Opens (creating if needed) the database at `path` with full durability.
+    pub async fn open(path: impl AsRef<Path>) -> TapeResult<SqliteTapeStore> {
+        SqliteTapeStore::open_with(path, Durability::Full).await
+    }
+
+    /// Opens the database at `path`, creating the file and its directory.
+    pub async fn open_with(path: impl AsRef<Path>, durability: Durability) -> TapeResult<SqliteTapeStore> {
+        let path = path.as_ref().to_path_buf();
+        let open_error = |message: String| TapeError::Open { path: path.clone(), message };
+        if let Some(dir) = path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| open_error(format!("cannot create directory {}: {e}", dir.display())))?;
+        }
+        open::prepare(&path).await.map_err(open_error)?;
+        let writer = open::connect(&path, Some(durability)).map_err(open_error)?;
+        let readers = (0..READERS).map(|_| open::connect(&path, None)).collect::<Result<Vec<_>, _>>();
+        let thread_error = |e: std::io::Error| open_error(format!("cannot start a database thread: {e}"));
+        Ok(SqliteTapeStore {
+            location: format!("sqlite:{}", path.display()).into(),
+            writer: Writer::spawn(writer).map_err(thread_error)?,
+            readers: Readers::spawn(readers.map_err(open_error)?).map_err(thread_error)?,
+            path,
+            known_tapes: Arc::default(),
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Runs `work` on the one writing connection, inside a transaction,
+    /// perhaps together with other writes (the gateway's inbox and outbox live
+    /// in the same file and share it, so writes never contend). `work` may
+    /// run more than once; its effects are committed exactly when this
+    /// returns `Ok`.
+    pub(crate) async fn write<T: Send + 'static>(&self, work: Work<T>) -> Result<T, DbError> {
+        self.writer.write(work).await
+    }
+
+    /// Runs `work` on a read-only connection.
+    pub(crate) async fn read<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&Connection) -> T + Send + 'static,
+    ) -> Result<T, DbError> {
+        self.readers.read(work).await
+    }
+
+    /// Refuses new reads and closes the writing connection after the writes
+    /// already queued.
+    pub async fn close(&self) {
+        self.readers.close();
+        self.writer.close().await;
+    }
+
+    fn backend_error(&self, tape: &TapeName, operation: &'static str) -> impl Fn(DbError) -> TapeError + use<> {
+        backend_error(tape, operation, &self.location)
+    }
+
+    fn known_id(&self, tape: &TapeName) -> Option<i64> {
+        self.known_tapes.lock().unwrap_or_else(|p| p.into_inner()).get(tape).copied()
+    }
+
+    fn remember_id(&self, tape: &TapeName, id: i64) {
+        self.known_tapes.lock().unwrap_or_else(|p| p.into_inner()).insert(tape.clone(), id);
+    }
+
+    /// Runs `work` on a reader with the tape's row id (cached, or looked up
+    /// on the reader, then cached); `None` while the tape has no row.
+    async fn read_tape<T: Send + 'static>(
+        &self,
+        tape: &TapeName,
+        operation: &'static str,
+        work: impl FnOnce(&Connection, i64, &Reading) -> TapeResult<T> + Send + 'static,
+    ) -> TapeResult<Option<T>> {
+        let known = self.known_id(tape);
+        let reading = Reading { tape: tape.clone(), location: self.location.clone(), operation };
+        let (id, output) = self
+            .read(move |conn| -> TapeResult<(Option<i64>, Option<T>)> {
+                let id = match known {
+                    Some(id) => id,
+                    None => match tape_id(conn, &reading.tape).map_err(reading.failed())? {
+                        Some(id) => id,
+                        None => return Ok((None, None)),
+                    },
+                };
+                Ok((Some(id), Some(work(conn, id, &reading)?)))
+            })
+            .await
+            .map_err(self.backend_error(tape, operation))??;
+        if let (None, Some(id)) = (known, id) {
+            self.remember_id(tape, id);
+        }
+        Ok(output)
+    }
+}
+
+fn backend_error(tape: &TapeName, operation: &'static str, location: &str) -> impl Fn(DbError) -> TapeError + use<> {
+    let (tape, location) = (tape.to_string(), location.to_string());
+    move |source| TapeError::Backend {
+        tape: tape.clone(),
+        operation,
+        location: location.clone(),
+        source: Box::new(source),
+    }
+}
+
+/// What a read on a reader thread needs to report errors and decode rows.
+struct Reading {
+    tape: TapeName,
+    location: Arc<str>,
+    operation: &'static str,
+}
+
+impl Reading {
+    fn failed(&self) -> impl Fn(rusqlite::Error) -> TapeError + use<> {
+        let to_tape = backend_error(&self.tape, self.operation, &self.location);
+        move |error| to_tape(DbError::Sqlite(error))
+    }
+
+    fn decode(&self, row: &rusqlite::Row<'_>, first: usize) -> TapeResult<Entry> {
+        decode(&self.tape, &self.location, row, first)
+    }
+
+    /// Runs `select` and decodes its rows, applying the query's text filter
+    /// (in Rust, so every store folds case alike) and limit; rows are read
+    /// one at a time, so a filtered read holds at most `limit` entries.
+    fn entries(&self, conn: &Connection, query: &TapeQuery, mut select: Sql) -> TapeResult<Vec<Entry>> {
+        let failed = self.failed();
+        let limit = query.limit.unwrap_or(usize::MAX);
+        let matcher = query.text.as_deref().map(TextMatcher::new);
+        if matcher.is_none()
+            && let Some(limit) = query.limit
+        {
+            select.text.push_str(" LIMIT ?");
+            select.params.push((limit as i64).into());
+        }
+        let mut statement = conn.prepare_cached(&select.text).map_err(&failed)?;
+        let mut rows = statement.query(params_from_iter(select.params.iter())).map_err(&failed)?;
+        let mut found = Vec::new();
+        while found.len() < limit {
+            let Some(row) = rows.next().map_err(&failed)? else { break };
+            let entry = self.decode(row, 0)?;
+            if matcher.as_ref().is_none_or(|m| m.matches(&entry)) {
+                found.push(entry);
+            }
+        }
+        Ok(found)
+    }
+}
+
+/// An entry as its row's columns, encoded once (a write may run twice).
+struct EntryRow {
+    kind: &'static str,
+    name: Option<String>,
+    payload: String,
+    meta: String,
+    date: String,
+}
+
+impl EntryRow {
+    fn new(entry: &NewEntry) -> EntryRow {
+        EntryRow {
+            kind: entry.kind.as_str(),
+            name: entry.name().map(str::to_string),
+            payload: serde_json::to_string(&entry.payload).unwrap_or_else(|_| "{}".into()),
+            meta: serde_json::to_string(&entry.meta).unwrap_or_else(|_| "{}".into()),
+            date: format_date(&entry.date),
+        }
+    }
+}
+
+/// The row id of `tape`, creating the row on its first append (in the
+/// caller's transaction: the id is only cached once that committed).
+fn tape_id_for_append(conn: &Connection, tape: &TapeName) -> rusqlite::Result<i64> {
+    let now = format_date(&Utc::now());
+    // `DO UPDATE` of nothing, so `RETURNING` gives the id whether the row is new or not.
+    conn.prepare_cached(
+        "INSERT INTO tapes (name, last_entry_id, created_at, updated_at) VALUES (?1, 0, ?2, ?2) \
+         ON CONFLICT (name) DO UPDATE SET name = excluded.name RETURNING id",
+    )?
+    .query_row(params![tape.as_str(), now], |row| row.get(0))
+}
+
+/// Inserts `rows` after the tape's last entry and returns the id of the
+/// first. Runs inside the writer's transaction, which holds SQLite's write
+/// lock from the read of the last id to the last insert, so appends — from
+/// this process or another — neither interleave nor leave gaps; the
+/// `tape_entries_advance` trigger moves `tapes.last_entry_id` along.
+fn insert_entries(conn: &Connection, tape_id: i64, rows: &[EntryRow]) -> rusqlite::Result<u64> {
+    let last: i64 =
+        conn.prepare_cached("SELECT last_entry_id FROM tapes WHERE id = ?1")?.query_row([tape_id], |row| row.get(0))?;
+    let mut insert = conn.prepare_cached(
+        "INSERT INTO tape_entries (tape_id, entry_id, kind, name, payload, meta, date) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )?;
+    for (n, row) in rows.iter().enumerate() {
+        insert.execute(params![tape_id, last + 1 + n as i64, row.kind, row.name, row.payload, row.meta, row.date])?;
+    }
+    Ok(last as u64 + 1)
+}
+
+/// Gives a batch its ids, consecutive from `first`.
+fn number(entries: Vec<NewEntry>, first: u64) -> Vec<Entry> {
+    entries.into_iter().enumerate().map(|(i, e)| e.into_entry(first + i as u64)).collect()
+}
+
+#[async_trait]
+impl TapeStore for SqliteTapeStore {
+    async fn append(&self, tape: &TapeName, entries: Vec<NewEntry>) -> TapeResult<Vec<Entry>> {
+        check_batch(tape, &entries)?;
+        if entries.is_empty() {
+            return Ok(Vec::new());
+        }
+        let known = self.known_id(tape);
+        let rows: Vec<EntryRow> = entries.iter().map(EntryRow::new).collect();
+        let name = tape.clone();
+        let (tape_id, first) = self
+            .write(Box::new(move |conn| {
+                let tape_id = match known {
+                    Some(id) => id,
+                    None => tape_id_for_append(conn, &name)?,
+                };
+                Ok((tape_id, insert_entries(conn, tape_id, &rows)?))
+            }))
+            .await
+            .map_err(self.backend_error(tape, "append"))?;
+        // Cached only now: a rolled-back write must not leave an id behind.
+        self.remember_id(tape, tape_id);
+        Ok(number(entries, first))
+    }
+
+    async fn read(&self, tape: &TapeName, query: &TapeQuery) -> TapeResult<Vec<Entry>> {
+        let owned = query.clone();
+        let found = self
+            .read_tape(tape, "read", move |conn, tape_id, reading| {
+                let query = owned;
+                if query.scope == Scope::All {
+                    // One statement is consistent on its own: no transaction.
+                    return reading.entries(conn, &query, select_entries(tape_id, None, None, &query)).map(Some);
+                }
+                if query.scope == Scope::LastAnchor && query.keeps_its_anchor() {
+                    // Every model call reads this: one statement, the anchor found by a
+                    // subquery. The anchor is its first row, so no rows means no anchor.
+                    let rows = reading.entries(conn, &query, select_from_last_anchor(tape_id, &query.kinds))?;
+                    return Ok((!rows.is_empty()).then_some(rows));
+                }
+                // The scope's bounds and the entries between them, from one snapshot.
+                let snapshot = conn.unchecked_transaction().map_err(reading.failed())?;
+                let Some((from, to)) = resolve_scope(conn, tape_id, &query.scope).map_err(reading.failed())? else {
+                    return Ok(None);
+                };
+                let rows = reading.entries(conn, &query, select_entries(tape_id, from, to, &query))?;
+                snapshot.commit().map_err(reading.failed())?;
+                Ok(Some(rows))
+            })
+            .await?;
+        match found {
+            Some(Some(rows)) => Ok(rows),
+            // An empty tape: anchor scopes fail the same way as on a tape without anchors.
+            None => query.apply(tape, &[]),
+            Some(None) => Err(anchor_not_found(tape, &query.scope)),
+        }
+    }
+
+    async fn latest(&self, tape: &TapeName, queries: &[TapeQuery]) -> TapeResult<Vec<Option<Entry>>> {
+        let simple = |q: &TapeQuery| {
+            let bare = TapeQuery { kinds: q.kinds.clone(), name: q.name.clone(), ..TapeQuery::all() };
+            TapeQuery { newest_first: false, limit: None, ..q.clone() } == bare
+        };
+        if queries.is_empty() || !queries.iter().all(simple) {
+            return latest_one_by_one(self, tape, queries).await;
+        }
+        let slots = queries.len();
+        let queries = queries.to_vec();
+        let found = self
+            .read_tape(tape, "read", move |conn, tape_id, reading| {
+                let select = latest_select(tape_id, &queries);
+                let failed = reading.failed();
+                let mut statement = conn.prepare_cached(&select.text).map_err(&failed)?;
+                let mut rows = statement.query(params_from_iter(select.params.iter())).map_err(&failed)?;
+                let mut found = vec![None; queries.len()];
+                while let Some(row) = rows.next().map_err(&failed)? {
+                    let slot: i64 = row.get(0).map_err(&failed)?;
+                    if let Some(place) = found.get_mut(slot as usize) {
+                        *place = Some(reading.decode(row, 1)?);
+                    }
+                }
+                Ok(found)
+            })
+            .await?;
+        Ok(found.unwrap_or_else(|| vec![None; slots]))
+    }
+
+    async fn stats(&self, tape: &TapeName) -> TapeResult<TapeStats> {
+        let reading = Reading { tape: tape.clone(), location: self.location.clone(), operation: "stats" };
+        self.read(move |conn| -> TapeResult<TapeStats> {
+            let failed = reading.failed();
+            // One statement: a consistent snapshot without a transaction.
+            let mut statement = conn
+                .prepare_cached(
+                    "SELECT t.last_entry_id, \
+                        (SELECT count(*) FROM tape_entries c WHERE c.tape_id = t.id AND c.kind = 'anchor'), \
+                        a.entry_id, a.kind, a.payload, a.meta, a.date \
+                     FROM tapes t LEFT JOIN tape_entries a ON a.tape_id = t.id AND a.kind = 'anchor' \
+                        AND a.entry_id = (SELECT max(m.entry_id) FROM tape_entries m \
+                                          WHERE m.tape_id = t.id AND m.kind = 'anchor') \
+                     WHERE t.name = ?1",
+                )
+                .map_err(&failed)?;
+            let mut rows = statement.query([reading.tape.as_str()]).map_err(&failed)?;
+            let Some(row) = rows.next().map_err(&failed)? else {
+                return Ok(TapeStats::default());
+            };
+            let last_id: i64 = row.get(0).map_err(&failed)?;
+            let anchors: i64 = row.get(1).map_err(&failed)?;
+            let anchor_id: Option<i64> = row.get(2).map_err(&failed)?;
+            Ok(TapeStats {
+                // ids are gapless from 1, so the last id is the count
+                entries: last_id as u64,
+                anchors: anchors as u64,
+                last_id: last_id as u64,
+                last_anchor: anchor_id.map(|_| reading.decode(row, 2)).transpose()?,
+            })
+        })
+        .await
+        .map_err(self.backend_error(tape, "stats"))?
+    }
+
+    async fn list(&self) -> TapeResult<Vec<TapeSummary>> {
+        let failed = |source: DbError| TapeError::Backend {
+            tape: "*".into(),
+            operation: "list",
+            location: self.location(),
+            source: Box::new(source),
+        };
+        let rows = self
+            .read(|conn| -> rusqlite::Result<Vec<(String, i64, String)>> {
+                let mut statement =
+                    conn.prepare_cached("SELECT name, last_entry_id, updated_at FROM tapes ORDER BY name")?;
+                statement.query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?.collect()
+            })
+            .await
+            .map_err(failed)?
+            .map_err(|e| failed(DbError::Sqlite(e)))?;
+        Ok(rows
+            .into_iter()
+            .map(|(name, entries, updated)| TapeSummary {
+                name,
+                entries: entries as u64,
+                updated: if entries > 0 { parse_date(&updated) } else { None },
+            })
+            .collect())
+    }
+
+    async fn reset(&self, tape: &TapeName) -> TapeResult<()> {
+        let name = tape.clone();
+        self.write(Box::new(move |conn| {
+            if let Some(tape_id) = tape_id(conn, &name)? {
+                conn.prepare_cached("DELETE FROM tape_entries WHERE tape_id = ?1")?.execute([tape_id])?;
+                conn.prepare_cached("UPDATE tapes SET last_entry_id = 0, updated_at = ?1 WHERE id = ?2")?
+                    .execute(params![format_date(&Utc::now()), tape_id])?;
+            }
+            Ok(())
+        }))
+        .await
+        .map_err(self.backend_error(tape, "reset"))
+    }
+
+    fn location(&self) -> String {
+        self.location.to_string()
+    }
+}
+
+fn anchor_not_found(tape: &TapeName, scope: &Scope) -> TapeError {
+    let anchor = match scope {
+        Scope::AfterAnchor(name) => Some(name.clone()),
+        Scope::BetweenAnchors { start, .. } => Some(start.clone()),
+        Scope::All | Scope::LastAnchor => None,
+    };
+    TapeError::AnchorNotFound { tape: tape.clone(), anchor }
+}
+
+fn tape_id(conn: &Connection, tape: &TapeName) -> rusqlite::Result<Option<i64>> {
+    conn.prepare_cached("SELECT id FROM tapes WHERE name = ?1")?.query_row([tape.as_str()], |row| row.get(0)).optional()
+}
+
+/// The id range `[from, to)` a scope covers, found with index probes only;
+/// `None` when its anchor is missing.
+fn resolve_scope(
+    conn: &Connection,
+    tape_id: i64,
+    scope: &Scope,
+) -> rusqlite::Result<Option<(Option<i64>, Option<i64>)>> {
+    let last_named = |name: &str| -> rusqlite::Result<Option<i64>> {
+        conn.prepare_cached(
+            "SELECT entry_id FROM tape_entries WHERE tape_id = ?1 AND name = ?2 AND kind = 'anchor' \
+             ORDER BY entry_id DESC LIMIT 1",
+        )?
+        .query_row(params![tape_id, name], |row| row.get(0))
+        .optional()
+    };
+    Ok(match scope {
+        Scope::All => Some((None, None)),
+        Scope::LastAnchor => last_anchor_id(conn, tape_id)?.map(|from| (Some(from), None)),
+        Scope::AfterAnchor(name) => last_named(name)?.map(|from| (Some(from), None)),
+        Scope::BetweenAnchors { start, end } => match last_named(start)? {
+            None => None,
+            Some(from) => {
+                let to: Option<i64> = conn
+                    .prepare_cached(
+                        "SELECT entry_id FROM tape_entries WHERE tape_id = ?1 AND name = ?2 AND kind = 'anchor' \
+                         AND entry_id > ?3 ORDER BY entry_id ASC LIMIT 1",
+                    )?
+                    .query_row(params![tape_id, end, from], |row| row.get(0))
+                    .optional()?;
+                Some((Some(from), to))
+            }
+        },
+    })
+}
+
+/// The id of the tape's last anchor: one probe of `tape_entries_by_kind`.
+fn last_anchor_id(conn: &Connection, tape_id: i64) -> rusqlite::Result<Option<i64>> {
+    conn.prepare_cached(LAST_ANCHOR_SQL)?.query_row([tape_id], |row| row.get(0)).optional()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tape::EntryKind;
+
+    /// SQLite's plan for `sql` with `binds` (integers), its steps joined by "; ".
+    async fn plan_of(store: &SqliteTapeStore, sql: &str, binds: &[i64]) -> String {
+        let (sql, binds) = (format!("EXPLAIN QUERY PLAN {sql}"), binds.to_vec());
+        let steps = store
+            .read(move |conn| -> rusqlite::Result<Vec<String>> {
+                let mut explain = conn.prepare(&sql)?;
+                explain.query_map(params_from_iter(binds), |row| row.get("detail"))?.collect()
+            })
+            .await
+            .unwrap()
+            .unwrap();
+        steps.join("; ")
+    }
+
+    /// The last-anchor lookup must be an index probe, never a scan of the tape.
+    #[tokio::test]
+    async fn last_anchor_lookup_uses_the_kind_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteTapeStore::open(dir.path().join("bub.db")).await.unwrap();
+        let plan = plan_of(&store, LAST_ANCHOR_SQL, &[1]).await;
+        assert!(plan.contains("USING COVERING INDEX tape_entries_by_kind"), "plan: {plan}");
+        assert!(!plan.contains("TEMP B-TREE"), "plan sorts: {plan}");
+    }
+
+    /// The context read is index probes too: the anchor by the kind index,
+    /// the entries after it by the primary key, no sort.
+    #[tokio::test]
+    async fn reading_from_the_last_anchor_uses_indexes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteTapeStore::open(dir.path().join("bub.db")).await.unwrap();
+        let select = select_from_last_anchor(1, &crate::tape::query::CONTEXT_KINDS);
+        let plan = plan_of(&store, &select.text, &[1, 1]).await;
+        assert!(plan.contains("USING COVERING INDEX tape_entries_by_kind"), "plan: {plan}");
+        assert!(plan.contains("entry_id>?"), "plan: {plan}");
+        assert!(!plan.contains("TEMP B-TREE") && !plan.contains("SCAN"), "plan: {plan}");
+    }
+
+    /// `latest` probes an index per query, whatever is on the tape.
+    #[tokio::test]
+    async fn latest_probes_indexes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteTapeStore::open(dir.path().join("bub.db")).await.unwrap();
+        let queries = [
+            TapeQuery::all().kinds([EntryKind::Event]).named("model_switch"),
+            TapeQuery::all().kinds([EntryKind::System]),
+            TapeQuery::all(),
+        ];
+        let select = latest_select(1, &queries);
+        // The name is bound as a number here: plans do not depend on bound values.
+        let plan = plan_of(&store, &select.text, &[1, 0, 1, 1]).await;
+        assert!(plan.contains("USING INDEX tape_entries_by_name (tape_id=? AND name=?)"), "plan: {plan}");
+        assert!(plan.contains("USING INDEX tape_entries_by_kind (tape_id=? AND kind=?)"), "plan: {plan}");
+        assert!(!plan.contains("TEMP B-TREE"), "plan sorts: {plan}");
+    }
+
+    /// A filtered read walks the name or kind index, not the whole tape.
+    #[tokio::test]
+    async fn filtered_reads_walk_the_name_or_kind_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteTapeStore::open(dir.path().join("bub.db")).await.unwrap();
+        let named = TapeQuery::all().kinds([EntryKind::Event]).named("run").newest_first().limit(1);
+        let select = select_entries(1, None, None, &named);
+        let plan = plan_of(&store, &select.text, &[1, 0]).await;
+        assert!(plan.contains("USING INDEX tape_entries_by_name (tape_id=? AND name=?)"), "plan: {plan}");
+        let kind = TapeQuery::all().kinds([EntryKind::Anchor]).newest_first();
+        let select = select_entries(1, None, None, &kind);
+        let plan = plan_of(&store, &select.text, &[1]).await;
+        assert!(plan.contains("tape_entries_by_kind (tape_id=? AND kind=?)"), "plan: {plan}");
+        assert!(!plan.contains("TEMP B-TREE"), "plan sorts: {plan}");
+    }
+}

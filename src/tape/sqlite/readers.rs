@@ -1,0 +1,66 @@
+//! The read-only connections of a SQLite database, each on a thread of its
+//! own.
+//!
+//! A read is a closure run on whichever reader thread is free: all of its
+//! statements (and the decoding of the rows) happen there, so a read costs
+//! one hand-off to the thread and one back, and never takes a runtime worker
+//! away from the network while SQLite works. In WAL mode readers never wait
+//! for the writer, and each statement sees a consistent snapshot.
+
+use super::DbError;
+use rusqlite::Connection;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use tokio::sync::oneshot;
+
+type ReadJob = Box<dyn FnOnce(&Connection) + Send>;
+
+/// The handle to the reader threads; cheap to clone.
+#[derive(Clone)]
+pub(crate) struct Readers {
+    jobs: flume::Sender<ReadJob>,
+    closed: Arc<AtomicBool>,
+}
+
+impl Readers {
+    /// Starts one thread per connection.
+    pub(crate) fn spawn(connections: Vec<Connection>) -> std::io::Result<Readers> {
+        let (jobs, queue) = flume::unbounded::<ReadJob>();
+        for (n, conn) in connections.into_iter().enumerate() {
+            let queue = queue.clone();
+            std::thread::Builder::new().name(format!("bub-db-reader-{n}")).spawn(move || {
+                // Ends when every sender is gone (the store dropped or closed).
+                while let Ok(job) = queue.recv() {
+                    job(&conn);
+                }
+            })?;
+        }
+        Ok(Readers { jobs, closed: Arc::default() })
+    }
+
+    /// Runs `work` on a free reader connection; `Err(DbError::Closed)` after
+    /// [`Readers::close`].
+    pub(crate) async fn read<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&Connection) -> T + Send + 'static,
+    ) -> Result<T, DbError> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(DbError::Closed);
+        }
+        let (reply, answer) = oneshot::channel();
+        let job: ReadJob = Box::new(move |conn| {
+            // Nobody waits any more: skip the work.
+            if !reply.is_closed() {
+                let _ = reply.send(work(conn));
+            }
+        });
+        self.jobs.send(job).map_err(|_| DbError::Closed)?;
+        answer.await.map_err(|_| DbError::Closed)
+    }
+
+    /// Refuses new reads; the threads finish the queued ones and end once
+    /// the last handle is dropped.
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+    }
+}

@@ -124,7 +124,7 @@ async fn the_request_carries_tools_max_tokens_and_options() {
     fake.push(Reply::text("ok"));
     let mut req = request("gpt-test");
     let tool = json!({"type": "function", "function": {"name": "fs_read", "parameters": {"type": "object"}}});
-    req.tools = vec![tool.clone()];
+    req.tools = vec![std::sync::Arc::new(tool.clone())];
     req.max_tokens = Some(321);
     req.options.insert("temperature".into(), json!(0.1));
     answer(&client(&fake.settings(OPENAI), OPENAI), req).await;
@@ -342,9 +342,9 @@ async fn anthropic_requests_are_converted_from_the_openai_shape() {
             json!({"role": "tool", "tool_call_id": "t1", "content": "A"}),
             json!({"role": "tool", "tool_call_id": "t2", "content": "B"}),
         ],
-        tools: vec![
+        tools: vec![std::sync::Arc::new(
             json!({"type": "function", "function": {"name": "fs_read", "description": "Read a file", "parameters": {"type": "object"}}}),
-        ],
+        )],
         max_tokens: Some(100),
         ..ChatRequest::default()
     };

@@ -83,8 +83,8 @@ struct WireBody<'a> {
     stream: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     stream_options: Option<StreamOptions>,
-    #[serde(skip_serializing_if = "<[Value]>::is_empty")]
-    tools: &'a [Value],
+    #[serde(skip_serializing_if = "<[std::sync::Arc<Value>]>::is_empty")]
+    tools: &'a [std::sync::Arc<Value>],
     #[serde(skip_serializing_if = "Option::is_none")]
     max_tokens: Option<u32>,
     /// Extra fields, sent as given (protocol fields excluded).

@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use futures::stream::BoxStream;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use std::sync::Arc;
 
 /// One model call.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -18,7 +19,8 @@ pub struct ChatRequest {
     /// Chat messages, system prompt first, in OpenAI shape.
     pub messages: Vec<Value>,
     /// Tool definitions in OpenAI shape: `{type: "function", function: {name, description, parameters}}`.
-    pub tools: Vec<Value>,
+    /// Shared, not owned: a tool's definition is built once and every request points at it.
+    pub tools: Vec<Arc<Value>>,
     pub max_tokens: Option<u32>,
     /// Extra request fields (`temperature`, `top_p`, `reasoning_effort`, …), sent as given.
     pub options: Map<String, Value>,

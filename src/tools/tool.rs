@@ -59,6 +59,9 @@ struct ToolSpec {
     preserve: bool,
     handler: Handler,
     renderer: Renderer,
+    /// [`Tool::definition`], built on first use and shared by every request
+    /// after (a schema is copied into no request); cleared by the builders.
+    definition: std::sync::OnceLock<Arc<Value>>,
 }
 
 impl std::fmt::Debug for Tool {
@@ -88,6 +91,7 @@ impl Tool {
             preserve: false,
             handler: Arc::new(move |args, ctx| Box::pin(handler(args, ctx))),
             renderer: Arc::new(default_render),
+            definition: std::sync::OnceLock::new(),
         };
         Tool { inner: Arc::new(spec) }
     }
@@ -121,35 +125,35 @@ impl Tool {
                 serde_json::to_value(result).map_err(|e| ToolError::failed(format!("result is not JSON: {e}")))
             }
         });
-        Arc::make_mut(&mut tool.inner).output_schema = Some(output_schema);
+        tool.spec_mut().output_schema = Some(output_schema);
         tool
     }
 
     pub fn with_description(mut self, description: impl Into<String>) -> Tool {
-        Arc::make_mut(&mut self.inner).description = description.into();
+        self.spec_mut().description = description.into();
         self
     }
 
     /// Hides the tool from the model: only comma commands reach it.
     pub fn command_only(mut self) -> Tool {
-        Arc::make_mut(&mut self.inner).agent_use = false;
+        self.spec_mut().agent_use = false;
         self
     }
 
     /// Keeps the tool directly callable in code mode.
     pub fn preserved(mut self) -> Tool {
-        Arc::make_mut(&mut self.inner).preserve = true;
+        self.spec_mut().preserve = true;
         self
     }
 
     pub fn with_output_schema(mut self, schema: Value) -> Tool {
-        Arc::make_mut(&mut self.inner).output_schema = Some(schema);
+        self.spec_mut().output_schema = Some(schema);
         self
     }
 
     /// Replaces the default rendering (strings as they are, anything else JSON).
     pub fn with_renderer(mut self, renderer: impl Fn(&Value) -> String + Send + Sync + 'static) -> Tool {
-        Arc::make_mut(&mut self.inner).renderer = Arc::new(renderer);
+        self.spec_mut().renderer = Arc::new(renderer);
         self
     }
 
@@ -185,11 +189,27 @@ impl Tool {
     }
 
     /// The OpenAI function-tool definition sent to the model.
-    pub fn definition(&self) -> Value {
-        json!({
-            "type": "function",
-            "function": {"name": self.model_name(), "description": self.inner.description, "parameters": self.inner.parameters},
-        })
+    pub fn definition(&self) -> Arc<Value> {
+        self.inner
+            .definition
+            .get_or_init(|| {
+                Arc::new(json!({
+                    "type": "function",
+                    "function": {
+                        "name": self.model_name(),
+                        "description": self.inner.description,
+                        "parameters": self.inner.parameters,
+                    },
+                }))
+            })
+            .clone()
+    }
+
+    /// The spec, to change while building (the cached definition is dropped).
+    fn spec_mut(&mut self) -> &mut ToolSpec {
+        let spec = Arc::make_mut(&mut self.inner);
+        spec.definition = std::sync::OnceLock::new();
+        spec
     }
 
     /// Runs the tool. Most callers go through the agent's executor instead, which
@@ -229,4 +249,22 @@ fn schema_value(schema: schemars::Schema) -> Value {
         }
     }
     value
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The definition is built once and shared, and a builder called after
+    /// it was built still changes what the model is sent.
+    #[test]
+    fn the_shared_definition_follows_the_builders() {
+        let tool = Tool::new("fs.read", "Read a file", json!({"type": "object"}), |_, _| async { Ok(Value::Null) });
+        let first = tool.definition();
+        assert!(Arc::ptr_eq(&first, &tool.definition()));
+        assert_eq!(first["function"]["name"], "fs_read");
+        let renamed = tool.clone().with_description("Read a text file");
+        assert_eq!(renamed.definition()["function"]["description"], "Read a text file");
+        assert_eq!(tool.definition()["function"]["description"], "Read a file");
+    }
 }

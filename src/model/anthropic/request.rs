@@ -43,7 +43,7 @@ pub fn to_messages_body(request: &ChatRequest) -> Value {
         turns.into_iter().map(|(role, content)| json!({"role": role, "content": content})).collect();
     body.insert("messages".into(), json!(messages));
     if !request.tools.is_empty() {
-        let tools: Vec<Value> = request.tools.iter().map(tool_definition).collect();
+        let tools: Vec<Value> = request.tools.iter().map(|tool| tool_definition(tool)).collect();
         body.insert("tools".into(), json!(tools));
     }
     for (key, value) in &request.options {

@@ -88,6 +88,8 @@ pub(crate) struct Inner {
     /// so the gateway can tell them about a refused config.
     operator_chats: std::sync::Mutex<indexmap::IndexMap<(String, String), (bub_channel::ChatRef, String)>>,
     limiter: limiter::InboundLimiter,
+    /// Outcomes told to waiting callers whose store has not committed yet.
+    pub told: turn::ToldOutcomes,
 }
 
 impl Gateway {
@@ -112,6 +114,7 @@ impl Gateway {
             channels,
             scheduler,
             sessions: Sessions::default(),
+            told: turn::ToldOutcomes::default(),
             confinement,
             waiting: Default::default(),
             operator_chats: Default::default(),
@@ -227,7 +230,11 @@ impl InboundSink for Gateway {
         let session = admission::session_id(&inbound, policy.session_scope.value);
         let seq = match inner.store.receive(&inbound, &session).await {
             Ok(Received::New(seq)) => seq,
-            Ok(Received::Duplicate(outcome)) => return Ok(Submitted::Duplicate(outcome)),
+            Ok(Received::Duplicate(outcome)) => {
+                // Told to its caller a moment ago, stored a moment from now.
+                let outcome = outcome.or_else(|| inner.told.get(&inbound.channel, &inbound.message_id));
+                return Ok(Submitted::Duplicate(outcome));
+            }
             Err(error) => {
                 tracing::error!(%error, channel = %inbound.channel, "cannot store an inbound message");
                 return Err(SubmitError::Unavailable(error.to_string()));

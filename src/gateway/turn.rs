@@ -206,18 +206,64 @@ async fn conclude_with(
     } else {
         Vec::new()
     };
-    let seqs: Vec<i64> = messages.iter().map(|m| m.seq).collect();
-    if let Err(error) = inner.store.finish(&seqs, &result, &replies).await {
-        tracing::error!(%error, "cannot store the outcome; the messages will be handled again after a restart");
-    }
-    for message in &messages {
+    // Waiting callers hear before the outcome is stored: a turn's reply is on
+    // the tape already (a restart that finds its marker rebuilds the outcome
+    // from it), and a repeat of the message meanwhile gets the outcome from
+    // `told` instead of "still running". Channel replies wait for the store:
+    // the outbox row is what makes them exactly-once.
+    let waiting: Vec<&Message> = messages.iter().filter(|m| m.sink.is_some()).collect();
+    inner.told.insert(&waiting, &result);
+    for message in &waiting {
         if let Some(sink) = &message.sink {
             sink.done(result.clone()).await;
         }
     }
+    let seqs: Vec<i64> = messages.iter().map(|m| m.seq).collect();
+    if let Err(error) = inner.store.finish(&seqs, &result, &replies).await {
+        tracing::error!(%error, "cannot store the outcome; the messages will be handled again after a restart");
+    }
+    inner.told.remove(&waiting);
     let mut live = live;
     for reply in replies {
         deliver(inner, reply, live.take()).await;
+    }
+}
+
+/// Outcomes told to waiting callers before their store commits, by channel
+/// and message id, so a repeated message in that moment gets its outcome.
+#[derive(Default)]
+pub(crate) struct ToldOutcomes {
+    told: Mutex<std::collections::HashMap<(String, String), Outcome>>,
+}
+
+impl ToldOutcomes {
+    fn key(message: &Message) -> (String, String) {
+        (message.inbound.channel.clone(), message.inbound.message_id.clone())
+    }
+
+    fn insert(&self, messages: &[&Message], outcome: &Outcome) {
+        if messages.is_empty() {
+            return;
+        }
+        let mut told = self.told.lock().unwrap_or_else(|p| p.into_inner());
+        for message in messages {
+            told.insert(Self::key(message), outcome.clone());
+        }
+    }
+
+    fn remove(&self, messages: &[&Message]) {
+        if messages.is_empty() {
+            return;
+        }
+        let mut told = self.told.lock().unwrap_or_else(|p| p.into_inner());
+        for message in messages {
+            told.remove(&Self::key(message));
+        }
+    }
+
+    pub(crate) fn get(&self, channel: &str, message_id: &str) -> Option<Outcome> {
+        let told = self.told.lock().unwrap_or_else(|p| p.into_inner());
+        told.get(&(channel.to_string(), message_id.to_string())).cloned()
     }
 }
 

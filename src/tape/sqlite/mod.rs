@@ -14,6 +14,7 @@
 //! empty or already bub's, so pointing `BUB_HOME` at the wrong file never adds
 //! tables to somebody else's database ([`open`]).
 
+mod checkpoint;
 mod open;
 mod readers;
 mod select;

@@ -18,16 +18,6 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
 /// How long a write waits for another process holding the database.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Log pages after which a commit also checkpoints the write-ahead log
-/// (copies it into the database file so it can start over). The checkpoint
-/// runs inside that commit, so every write queued behind it waits: SQLite's
-/// default of 1,000 pages made 10–17 ms stalls under load; 200 pages make
-/// shorter ones (measured at 1,000 turns/s: p99 13 ms at 1,000 pages, ~9 ms
-/// at 100–250). A checkpointing thread of its own does not work: under
-/// steady writes the log is never wholly copied at the moment a write
-/// begins, so it never starts over and grows until a commit copies it all.
-const CHECKPOINT_PAGES: u32 = 200;
-
 /// Compiled statements kept per connection: every distinct statement text a
 /// turn uses, with room to spare.
 const STATEMENT_CACHE: usize = 64;
@@ -65,7 +55,6 @@ pub(super) fn connect(path: &Path, durability: Option<Durability>) -> Result<Con
                 Durability::Normal => "NORMAL",
             };
             conn.pragma_update(None, "synchronous", level)?;
-            conn.pragma_update(None, "wal_autocheckpoint", CHECKPOINT_PAGES)?;
         }
         Ok(())
     };

@@ -29,6 +29,7 @@
 //!   skipped.
 
 use super::DbError;
+use super::checkpoint;
 use rusqlite::Connection;
 use std::sync::mpsc;
 use tokio::sync::oneshot;
@@ -115,9 +116,19 @@ impl Writer {
 }
 
 fn serve(conn: Connection, inbox: mpsc::Receiver<Request>) {
+    checkpoint::watch(&conn);
     let mut group: Vec<Box<dyn Job>> = Vec::new();
     let mut closing = None;
-    while let Ok(request) = inbox.recv() {
+    // A request taken while looking for an idle moment, served next.
+    let mut held: Option<Request> = None;
+    loop {
+        let request = match held.take() {
+            Some(request) => request,
+            None => match inbox.recv() {
+                Ok(request) => request,
+                Err(_) => return,
+            },
+        };
         match request {
             Request::Write(job) => group.push(job),
             Request::Close(done) => closing = Some(done),
@@ -139,6 +150,17 @@ fn serve(conn: Connection, inbox: mpsc::Receiver<Request>) {
             }
             let _ = done.send(());
             return;
+        }
+        if let Some(forced) = checkpoint::due() {
+            match inbox.try_recv() {
+                Ok(request) => {
+                    held = Some(request);
+                    if forced {
+                        checkpoint::run(&conn);
+                    }
+                }
+                Err(_) => checkpoint::run(&conn),
+            }
         }
     }
 }
@@ -251,6 +273,29 @@ mod tests {
             .await;
         assert!(matches!(both, Err(DbError::Sqlite(_))));
         assert_eq!(stored(&reader), vec![1]);
+    }
+
+    /// Under a steady stream of writes the log is checkpointed and starts
+    /// over, so it stays a few hundred pages long (each write here is a page
+    /// or more: without checkpoints the log would pass 12 MB).
+    #[tokio::test]
+    async fn the_log_stays_short_under_steady_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let (writer, _reader) = writer_on(&dir);
+        writer.write(Box::new(|conn| conn.execute_batch("CREATE TABLE blobs (b BLOB)"))).await.unwrap();
+        for _ in 0..30 {
+            let writes = (0..100).map(|_| {
+                writer.write(Box::new(|conn| {
+                    conn.execute("INSERT INTO blobs (b) VALUES (zeroblob(4096))", []).map(|_| ())
+                }))
+            });
+            for outcome in futures::future::join_all(writes).await {
+                outcome.unwrap();
+            }
+        }
+        let log = std::fs::metadata(dir.path().join("w.db-wal")).unwrap().len();
+        let page = 4096;
+        assert!(log < (checkpoint::FORCED_PAGES as u64 + MAX_GROUP as u64 * 3) * page, "log is {log} bytes");
     }
 
     /// After `close`, queued writes have landed and new ones are refused.

@@ -423,6 +423,12 @@ async fn run() {
     let (opened, open_time, open_failed) = run_phase(gateway.addr, sessions, extra, 0, clients, "open").await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let (sessions_rss, peak_rss) = rss_kib(pid);
+    let rss_parts: Vec<String> = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|line| line.starts_with("RssAnon") || line.starts_with("RssFile"))
+        .map(|line| line.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect();
     let threads = std::fs::read_to_string(format!("/proc/{pid}/status"))
         .unwrap_or_default()
         .lines()
@@ -477,6 +483,7 @@ async fn run() {
         opened.len() as f64 / open_time.as_secs_f64().max(1e-9)
     );
     println!("fake model requests: {}", model_times.requests.load(Ordering::Relaxed));
+    println!("RSS after {rss_sessions} sessions: {}", rss_parts.join(", "));
     for line in
         metric_lines(&metrics, "bub_turn_seconds").into_iter().chain(metric_lines(&metrics, "bub_model_call_seconds"))
     {

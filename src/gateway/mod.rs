@@ -156,12 +156,14 @@ impl Gateway {
         Ok(())
     }
 
-    /// Stops the channels (no new messages); turns in flight are left to finish
-    /// or to be resumed by the next start.
+    /// Stops the channels (no new messages) and waits (5 s at most) until the
+    /// outcomes already told to callers are stored; turns in flight are left
+    /// to finish or to be resumed by the next start.
     pub async fn stop(&self) {
         for channel in self.inner.channels.values() {
             channel.stop().await;
         }
+        self.inner.told.settled(std::time::Duration::from_secs(5)).await;
     }
 
     /// Sends `text` to the chats where operators wrote most recently (best

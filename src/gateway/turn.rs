@@ -234,6 +234,8 @@ async fn conclude_with(
 #[derive(Default)]
 pub(crate) struct ToldOutcomes {
     told: Mutex<std::collections::HashMap<(String, String), Outcome>>,
+    /// Woken when the last told outcome is stored.
+    settled: tokio::sync::Notify,
 }
 
 impl ToldOutcomes {
@@ -259,6 +261,25 @@ impl ToldOutcomes {
         for message in messages {
             told.remove(&Self::key(message));
         }
+        if told.is_empty() {
+            self.settled.notify_waiters();
+        }
+    }
+
+    /// Returns once every outcome told so far is stored (or after `limit`):
+    /// a stop waits for them, so a caller that has its reply finds its
+    /// message done after a restart.
+    pub(crate) async fn settled(&self, limit: std::time::Duration) {
+        let _ = tokio::time::timeout(limit, async {
+            loop {
+                let notified = self.settled.notified();
+                if self.told.lock().unwrap_or_else(|p| p.into_inner()).is_empty() {
+                    return;
+                }
+                notified.await;
+            }
+        })
+        .await;
     }
 
     pub(crate) fn get(&self, channel: &str, message_id: &str) -> Option<Outcome> {

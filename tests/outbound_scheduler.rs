@@ -610,3 +610,55 @@ async fn the_parts_of_two_replies_to_one_chat_do_not_interleave() {
     let order: String = fake.delivered().iter().map(|c| c.text.chars().next().unwrap()).collect();
     assert!(order == "aaaaabbbbb" || order == "bbbbbaaaaa", "parts interleaved: {order}");
 }
+
+/// A chat whose policy sets its own per-chat rate is held to that rate (a
+/// slower one here, or none at all), other chats keep the channel's, and a
+/// changed budget (a policy reload) applies to the next send.
+#[tokio::test(start_paused = true)]
+async fn chats_with_their_own_rate_are_held_to_it_and_a_new_budget_applies() {
+    let fake = FakeChannel::new("fake", 100, true);
+    let usual = Budget { per_chat: Some(per_seconds(2)), per_channel: None };
+    let scheduler = scheduler_with(&fake, usual);
+    let own =
+        std::collections::HashMap::from([("slow".to_string(), Some(per_seconds(10))), ("free".to_string(), None)]);
+    scheduler.set_budget("fake", usual, own);
+    let start = Instant::now();
+
+    let chats: Vec<_> = ["slow", "free", "usual"]
+        .into_iter()
+        .map(|id| {
+            let scheduler = scheduler.clone();
+            tokio::spawn(async move {
+                for i in 0..3 {
+                    scheduler.send_final("fake", outbound(id, &format!("{id}{i}"), "hello")).await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for chat in chats {
+        chat.await.unwrap();
+    }
+    let gaps = |chat: &str| -> Vec<Duration> {
+        fake.delivered_to(chat).windows(2).map(|pair| pair[1].at - pair[0].at).collect()
+    };
+    assert!(gaps("slow").iter().all(|gap| *gap >= Duration::from_secs(10)), "slow: {:?}", gaps("slow"));
+    assert!(fake.delivered_to("free").iter().all(|d| d.at - start < Duration::from_secs(1)), "free chat waited");
+    assert!(
+        gaps("usual").iter().all(|gap| *gap >= Duration::from_secs(2) && *gap < Duration::from_secs(10)),
+        "usual: {:?}",
+        gaps("usual")
+    );
+
+    // A reload: one send a minute for every chat, the overrides gone.
+    scheduler.set_budget(
+        "fake",
+        Budget { per_chat: Some(per_seconds(60)), per_channel: None },
+        std::collections::HashMap::new(),
+    );
+    for i in 0..2 {
+        scheduler.send_final("fake", outbound("free", &format!("after{i}"), "hello")).await.unwrap();
+    }
+    let after = fake.delivered_to("free");
+    let last_two = &after[after.len() - 2..];
+    assert!(last_two[1].at - last_two[0].at >= Duration::from_secs(60), "the new budget did not apply");
+}

@@ -1,7 +1,7 @@
 //! Inbound rate limits per user, and the outbound budgets a policy asks for.
 
 use super::outbound::Budget;
-use crate::policy::{EffectivePolicy, Rate};
+use crate::policy::{EffectivePolicy, GatewayConfig, Rate};
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota};
 use std::collections::HashMap;
@@ -22,6 +22,25 @@ pub(crate) fn outbound_budget(policy: &EffectivePolicy) -> Budget {
         per_channel: policy.outbound_per_channel.value.and_then(quota),
         per_chat: policy.outbound_per_chat.value.and_then(quota),
     }
+}
+
+/// The outbound budgets `config` sets for `channel`, with the chats whose
+/// own policy sets a different per-chat rate (`None`: unlimited).
+pub(crate) fn outbound_budgets(
+    config: &GatewayConfig,
+    channel: &str,
+) -> (Budget, HashMap<String, Option<governor::Quota>>) {
+    let budget = outbound_budget(&config.effective(channel, ""));
+    let mut own_rates = HashMap::new();
+    if let Some(channel_config) = config.channels.get(channel) {
+        for chat in channel_config.chats.keys() {
+            let rate = config.effective(channel, chat).outbound_per_chat.value.and_then(quota);
+            if rate != budget.per_chat {
+                own_rates.insert(chat.clone(), rate);
+            }
+        }
+    }
+    (budget, own_rates)
 }
 
 /// A channel and the rate its policy sets.
@@ -52,5 +71,41 @@ impl InboundLimiter {
         limiter
             .check_key(&user.to_string())
             .map_err(|not_until| not_until.wait_time_from(DefaultClock::default().now()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A chat section that sets its own per-chat rate (or turns it off) is
+    /// an override; one that does not, or repeats the channel's, is not.
+    #[test]
+    fn chats_with_their_own_outbound_rate_are_overrides() {
+        let config = GatewayConfig::parse(
+            r#"
+[channels.hooks]
+kind = "webhook"
+secrets = ["s"]
+
+[channels.hooks.policy]
+rate = { outbound_per_chat = "5/s", outbound_per_channel = "30/s" }
+
+[channels.hooks.chats."slow".policy]
+rate = { outbound_per_chat = "1/min" }
+
+[channels.hooks.chats."same".policy]
+rate = { outbound_per_chat = "5/s" }
+
+[channels.hooks.chats."other".policy]
+busy = "drop"
+"#,
+            "bub.toml",
+        )
+        .unwrap();
+        let (budget, own) = outbound_budgets(&config, "hooks");
+        let rate = |text: &str| quota(text.parse().unwrap());
+        assert_eq!(budget, Budget { per_chat: rate("5/s"), per_channel: rate("30/s") });
+        assert_eq!(own, HashMap::from([("slow".to_string(), rate("1/min"))]));
     }
 }

@@ -90,6 +90,8 @@ pub(crate) struct Inner {
     limiter: limiter::InboundLimiter,
     /// Outcomes told to waiting callers whose store has not committed yet.
     pub told: turn::ToldOutcomes,
+    /// The config whose outbound budgets the scheduler has.
+    budgets_from: std::sync::Mutex<Option<Arc<crate::policy::GatewayConfig>>>,
 }
 
 impl Gateway {
@@ -115,6 +117,7 @@ impl Gateway {
             scheduler,
             sessions: Sessions::default(),
             told: turn::ToldOutcomes::default(),
+            budgets_from: std::sync::Mutex::new(None),
             confinement,
             waiting: Default::default(),
             operator_chats: Default::default(),
@@ -140,11 +143,11 @@ impl Gateway {
     /// Resumes what a previous run left unfinished, then starts every channel.
     /// A channel that cannot start is an error: the gateway should stop.
     pub async fn start(&self) -> Result<(), ChannelError> {
-        let config = self.inner.config.current();
         for channel in self.inner.channels.values() {
-            let policy = config.effective(channel.name(), "");
-            self.inner.scheduler.register(channel.clone(), limiter::outbound_budget(&policy));
+            self.inner.scheduler.register(channel.clone(), Default::default());
         }
+        // Budgets from the config in force (and again after each reload).
+        self.inner.outbound();
         recovery::resume(&self.inner).await.map_err(|error| ChannelError::new("gateway", error.to_string()))?;
         let inbox: Arc<dyn InboundSink> = Arc::new(self.clone());
         let mut names: Vec<_> = self.inner.channels.keys().cloned().collect();
@@ -187,7 +190,7 @@ impl Gateway {
                 idempotency_key: format!("notice:{}", uuid::Uuid::new_v4().simple()),
                 session,
             };
-            if let Err(error) = self.inner.scheduler.send_final(&channel, notice).await {
+            if let Err(error) = self.inner.outbound().send_final(&channel, notice).await {
                 tracing::warn!(%error, channel = %channel, "cannot tell an operator");
             }
         }
@@ -261,6 +264,22 @@ struct PolicyCache {
 const POLICY_CACHE_CHATS: usize = 1024;
 
 impl Inner {
+    /// The outbound scheduler, with the budgets of the config in force: a
+    /// reload that changes a rate (for a channel, or one chat) applies to the
+    /// next send.
+    pub(crate) fn outbound(&self) -> &OutboundScheduler {
+        let config = self.config.current();
+        let mut applied = self.budgets_from.lock().unwrap_or_else(|p| p.into_inner());
+        if !applied.as_ref().is_some_and(|done| Arc::ptr_eq(done, &config)) {
+            for channel in self.channels.keys() {
+                let (budget, own_chat_rates) = limiter::outbound_budgets(&config, channel);
+                self.scheduler.set_budget(channel, budget, own_chat_rates);
+            }
+            *applied = Some(config);
+        }
+        &self.scheduler
+    }
+
     /// The policy in force for `chat` on `channel`.
     pub(crate) fn policy(&self, channel: &str, chat: &str) -> Arc<EffectivePolicy> {
         let config = self.config.current();

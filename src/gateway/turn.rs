@@ -115,7 +115,7 @@ async fn run(inner: &Arc<Inner>, share: &TurnShare) {
             let members = share.members.lock().unwrap_or_else(|p| p.into_inner());
             members.first().map(|first| {
                 let ids = members.iter().map(|m| m.inbound.message_id.clone()).collect();
-                inner.scheduler.live(&channel, chat.clone(), reply_key(first), share.session.clone()).reply_to(ids)
+                inner.outbound().live(&channel, chat.clone(), reply_key(first), share.session.clone()).reply_to(ids)
             })
         }
         _ => None,
@@ -293,7 +293,7 @@ pub(crate) async fn deliver(inner: &Arc<Inner>, reply: PendingReply, live: Optio
     let key = reply.outbound.idempotency_key.clone();
     let sent = match live {
         Some(live) => live.finish(&reply.outbound.text).await,
-        None => inner.scheduler.send_final(&reply.channel, reply.outbound).await,
+        None => inner.outbound().send_final(&reply.channel, reply.outbound).await,
     };
     let stored = match sent {
         Ok(delivered) => {

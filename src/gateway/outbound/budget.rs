@@ -6,9 +6,9 @@ use governor::clock::Clock;
 use governor::middleware::NoOpMiddleware;
 use governor::state::keyed::DefaultKeyedStateStore;
 use governor::state::{InMemoryState, NotKeyed};
-use governor::{Quota, RateLimiter};
+use governor::{NotUntil, Quota, RateLimiter};
 use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -40,11 +40,59 @@ type ChatLimiter = RateLimiter<String, DefaultKeyedStateStore<String>, TokioCloc
 /// Chats with more tracked budget state than this get their idle entries pruned.
 const CHAT_STATE_PRUNE_AT: usize = 10_000;
 
+/// A channel's budgets in force, with the chats whose policy sets a per-chat
+/// rate of its own.
+struct Limits {
+    budget: Budget,
+    own_rates: HashMap<String, Option<Quota>>,
+    per_channel: Option<ChannelLimiter>,
+    per_chat: Option<ChatLimiter>,
+    /// The chats of `own_rates` that have a rate (the others are unlimited).
+    own: HashMap<String, ChannelLimiter>,
+}
+
+impl Limits {
+    fn new(budget: Budget, own_rates: HashMap<String, Option<Quota>>) -> Limits {
+        let own = own_rates
+            .iter()
+            .filter_map(|(chat, quota)| Some((chat.clone(), RateLimiter::direct_with_clock((*quota)?, TokioClock))))
+            .collect();
+        Limits {
+            per_channel: budget.per_channel.map(|quota| RateLimiter::direct_with_clock(quota, TokioClock)),
+            per_chat: budget.per_chat.map(|quota| RateLimiter::new(quota, Default::default(), TokioClock)),
+            budget,
+            own_rates,
+            own,
+        }
+    }
+
+    /// Takes room in `chat`'s budget, or says when there will be some.
+    fn take_chat(&self, chat: &str) -> Result<(), NotUntil<std::time::Instant>> {
+        match self.own_rates.get(chat) {
+            Some(Some(_)) => self.own.get(chat).map_or(Ok(()), |limiter| limiter.check()),
+            Some(None) => Ok(()),
+            None => match &self.per_chat {
+                Some(limiter) => {
+                    let taken = limiter.check_key(&chat.to_owned());
+                    if limiter.len() > CHAT_STATE_PRUNE_AT {
+                        limiter.retain_recent();
+                    }
+                    taken
+                }
+                None => Ok(()),
+            },
+        }
+    }
+
+    fn take_channel(&self) -> Result<(), NotUntil<std::time::Instant>> {
+        self.per_channel.as_ref().map_or(Ok(()), |limiter| limiter.check())
+    }
+}
+
 /// One channel's budgets and pauses. Pauses and budgets belong to the
 /// platform's chat id: threads of one chat share them, as platforms count them.
 pub(super) struct Gate {
-    per_channel: Option<ChannelLimiter>,
-    per_chat: Option<ChatLimiter>,
+    limits: RwLock<Arc<Limits>>,
     pauses: Mutex<Pauses>,
 }
 
@@ -57,29 +105,34 @@ struct Pauses {
 impl Gate {
     pub(super) fn new(budget: Budget) -> Gate {
         Gate {
-            per_channel: budget.per_channel.map(|quota| RateLimiter::direct_with_clock(quota, TokioClock)),
-            per_chat: budget.per_chat.map(|quota| RateLimiter::new(quota, Default::default(), TokioClock)),
+            limits: RwLock::new(Arc::new(Limits::new(budget, HashMap::new()))),
             pauses: Mutex::new(Pauses::default()),
         }
+    }
+
+    /// Puts `budget`, and the chats' own rates, in force. Unchanged budgets
+    /// keep counting; changed ones start afresh under the new rates.
+    pub(super) fn set(&self, budget: Budget, own_rates: HashMap<String, Option<Quota>>) {
+        let mut limits = self.limits.write().unwrap_or_else(PoisonError::into_inner);
+        if limits.budget != budget || limits.own_rates != own_rates {
+            *limits = Arc::new(Limits::new(budget, own_rates));
+        }
+    }
+
+    fn limits(&self) -> Arc<Limits> {
+        self.limits.read().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
     /// Waits until no pause holds for `chat` and both budgets have room, and
     /// takes that room. Never gives up: a final reply only waits.
     pub(super) async fn wait(&self, chat: &str) {
         self.wait_pauses(chat).await;
-        if let Some(limiter) = &self.per_chat {
-            let key = chat.to_owned();
-            while let Err(not_until) = limiter.check_key(&key) {
-                tokio::time::sleep(not_until.wait_time_from(TokioClock.now())).await;
-            }
-            if limiter.len() > CHAT_STATE_PRUNE_AT {
-                limiter.retain_recent();
-            }
+        let limits = self.limits();
+        while let Err(not_until) = limits.take_chat(chat) {
+            tokio::time::sleep(not_until.wait_time_from(TokioClock.now())).await;
         }
-        if let Some(limiter) = &self.per_channel {
-            while let Err(not_until) = limiter.check() {
-                tokio::time::sleep(not_until.wait_time_from(TokioClock.now())).await;
-            }
+        while let Err(not_until) = limits.take_channel() {
+            tokio::time::sleep(not_until.wait_time_from(TokioClock.now())).await;
         }
         // A 429 may have arrived while this send waited for its budget.
         self.wait_pauses(chat).await;
@@ -93,8 +146,8 @@ impl Gate {
         }
         // governor cannot look without taking: when the channel budget then
         // refuses, the chat's room is spent anyway. That errs on sending less.
-        let chat_ok = self.per_chat.as_ref().is_none_or(|limiter| limiter.check_key(&chat.to_owned()).is_ok());
-        chat_ok && self.per_channel.as_ref().is_none_or(|limiter| limiter.check().is_ok())
+        let limits = self.limits();
+        limits.take_chat(chat).is_ok() && limits.take_channel().is_ok()
     }
 
     /// Holds every send to `chat` (or, for [`RateScope::Channel`], to the whole

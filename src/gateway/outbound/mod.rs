@@ -22,6 +22,7 @@ pub use live::LiveReply;
 use crate::gateway::split::split_message;
 use bub_channel::{Channel, ChatRef, Delivered, Outbound, SendError};
 use budget::Gate;
+use governor::Quota;
 use rand::Rng;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
@@ -127,6 +128,15 @@ impl OutboundScheduler {
         });
         let replaced = self.routes.write().unwrap_or_else(PoisonError::into_inner).insert(name.clone(), route);
         debug!(channel = %name, replaced = replaced.is_some(), "outbound channel registered");
+    }
+
+    /// Changes `channel`'s budget (after a policy reload), with the chats
+    /// whose policy sets their own per-chat rate (`None`: unlimited). Budgets
+    /// that did not change keep counting. Unknown channels are ignored.
+    pub fn set_budget(&self, channel: &str, budget: Budget, own_chat_rates: HashMap<String, Option<Quota>>) {
+        if let Ok(route) = self.route(channel) {
+            route.gate.set(budget, own_chat_rates);
+        }
     }
 
     /// Delivers a final reply: split under the channel's limit, part `i` sent

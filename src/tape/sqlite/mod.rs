@@ -518,6 +518,19 @@ mod tests {
         steps.join("; ")
     }
 
+    /// A read that panics fails alone; the reader threads go on serving.
+    #[tokio::test]
+    async fn a_panicking_read_fails_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteTapeStore::open(dir.path().join("bub.db")).await.unwrap();
+        for _ in 0..READERS + 1 {
+            let failed = store.read(|_| -> i64 { panic!("a bug") }).await;
+            assert!(matches!(failed, Err(DbError::Lost(_))), "{failed:?}");
+        }
+        let one: i64 = store.read(|conn| conn.query_row("SELECT 1", [], |row| row.get(0))).await.unwrap().unwrap();
+        assert_eq!(one, 1);
+    }
+
     /// The last-anchor lookup must be an index probe, never a scan of the tape.
     #[tokio::test]
     async fn last_anchor_lookup_uses_the_kind_index() {

@@ -31,7 +31,11 @@ impl Readers {
             std::thread::Builder::new().name(format!("bub-db-reader-{n}")).spawn(move || {
                 // Ends when every sender is gone (the store dropped or closed).
                 while let Ok(job) = queue.recv() {
-                    job(&conn);
+                    // A read that panics drops its answer (its caller is told);
+                    // the thread goes on serving the others.
+                    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(&conn))).is_err() {
+                        tracing::error!("a database read panicked");
+                    }
                 }
             })?;
         }
@@ -55,7 +59,7 @@ impl Readers {
             }
         });
         self.jobs.send(job).map_err(|_| DbError::Closed)?;
-        answer.await.map_err(|_| DbError::Closed)
+        answer.await.map_err(|_| DbError::Lost("the read stopped unexpectedly (a bug in bub; see the log)"))
     }
 
     /// Refuses new reads; the threads finish the queued ones and end once

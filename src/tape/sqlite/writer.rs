@@ -63,8 +63,22 @@ impl<T: Send + 'static> Job for Pending<T> {
     }
 
     fn run(&mut self, conn: &Connection) -> rusqlite::Result<()> {
-        self.output = Some((self.work)(conn)?);
-        Ok(())
+        // A write that panics fails alone (its group is rolled back and the
+        // others run again); the thread, and every later write, go on.
+        let work = &self.work;
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(conn))) {
+            Ok(output) => {
+                self.output = Some(output?);
+                Ok(())
+            }
+            Err(_) => {
+                tracing::error!("a database write panicked; it was rolled back");
+                Err(rusqlite::Error::SqliteFailure(
+                    rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ABORT),
+                    Some("the write panicked (a bug in bub; see the log)".into()),
+                ))
+            }
+        }
     }
 
     fn finish(self: Box<Self>, outcome: rusqlite::Result<()>) {
@@ -296,6 +310,22 @@ mod tests {
         let log = std::fs::metadata(dir.path().join("w.db-wal")).unwrap().len();
         let page = 4096;
         assert!(log < (checkpoint::FORCED_PAGES as u64 + MAX_GROUP as u64 * 3) * page, "log is {log} bytes");
+    }
+
+    /// A write that panics is refused alone, and the writer goes on.
+    #[tokio::test]
+    async fn a_panicking_write_fails_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let (writer, reader) = writer_on(&dir);
+        let panicking = writer.write(Box::new(|conn| -> rusqlite::Result<()> {
+            conn.execute("INSERT INTO t (v) VALUES (1)", [])?;
+            panic!("a bug")
+        }));
+        let (panicked, fine) = tokio::join!(panicking, writer.write(insert(2)));
+        assert!(matches!(panicked, Err(DbError::Sqlite(_))), "{panicked:?}");
+        assert_eq!(fine.unwrap(), 2);
+        writer.write(insert(3)).await.unwrap();
+        assert_eq!(stored(&reader), vec![2, 3]);
     }
 
     /// After `close`, queued writes have landed and new ones are refused.

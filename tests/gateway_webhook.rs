@@ -182,6 +182,8 @@ async fn first_start_generates_and_keeps_a_webhook_secret() {
     assert_eq!(health.status(), 200);
     let metrics = client().get(format!("{}/metrics", gateway.base_url())).send().await.unwrap().text().await.unwrap();
     assert!(metrics.contains("bub_turns_total"), "{metrics}");
+    assert!(metrics.contains("bub_inbound_store_seconds{channel=\"webhook\""), "{metrics}");
+    assert!(metrics.contains("bub_reply_seconds{channel=\"webhook\",to=\"caller\""), "{metrics}");
     gateway.stop().await;
     let again = GatewayProcess::start(home.path(), &[], &[]).await;
     assert!(!again.stderr().contains("generated"), "a restart reuses the kept secret");

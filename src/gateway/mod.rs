@@ -246,6 +246,10 @@ impl InboundSink for Gateway {
             }
         };
         metrics::counter!("bub_inbound_messages_total", "channel" => inbound.channel.clone()).increment(1);
+        // From the channel's receipt to the durable store (the moment it may acknowledge).
+        let storing = (chrono::Utc::now() - inbound.received_at).to_std().unwrap_or_default();
+        metrics::histogram!("bub_inbound_store_seconds", "channel" => inbound.channel.clone())
+            .record(storing.as_secs_f64());
         session::dispatch(inner, Message { seq, inbound, sink, policy, user, session, recovered: false }).await;
         Ok(Submitted::Accepted)
     }

@@ -216,6 +216,7 @@ async fn conclude_with(
     for message in &waiting {
         if let Some(sink) = &message.sink {
             sink.done(result.clone()).await;
+            record_reply_time(message, "caller");
         }
     }
     let seqs: Vec<i64> = messages.iter().map(|m| m.seq).collect();
@@ -224,9 +225,28 @@ async fn conclude_with(
     }
     inner.told.remove(&waiting);
     let mut live = live;
+    let delivered_replies = !replies.is_empty();
     for reply in replies {
         deliver(inner, reply, live.take()).await;
     }
+    if delivered_replies {
+        for message in messages.iter().filter(|m| m.inbound.delivery == Delivery::Channel) {
+            record_reply_time(message, "chat");
+        }
+    }
+}
+
+/// `bub_reply_seconds`: from a message's arrival to its answer reaching the
+/// waiting caller or the chat — what a user waits, debounce and queue
+/// included. Messages resumed after a restart are left out (they arrived
+/// before it).
+fn record_reply_time(message: &Message, to: &'static str) {
+    if message.recovered {
+        return;
+    }
+    let waited = (chrono::Utc::now() - message.inbound.received_at).to_std().unwrap_or_default();
+    metrics::histogram!("bub_reply_seconds", "channel" => message.inbound.channel.clone(), "to" => to)
+        .record(waited.as_secs_f64());
 }
 
 /// Outcomes told to waiting callers before their store commits, by channel

@@ -35,9 +35,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use writer::{Work, Writer};
 
-/// Read-only connections (and threads): reads are short, and two cores rarely
-/// keep more than a few busy.
-const READERS: usize = 3;
+/// Read-only connections (and threads): one more than the cores, at least 3
+/// (measured on 2 cores) and at most 8. Reads are short; more threads than
+/// cores only keeps one ready while another waits for the disk.
+fn reader_count() -> usize {
+    std::thread::available_parallelism().map_or(2, |cores| cores.get()).saturating_add(1).clamp(3, 8)
+}
 
 /// What the database's threads report besides SQLite's own errors.
 #[derive(Debug, thiserror::Error)]
@@ -87,7 +90,7 @@ impl SqliteTapeStore {
         }
         open::prepare(&path).await.map_err(open_error)?;
         let writer = open::connect(&path, Some(durability)).map_err(open_error)?;
-        let readers = (0..READERS).map(|_| open::connect(&path, None)).collect::<Result<Vec<_>, _>>();
+        let readers = (0..reader_count()).map(|_| open::connect(&path, None)).collect::<Result<Vec<_>, _>>();
         let thread_error = |e: std::io::Error| open_error(format!("cannot start a database thread: {e}"));
         Ok(SqliteTapeStore {
             location: format!("sqlite:{}", path.display()).into(),
@@ -523,7 +526,7 @@ mod tests {
     async fn a_panicking_read_fails_alone() {
         let dir = tempfile::tempdir().unwrap();
         let store = SqliteTapeStore::open(dir.path().join("bub.db")).await.unwrap();
-        for _ in 0..READERS + 1 {
+        for _ in 0..reader_count() + 1 {
             let failed = store.read(|_| -> i64 { panic!("a bug") }).await;
             assert!(matches!(failed, Err(DbError::Lost(_))), "{failed:?}");
         }

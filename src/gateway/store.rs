@@ -102,7 +102,7 @@ impl GatewayStore {
         let (channel, message_id) = (channel.to_string(), message_id.to_string());
         let text: Option<Option<String>> = self
             .db
-            .read(move |conn| {
+            .on_reader(move |conn| {
                 conn.prepare_cached("SELECT outcome FROM gateway_inbox WHERE channel = ?1 AND message_id = ?2")?
                     .query_row([channel, message_id], |row| row.get(0))
                     .optional()
@@ -199,7 +199,7 @@ impl GatewayStore {
     /// Messages without an outcome, oldest first.
     pub async fn unfinished(&self) -> StoreResult<Vec<Unfinished>> {
         self.db
-            .read(|conn| -> StoreResult<Vec<Unfinished>> {
+            .on_reader(|conn| -> StoreResult<Vec<Unfinished>> {
                 let read = failed("read unfinished");
                 let mut select = conn
                     .prepare_cached(
@@ -226,7 +226,7 @@ impl GatewayStore {
     /// Replies stored but not yet delivered, oldest first.
     pub async fn undelivered(&self) -> StoreResult<Vec<PendingReply>> {
         self.db
-            .read(|conn| -> StoreResult<Vec<PendingReply>> {
+            .on_reader(|conn| -> StoreResult<Vec<PendingReply>> {
                 let read = failed("read outbox");
                 let mut select = conn
                     .prepare_cached(
@@ -249,7 +249,7 @@ impl GatewayStore {
     /// The database answers (for `/readyz`).
     pub async fn ping(&self) -> StoreResult<()> {
         self.db
-            .read(|conn| {
+            .on_reader(|conn| {
                 conn.prepare_cached("SELECT count(*) FROM gateway_outbox WHERE state = 'pending'")?
                     .query_row([], |row| row.get::<_, i64>(0))
             })

@@ -116,17 +116,19 @@ impl SqliteTapeStore {
     }
 
     /// Runs `work` on a read-only connection.
-    pub(crate) async fn read<T: Send + 'static>(
+    pub(crate) async fn on_reader<T: Send + 'static>(
         &self,
         work: impl FnOnce(&Connection) -> T + Send + 'static,
     ) -> Result<T, DbError> {
         self.readers.read(work).await
     }
 
-    /// Refuses new reads and closes the writing connection after the writes
-    /// already queued.
+    /// Closes the read connections after the reads already queued, then the
+    /// writing one after the writes already queued. When no other process has
+    /// the file open, the write-ahead log is then folded into it and removed,
+    /// so a stopped gateway leaves `bub.db` complete on its own.
     pub async fn close(&self) {
-        self.readers.close();
+        self.readers.close().await;
         self.writer.close().await;
     }
 
@@ -153,7 +155,7 @@ impl SqliteTapeStore {
         let known = self.known_id(tape);
         let reading = Reading { tape: tape.clone(), location: self.location.clone(), operation };
         let (id, output) = self
-            .read(move |conn| -> TapeResult<(Option<i64>, Option<T>)> {
+            .on_reader(move |conn| -> TapeResult<(Option<i64>, Option<T>)> {
                 let id = match known {
                     Some(id) => id,
                     None => match tape_id(conn, &reading.tape).map_err(reading.failed())? {
@@ -371,7 +373,7 @@ impl TapeStore for SqliteTapeStore {
 
     async fn stats(&self, tape: &TapeName) -> TapeResult<TapeStats> {
         let reading = Reading { tape: tape.clone(), location: self.location.clone(), operation: "stats" };
-        self.read(move |conn| -> TapeResult<TapeStats> {
+        self.on_reader(move |conn| -> TapeResult<TapeStats> {
             let failed = reading.failed();
             // One statement: a consistent snapshot without a transaction.
             let mut statement = conn
@@ -412,7 +414,7 @@ impl TapeStore for SqliteTapeStore {
             source: Box::new(source),
         };
         let rows = self
-            .read(|conn| -> rusqlite::Result<Vec<(String, i64, String)>> {
+            .on_reader(|conn| -> rusqlite::Result<Vec<(String, i64, String)>> {
                 let mut statement =
                     conn.prepare_cached("SELECT name, last_entry_id, updated_at FROM tapes ORDER BY name")?;
                 statement.query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?.collect()
@@ -511,7 +513,7 @@ mod tests {
     async fn plan_of(store: &SqliteTapeStore, sql: &str, binds: &[i64]) -> String {
         let (sql, binds) = (format!("EXPLAIN QUERY PLAN {sql}"), binds.to_vec());
         let steps = store
-            .read(move |conn| -> rusqlite::Result<Vec<String>> {
+            .on_reader(move |conn| -> rusqlite::Result<Vec<String>> {
                 let mut explain = conn.prepare(&sql)?;
                 explain.query_map(params_from_iter(binds), |row| row.get("detail"))?.collect()
             })
@@ -521,16 +523,40 @@ mod tests {
         steps.join("; ")
     }
 
+    /// After `close`, the database file holds everything on its own: the
+    /// write-ahead log was folded in and removed, and reads are refused.
+    #[tokio::test]
+    async fn a_closed_store_leaves_a_complete_database_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bub.db");
+        let store = SqliteTapeStore::open(&path).await.unwrap();
+        let tape = TapeName::new("t").unwrap();
+        store.append(&tape, vec![NewEntry::chat("user", "kept")]).await.unwrap();
+        // The readers have the log open.
+        let all = TapeQuery::all();
+        let reads = (0..reader_count()).map(|_| store.read(&tape, &all));
+        for read in futures::future::join_all(reads).await {
+            assert_eq!(read.unwrap().len(), 1);
+        }
+        store.close().await;
+        assert!(!dir.path().join("bub.db-wal").exists(), "the log is still there");
+        assert!(store.read(&tape, &TapeQuery::all()).await.is_err(), "a closed store still reads");
+        let copy = dir.path().join("copy.db");
+        std::fs::copy(&path, &copy).unwrap();
+        let reopened = SqliteTapeStore::open(&copy).await.unwrap();
+        assert_eq!(reopened.read(&tape, &TapeQuery::all()).await.unwrap().len(), 1);
+    }
+
     /// A read that panics fails alone; the reader threads go on serving.
     #[tokio::test]
     async fn a_panicking_read_fails_alone() {
         let dir = tempfile::tempdir().unwrap();
         let store = SqliteTapeStore::open(dir.path().join("bub.db")).await.unwrap();
         for _ in 0..reader_count() + 1 {
-            let failed = store.read(|_| -> i64 { panic!("a bug") }).await;
+            let failed = store.on_reader(|_| -> i64 { panic!("a bug") }).await;
             assert!(matches!(failed, Err(DbError::Lost(_))), "{failed:?}");
         }
-        let one: i64 = store.read(|conn| conn.query_row("SELECT 1", [], |row| row.get(0))).await.unwrap().unwrap();
+        let one: i64 = store.on_reader(|conn| conn.query_row("SELECT 1", [], |row| row.get(0))).await.unwrap().unwrap();
         assert_eq!(one, 1);
     }
 

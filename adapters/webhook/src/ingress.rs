@@ -138,7 +138,7 @@ async fn receive(
         Submitted::Duplicate(Some(outcome)) => Ok(finished(mode, &message_id, &outcome)),
         Submitted::Duplicate(None) => Err(WebhookError::InProgress),
         Submitted::Accepted => match (mode, replies) {
-            (Mode::Sse, Some(replies)) => stream_reply(message_id, replies).await,
+            (Mode::Sse, Some(replies)) => stream_reply(message_id, replies, ingress.reply_timeout).await,
             (_, Some(replies)) => {
                 // The turn goes on without the caller: its outcome comes back
                 // to a later request with the same message_id.
@@ -173,24 +173,38 @@ async fn wait_for_outcome(mut replies: ReplyReceiver) -> Result<Outcome, Webhook
     Err(WebhookError::ReplyClosed)
 }
 
-async fn stream_reply(message_id: String, mut replies: ReplyReceiver) -> Result<Response, WebhookError> {
-    let first = replies.recv().await.ok_or(WebhookError::ReplyClosed)?;
+/// Streams the reply as it comes, within `timeout` of the request like a
+/// sync reply: a first event later than that is a 504; a stream still going
+/// then ends with an `error` event of kind `timeout`. Either way the turn goes
+/// on, and its outcome comes back to a later request with the same message_id.
+async fn stream_reply(
+    message_id: String,
+    mut replies: ReplyReceiver,
+    timeout: Duration,
+) -> Result<Response, WebhookError> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let first = tokio::time::timeout_at(deadline, replies.recv())
+        .await
+        .map_err(|_| WebhookError::ReplyTimeout(timeout))?
+        .ok_or(WebhookError::ReplyClosed)?;
     let events = stream::unfold(Some((Some(first), replies)), move |state| {
         let message_id = message_id.clone();
         async move {
             let (pending, mut replies) = state?;
             let event = match pending {
-                Some(event) => Some(event),
-                None => replies.recv().await,
+                Some(event) => Ok(Some(event)),
+                None => tokio::time::timeout_at(deadline, replies.recv()).await,
             };
             Some(match event {
-                Some(ReplyEvent::Delta(text)) => (delta_event(&text), Some((None, replies))),
-                Some(ReplyEvent::Done(outcome)) => (done_event(&OutcomeBody::new(&message_id, &outcome)), None),
-                None => (closed_event(), None),
+                Ok(Some(ReplyEvent::Delta(text))) => (delta_event(&text), Some((None, replies))),
+                Ok(Some(ReplyEvent::Done(outcome))) => (done_event(&OutcomeBody::new(&message_id, &outcome)), None),
+                Ok(None) => (error_event(&WebhookError::ReplyClosed), None),
+                Err(_) => (error_event(&WebhookError::ReplyTimeout(timeout)), None),
             })
         }
     });
-    Ok(Sse::new(events).into_response())
+    // Comments between events keep proxies from closing a quiet stream (a long tool call).
+    Ok(Sse::new(events).keep_alive(axum::response::sse::KeepAlive::default()).into_response())
 }
 
 type SseItem = Result<Event, axum::Error>;
@@ -203,8 +217,7 @@ fn done_event(body: &OutcomeBody<'_>) -> SseItem {
     Event::default().event("done").json_data(body)
 }
 
-fn closed_event() -> SseItem {
-    let error = WebhookError::ReplyClosed;
+fn error_event(error: &WebhookError) -> SseItem {
     Event::default().event("error").json_data(json!({ "error": error.kind(), "message": error.to_string() }))
 }
 

@@ -339,6 +339,27 @@ async fn a_sync_request_stops_waiting_after_the_reply_timeout_with_a_504() {
     assert!(reply["message"].as_str().unwrap().contains("same message_id"), "{reply}");
 }
 
+/// SSE callers get the same deadline: no first event in time is a 504, and a
+/// stream still going at the deadline ends with a `timeout` error event.
+#[tokio::test]
+async fn an_sse_request_stops_waiting_after_the_reply_timeout() {
+    let mut settings = settings();
+    settings.reply_timeout = Duration::from_millis(300);
+    let served = serve(settings.clone(), Some(FakeInbox::new(Script::Hold))).await;
+    let (status, reply) = json(served.post_signed("?mode=sse", &message("m", "hi"), SECRET).await).await;
+    assert_eq!((status, reply["error"].as_str()), (504, Some("timeout")));
+
+    let served = serve(settings, Some(FakeInbox::new(Script::DeltasThenHold(vec!["thinking".into()])))).await;
+    let response = served.post_signed("?mode=sse", &message("m2", "hi"), SECRET).await;
+    assert_eq!(response.status(), 200);
+    let events = parse_events(&response.text().await.unwrap());
+    assert_eq!(events.len(), 2, "{events:?}");
+    assert_eq!(events[0], ("delta".to_string(), json!({"text": "thinking"})));
+    assert_eq!(events[1].0, "error");
+    assert_eq!(events[1].1["error"], "timeout");
+    assert!(events[1].1["message"].as_str().unwrap().contains("same message_id"), "{events:?}");
+}
+
 #[tokio::test]
 async fn a_gateway_that_closes_the_reply_without_an_outcome_is_a_503() {
     let inbox = FakeInbox::new(Script::CloseWithoutDone);

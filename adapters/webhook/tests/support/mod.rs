@@ -29,6 +29,8 @@ pub enum Script {
     DeltasThenClose(Vec<String>),
     /// Accept and keep the sink open without ever finishing (a turn that runs long).
     Hold,
+    /// Accept, stream these deltas, then keep the sink open without finishing.
+    DeltasThenHold(Vec<String>),
 }
 
 /// Records what was submitted and answers as scripted.
@@ -86,6 +88,15 @@ impl InboundSink for FakeInbox {
             }
             Script::Hold => {
                 self.held.lock().unwrap().extend(replies);
+                Ok(Submitted::Accepted)
+            }
+            Script::DeltasThenHold(deltas) => {
+                if let Some(sink) = replies {
+                    for delta in deltas {
+                        sink.delta(delta);
+                    }
+                    self.held.lock().unwrap().push(sink);
+                }
                 Ok(Submitted::Accepted)
             }
             Script::DeltasThenClose(deltas) => {

@@ -15,8 +15,10 @@
 //!    at a time, and a message arriving mid-turn steers it, queues behind it or
 //!    is dropped with a notice, as the policy says. Commands bypass both.
 //! 4. The turn ([`turn`]): the agent runs with the tools the policy offers and
-//!    the policy's model; its reply is stored in the outbox with the messages'
-//!    outcome in one transaction, then sent through the [`outbound`] scheduler.
+//!    the policy's model; a waiting caller hears the reply as soon as the turn
+//!    is on the tape ([`told`] covers the moment until its outcome is stored);
+//!    a channel reply is stored in the outbox with the messages' outcome in one
+//!    transaction, then sent through the [`outbound`] scheduler.
 //! 5. On start, [`recovery`] finishes what a crash interrupted: turns already
 //!    on the tape get their reply, the others run again; undelivered replies go out.
 //!
@@ -31,6 +33,7 @@ mod recovery;
 mod session;
 pub mod split;
 pub mod store;
+mod told;
 mod turn;
 
 use crate::agent::Agent;
@@ -89,7 +92,7 @@ pub(crate) struct Inner {
     operator_chats: std::sync::Mutex<indexmap::IndexMap<(String, String), (bub_channel::ChatRef, String)>>,
     limiter: limiter::InboundLimiter,
     /// Outcomes told to waiting callers whose store has not committed yet.
-    pub told: turn::ToldOutcomes,
+    pub told: told::ToldOutcomes,
     /// The config whose outbound budgets the scheduler has.
     budgets_from: std::sync::Mutex<Option<Arc<crate::policy::GatewayConfig>>>,
 }
@@ -116,7 +119,7 @@ impl Gateway {
             channels,
             scheduler,
             sessions: Sessions::default(),
-            told: turn::ToldOutcomes::default(),
+            told: told::ToldOutcomes::default(),
             budgets_from: std::sync::Mutex::new(None),
             confinement,
             waiting: Default::default(),

@@ -212,7 +212,7 @@ async fn conclude_with(
     // `told` instead of "still running". Channel replies wait for the store:
     // the outbox row is what makes them exactly-once.
     let waiting: Vec<&Message> = messages.iter().filter(|m| m.sink.is_some()).collect();
-    inner.told.insert(&waiting, &result);
+    inner.told.insert(waiting.iter().map(|m| &m.inbound), &result);
     for message in &waiting {
         if let Some(sink) = &message.sink {
             sink.done(result.clone()).await;
@@ -223,7 +223,7 @@ async fn conclude_with(
     if let Err(error) = inner.store.finish(&seqs, &result, &replies).await {
         tracing::error!(%error, "cannot store the outcome; the messages will be handled again after a restart");
     }
-    inner.told.remove(&waiting);
+    inner.told.remove(waiting.iter().map(|m| &m.inbound));
     let mut live = live;
     let delivered_replies = !replies.is_empty();
     for reply in replies {
@@ -247,65 +247,6 @@ fn record_reply_time(message: &Message, to: &'static str) {
     let waited = (chrono::Utc::now() - message.inbound.received_at).to_std().unwrap_or_default();
     metrics::histogram!("bub_reply_seconds", "channel" => message.inbound.channel.clone(), "to" => to)
         .record(waited.as_secs_f64());
-}
-
-/// Outcomes told to waiting callers before their store commits, by channel
-/// and message id, so a repeated message in that moment gets its outcome.
-#[derive(Default)]
-pub(crate) struct ToldOutcomes {
-    told: Mutex<std::collections::HashMap<(String, String), Outcome>>,
-    /// Woken when the last told outcome is stored.
-    settled: tokio::sync::Notify,
-}
-
-impl ToldOutcomes {
-    fn key(message: &Message) -> (String, String) {
-        (message.inbound.channel.clone(), message.inbound.message_id.clone())
-    }
-
-    fn insert(&self, messages: &[&Message], outcome: &Outcome) {
-        if messages.is_empty() {
-            return;
-        }
-        let mut told = self.told.lock().unwrap_or_else(|p| p.into_inner());
-        for message in messages {
-            told.insert(Self::key(message), outcome.clone());
-        }
-    }
-
-    fn remove(&self, messages: &[&Message]) {
-        if messages.is_empty() {
-            return;
-        }
-        let mut told = self.told.lock().unwrap_or_else(|p| p.into_inner());
-        for message in messages {
-            told.remove(&Self::key(message));
-        }
-        if told.is_empty() {
-            self.settled.notify_waiters();
-        }
-    }
-
-    /// Returns once every outcome told so far is stored (or after `limit`):
-    /// a stop waits for them, so a caller that has its reply finds its
-    /// message done after a restart.
-    pub(crate) async fn settled(&self, limit: std::time::Duration) {
-        let _ = tokio::time::timeout(limit, async {
-            loop {
-                let notified = self.settled.notified();
-                if self.told.lock().unwrap_or_else(|p| p.into_inner()).is_empty() {
-                    return;
-                }
-                notified.await;
-            }
-        })
-        .await;
-    }
-
-    pub(crate) fn get(&self, channel: &str, message_id: &str) -> Option<Outcome> {
-        let told = self.told.lock().unwrap_or_else(|p| p.into_inner());
-        told.get(&(channel.to_string(), message_id.to_string())).cloned()
-    }
 }
 
 /// Sends a stored reply and records the delivery.

@@ -346,12 +346,18 @@ async fn anthropic_requests_are_converted_from_the_openai_shape() {
             json!({"type": "function", "function": {"name": "fs_read", "description": "Read a file", "parameters": {"type": "object"}}}),
         )],
         max_tokens: Some(100),
-        ..ChatRequest::default()
+        // A session's `,reasoning_effort`: the Messages API has no such field.
+        options: serde_json::Map::from_iter([
+            ("reasoning_effort".to_string(), json!("high")),
+            ("temperature".to_string(), json!(0.2)),
+        ]),
     };
     answer(&client(&fake.settings(ANTHROPIC), ANTHROPIC), req).await;
     let body = &fake.requests()[0];
     assert_eq!(body["system"], "You are bub.");
     assert_eq!(body["max_tokens"], 100);
+    assert!(body.get("reasoning_effort").is_none(), "{body}");
+    assert_eq!(body["temperature"], 0.2);
     assert_eq!(
         body["tools"],
         json!([{"name": "fs_read", "input_schema": {"type": "object"}, "description": "Read a file"}])

@@ -49,6 +49,32 @@ async fn model_switch_applies_from_the_next_turn_and_survives_on_the_tape() {
 }
 
 #[tokio::test]
+async fn reasoning_effort_applies_from_the_next_turn_until_cleared() {
+    let fake = FakeModel::start().await;
+    fake.push(Reply::text("thought hard"));
+    fake.push(Reply::text("thought as usual"));
+    let world = world(&fake, &[]).await;
+    assert_eq!(say(&world, ",reasoning_effort").await.text, "reasoning_effort: the provider's default");
+    let set = say(&world, ",reasoning_effort high").await;
+    assert_eq!(set.text, "reasoning_effort for this session: high (from the next turn)");
+    assert_eq!(say(&world, ",reasoning_effort").await.text, "reasoning_effort: high");
+    say(&world, "hello").await;
+    assert_eq!(fake.requests()[0]["reasoning_effort"], "high");
+    let bad = say(&world, ",reasoning_effort 'very high'").await;
+    assert!(bad.text.starts_with("error: `very high` is not a reasoning effort level"), "{}", bad.text);
+    let cleared = say(&world, ",reasoning_effort ''").await;
+    assert_eq!(cleared.text, "reasoning_effort reset to the provider's default from the next turn");
+    say(&world, "hello again").await;
+    assert!(fake.requests()[1].get("reasoning_effort").is_none(), "{}", fake.requests()[1]);
+    let tape = world.setup.agent.tape("ops").unwrap();
+    let switches = tape
+        .read(&bub::tape::TapeQuery::all().kinds([bub::tape::EntryKind::Event]).named("reasoning_effort_switch"))
+        .await
+        .unwrap();
+    assert_eq!(switches.len(), 2, "both switches are on the tape");
+}
+
+#[tokio::test]
 async fn help_lists_commands_with_their_arguments() {
     let fake = FakeModel::start().await;
     let world = world(&fake, &[]).await;

@@ -47,6 +47,6 @@ pub use bus::{AgentEvent, EventBus, HandlerError, HandlerId};
 pub use prompt::{PromptContext, SectionId, SystemPrompt, ToolSummary};
 pub use run::{OVERFLOW_ANCHOR, RunOptions};
 pub use runtime::{Agent, AgentBuilder, DEFAULT_MAX_STEPS};
-pub(crate) use settings::session_model;
+pub(crate) use settings::{session_model, session_reasoning_effort};
 pub use state::TurnState;
 pub use stream::{RunOutcome, RunStream, StreamEvent};

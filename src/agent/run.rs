@@ -32,6 +32,16 @@ use tokio::sync::mpsc;
 /// The anchor written when the context overflows.
 pub const OVERFLOW_ANCHOR: &str = "auto_handoff/context_overflow";
 
+/// The request fields of a model call: the run's options, plus the session's
+/// `,reasoning_effort` (on the turn state) unless the options set their own.
+fn request_options(options: &RunOptions, state: &TurnState) -> Map<String, Value> {
+    let mut fields = options.options.clone();
+    if let Some(effort) = state.get("reasoning_effort").filter(Value::is_string) {
+        fields.entry("reasoning_effort").or_insert(effort);
+    }
+    fields
+}
+
 /// Options of one run.
 #[derive(Clone, Debug)]
 pub struct RunOptions {
@@ -246,6 +256,12 @@ impl Agent {
         };
         let spec = self.model_spec(settings.model, options)?;
         run.state.set("model", json!(spec));
+        // A caller's own `reasoning_effort` on the turn state wins over the session's switch.
+        if let Some(effort) = settings.reasoning_effort
+            && run.state.get("reasoning_effort").is_none()
+        {
+            run.state.set("reasoning_effort", json!(effort));
+        }
         let allowed = tools.model_tools().map(|t| t.name().to_string()).collect();
         self.inner
             .events
@@ -394,7 +410,7 @@ impl Agent {
             messages,
             tools: visible.iter().map(|t| t.definition()).collect(),
             max_tokens: options.max_tokens.or(self.inner.max_tokens),
-            options: options.options.clone(),
+            options: request_options(options, &run.state),
         };
         let before = self
             .inner

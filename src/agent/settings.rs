@@ -1,7 +1,7 @@
 //! What a run reads back from its session's tape when it starts: whether the
-//! tape has an anchor yet, the session's `,model` and `,code_mode` switches
-//! and the newest system prompt, in one read (one statement on SQLite)
-//! instead of one read each.
+//! tape has an anchor yet, the session's `,model`, `,reasoning_effort` and
+//! `,code_mode` switches and the newest system prompt, in one read (one
+//! statement on SQLite) instead of one read each.
 
 use crate::tape::{Entry, EntryKind, Tape, TapeQuery, TapeResult};
 use serde_json::Value;
@@ -13,6 +13,8 @@ pub(crate) struct SessionSettings {
     pub code_mode: bool,
     /// The latest `model_switch` (none or empty: the agent's default).
     pub model: Option<String>,
+    /// The latest `reasoning_effort_switch` (none or empty: the provider's default).
+    pub reasoning_effort: Option<String>,
 }
 
 /// The newest system prompt on the run's tape, kept on the turn state and
@@ -28,6 +30,12 @@ fn switch(name: &str) -> TapeQuery {
 pub(crate) fn chosen_model(event: Option<&Entry>) -> Option<String> {
     let data = event?.data()?;
     data.get("model")?.as_str().filter(|spec| !spec.is_empty()).map(str::to_string)
+}
+
+/// The `reasoning_effort_switch` event's choice.
+fn chosen_effort(event: Option<&Entry>) -> Option<String> {
+    let data = event?.data()?;
+    data.get("reasoning_effort")?.as_str().filter(|effort| !effort.is_empty()).map(str::to_string)
 }
 
 fn code_mode_on(event: Option<&Entry>) -> bool {
@@ -51,12 +59,21 @@ pub(crate) async fn read(tape: &Tape) -> TapeResult<RunStart> {
         TapeQuery::all().kinds([EntryKind::System]),
         TapeQuery::all().kinds([EntryKind::Anchor]),
         TapeQuery::all(),
+        switch("reasoning_effort_switch"),
     ];
     let found = tape.latest(&queries).await?;
-    let settings =
-        SessionSettings { code_mode: code_mode_on(found[0].as_ref()), model: chosen_model(found[1].as_ref()) };
+    let settings = SessionSettings {
+        code_mode: code_mode_on(found[0].as_ref()),
+        model: chosen_model(found[1].as_ref()),
+        reasoning_effort: chosen_effort(found[5].as_ref()),
+    };
     let system = found[2].as_ref().and_then(|e| e.payload.get("content")).and_then(Value::as_str).map(str::to_string);
     Ok(RunStart { has_anchor: found[3].is_some(), settings, last_system: LastSystemPrompt(Mutex::new(system)) })
+}
+
+/// The session's `,reasoning_effort` choice alone (for the command without an argument).
+pub(crate) async fn session_reasoning_effort(tape: &Tape) -> TapeResult<Option<String>> {
+    Ok(chosen_effort(tape.latest(&[switch("reasoning_effort_switch")]).await?[0].as_ref()))
 }
 
 /// The session's `,model` choice alone (for `,model` without an argument).

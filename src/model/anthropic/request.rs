@@ -12,6 +12,10 @@ use serde_json::{Map, Value, json};
 /// Body fields the client owns: request options never replace them.
 const PROTOCOL_FIELDS: [&str; 5] = ["model", "messages", "stream", "tools", "system"];
 
+/// OpenAI request fields the Messages API has no counterpart for: left out,
+/// so a session's `,reasoning_effort` does not make an Anthropic model fail.
+const OPENAI_ONLY_FIELDS: [&str; 1] = ["reasoning_effort"];
+
 /// The Messages API body for an OpenAI-shaped request (without `max_tokens`).
 pub fn to_messages_body(request: &ChatRequest) -> Value {
     let mut system = Vec::new();
@@ -47,7 +51,7 @@ pub fn to_messages_body(request: &ChatRequest) -> Value {
         body.insert("tools".into(), json!(tools));
     }
     for (key, value) in &request.options {
-        if !PROTOCOL_FIELDS.contains(&key.as_str()) {
+        if !PROTOCOL_FIELDS.contains(&key.as_str()) && !OPENAI_ONLY_FIELDS.contains(&key.as_str()) {
             body.insert(key.clone(), value.clone());
         }
     }

@@ -52,7 +52,13 @@ pub fn tools(shells: Arc<ShellManager>, web: WebFetchSettings) -> Vec<Tool> {
 
 /// The command-only session tools; `quit` kills the session's shells.
 pub fn session_tools(shells: Arc<ShellManager>) -> Vec<Tool> {
-    vec![session::help_tool(), session::model_tool(), session::quit_tool(shells), code::code_mode_tool()]
+    vec![
+        session::help_tool(),
+        session::model_tool(),
+        session::reasoning_effort_tool(),
+        session::quit_tool(shells),
+        code::code_mode_tool(),
+    ]
 }
 
 #[cfg(test)]

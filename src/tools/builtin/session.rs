@@ -1,4 +1,5 @@
-//! Command-only tools about the session itself: `help`, `model`, `quit`.
+//! Command-only tools about the session itself: `help`, `model`,
+//! `reasoning_effort`, `quit`.
 
 use super::ShellManager;
 use crate::model::ModelSpec;
@@ -66,6 +67,42 @@ pub fn model_tool() -> Tool {
             "model reset to the default from the next turn".to_string()
         } else {
             format!("model for this session: {model} (from the next turn)")
+        })
+    })
+    .command_only()
+}
+
+/// Set how hard this session's model reasons, from the next turn on.
+#[derive(Deserialize, JsonSchema)]
+pub struct ReasoningEffortArgs {
+    /// The provider's level, e.g. `low`, `medium` or `high`. Empty: back to the provider's default.
+    #[serde(default)]
+    pub reasoning_effort: Option<String>,
+}
+
+/// `,reasoning_effort level`: records a `reasoning_effort_switch` event; from
+/// the next turn on, model calls send `reasoning_effort` (OpenAI-compatible
+/// providers; Anthropic's API has no such field and does not get it). Without
+/// an argument it says the session's level.
+pub fn reasoning_effort_tool() -> Tool {
+    Tool::typed("reasoning_effort", |args: ReasoningEffortArgs, ctx: ToolContext| async move {
+        let Some(effort) = args.reasoning_effort else {
+            return Ok(match crate::agent::session_reasoning_effort(&ctx.tape).await? {
+                Some(effort) => format!("reasoning_effort: {effort}"),
+                None => "reasoning_effort: the provider's default".to_string(),
+            });
+        };
+        let effort = effort.trim().to_string();
+        if effort.chars().any(|c| !(c.is_ascii_alphanumeric() || c == '_' || c == '-')) {
+            return Err(ToolError::invalid_input(format!(
+                "`{effort}` is not a reasoning effort level (one word, e.g. low, medium or high)"
+            )));
+        }
+        ctx.tape.append(NewEntry::event("reasoning_effort_switch", json!({"reasoning_effort": effort}))).await?;
+        Ok(if effort.is_empty() {
+            "reasoning_effort reset to the provider's default from the next turn".to_string()
+        } else {
+            format!("reasoning_effort for this session: {effort} (from the next turn)")
         })
     })
     .command_only()

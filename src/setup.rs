@@ -181,8 +181,8 @@ fn add_prompt_sections(agent: &Agent) {
     });
     agent.system_prompt().add(|ctx| async move {
         let workspace = ctx.state.get_str("workspace").map(PathBuf::from)?;
-        let found = skills::discover(&skills::skill_roots(&workspace));
-        Some(skills::prompt_section(&found))
+        let found = skills::allowed_by(skills::discover(&skills::skill_roots(&workspace)), &ctx.state);
+        Some(skills::prompt_section(&found, &ctx.prompt))
     });
 }
 

@@ -107,8 +107,10 @@ pub fn discover(roots: &[PathBuf]) -> Vec<Skill> {
 }
 
 /// The `<available_skills>` block of the system prompt, one `- name:
-/// description` line per skill; empty when there are none.
-pub fn prompt_section(skills: &[Skill]) -> String {
+/// description` line per skill, then the whole of each skill the step's
+/// `prompt` names as `$<skill-name>` (its location and body, so the model
+/// need not ask for it); empty when there are no skills.
+pub fn prompt_section(skills: &[Skill], prompt: &str) -> String {
     if skills.is_empty() {
         return String::new();
     }
@@ -117,7 +119,35 @@ pub fn prompt_section(skills: &[Skill]) -> String {
         section.push_str(&format!("- {}: {}\n", skill.name, skill.description));
     }
     section.push_str("</available_skills>");
+    for skill in skills.iter().filter(|skill| mentions(prompt, &skill.name)) {
+        section.push_str(&format!(
+            "\n\n<skill name=\"{}\">\nlocation: {}\n\n{}\n</skill>",
+            skill.name,
+            skill.location.display(),
+            skill.body
+        ));
+    }
     section
+}
+
+/// Whether `text` names the skill as `$name`, not as the start of a longer
+/// name (`$deploy` is not `$deploy-staging`).
+fn mentions(text: &str, name: &str) -> bool {
+    let text = text.to_lowercase();
+    let wanted = format!("${}", name.to_lowercase());
+    text.match_indices(&wanted).any(|(at, _)| {
+        let next = text[at + wanted.len()..].chars().next();
+        !next.is_some_and(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    })
+}
+
+/// The skills a turn may use: every one, or only those the turn state's
+/// `allowed_skills` names (a list of names, as a subagent is given).
+pub fn allowed_by(skills: Vec<Skill>, state: &crate::agent::TurnState) -> Vec<Skill> {
+    let Some(allowed) = state.get("allowed_skills") else { return skills };
+    let Some(names) = allowed.as_array() else { return skills };
+    let names: Vec<String> = names.iter().filter_map(|n| n.as_str().map(str::to_lowercase)).collect();
+    skills.into_iter().filter(|skill| names.contains(&skill.name.to_lowercase())).collect()
 }
 
 /// List the available skills, or show one skill's instructions and location.
@@ -138,6 +168,7 @@ pub fn skill_tool() -> Tool {
         let skills = tokio::task::spawn_blocking(move || discover(&roots))
             .await
             .map_err(|error| ToolError::failed(format!("skill discovery failed: {error}")))?;
+        let skills = allowed_by(skills, &ctx.state);
         Ok::<_, ToolError>(match args.name {
             None => list_skills(&skills),
             Some(name) => show_skill(&skills, &name),
@@ -482,10 +513,10 @@ mod tests {
             metadata: BTreeMap::new(),
         };
         assert_eq!(
-            prompt_section(&[skill("deploy", "Deploys."), skill("notes", "Takes notes.")]),
+            prompt_section(&[skill("deploy", "Deploys."), skill("notes", "Takes notes.")], "hello"),
             "<available_skills>\n- deploy: Deploys.\n- notes: Takes notes.\n</available_skills>"
         );
-        assert_eq!(prompt_section(&[]), "");
+        assert_eq!(prompt_section(&[], "$deploy"), "");
     }
 
     fn context(workspace: &Path) -> ToolContext {
@@ -527,6 +558,45 @@ mod tests {
         let workspace = workspace_with_skill();
         let shown = skill_tool().call(json!({"name": "nope"}), context(workspace.path())).await.unwrap();
         assert_eq!(shown, json!("(no such skill)"));
+    }
+
+    /// A skill named as `$name` in the step's prompt is inlined whole; a
+    /// longer name that starts the same is not that skill.
+    #[test]
+    fn a_skill_named_in_the_prompt_is_inlined() {
+        let deploy = Skill {
+            name: "deploy".into(),
+            description: "Deploys.".into(),
+            location: PathBuf::from("/skills/deploy"),
+            body: "Run ./deploy.sh".into(),
+            metadata: BTreeMap::new(),
+        };
+        let section = prompt_section(std::slice::from_ref(&deploy), "please $Deploy it, then tell me");
+        assert!(
+            section.ends_with(
+                "</available_skills>\n\n<skill name=\"deploy\">\nlocation: /skills/deploy\n\nRun ./deploy.sh\n</skill>"
+            ),
+            "{section}"
+        );
+        for prompt in ["deploy it", "$deploy-staging", "cost $deploys"] {
+            assert!(!prompt_section(std::slice::from_ref(&deploy), prompt).contains("<skill "), "{prompt}");
+        }
+    }
+
+    /// With `allowed_skills` on the turn state, the skill tool (and the
+    /// prompt, through the same filter) sees only those skills.
+    #[tokio::test]
+    async fn allowed_skills_limit_what_a_turn_sees() {
+        let workspace = workspace_with_skill();
+        let ctx = context(workspace.path());
+        ctx.state.set("allowed_skills", json!(["tape-handoff"]));
+        let listing = skill_tool().call(json!({}), ctx.clone()).await.unwrap();
+        let listing = listing.as_str().unwrap().to_string();
+        assert!(listing.starts_with("tape-handoff: ") && !listing.contains("deploy"), "{listing}");
+        assert_eq!(skill_tool().call(json!({"name": "deploy"}), ctx).await.unwrap(), json!("(no such skill)"));
+        let everything = discover(&skill_roots(workspace.path()));
+        let all = allowed_by(everything.clone(), &crate::agent::TurnState::new());
+        assert_eq!(all.len(), everything.len(), "no allowed_skills: every skill");
     }
 
     #[test]

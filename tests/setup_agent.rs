@@ -197,3 +197,20 @@ async fn sessions_without_a_workspace_get_their_own_under_bub_home() {
     assert!(out.trim_end().ends_with("workspaces/telegram%3A-100%2F7"), "{out}");
     world.setup.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_skill_named_with_a_dollar_is_inlined_in_that_steps_system_prompt() {
+    let fake = FakeModel::start().await;
+    fake.push(Reply::text("deploying"));
+    fake.push(Reply::text("hi"));
+    let world = world(&fake, &[]).await;
+    let skill = world.workspace.path().join(".agents/skills/deploy");
+    std::fs::create_dir_all(&skill).unwrap();
+    std::fs::write(skill.join("SKILL.md"), "---\nname: deploy\ndescription: Deploys.\n---\nRun ./deploy.sh").unwrap();
+    say(&world, "please $deploy the app").await;
+    say(&world, "thanks").await;
+    let system = |n: usize| fake.requests()[n]["messages"][0]["content"].as_str().unwrap_or_default().to_string();
+    assert!(system(0).contains("<skill name=\"deploy\">"), "{}", system(0));
+    assert!(system(0).contains("Run ./deploy.sh"));
+    assert!(system(1).contains("- deploy: Deploys.") && !system(1).contains("<skill name="), "{}", system(1));
+}

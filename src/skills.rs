@@ -119,7 +119,8 @@ pub fn prompt_section(skills: &[Skill], prompt: &str) -> String {
         section.push_str(&format!("- {}: {}\n", skill.name, skill.description));
     }
     section.push_str("</available_skills>");
-    for skill in skills.iter().filter(|skill| mentions(prompt, &skill.name)) {
+    let prompt = prompt.to_lowercase();
+    for skill in skills.iter().filter(|skill| mentions(&prompt, &skill.name)) {
         section.push_str(&format!(
             "\n\n<skill name=\"{}\">\nlocation: {}\n\n{}\n</skill>",
             skill.name,
@@ -130,10 +131,9 @@ pub fn prompt_section(skills: &[Skill], prompt: &str) -> String {
     section
 }
 
-/// Whether `text` names the skill as `$name`, not as the start of a longer
-/// name (`$deploy` is not `$deploy-staging`).
+/// Whether `text` (lowercased) names the skill as `$name`, not as the start
+/// of a longer name (`$deploy` is not `$deploy-staging`).
 fn mentions(text: &str, name: &str) -> bool {
-    let text = text.to_lowercase();
     let wanted = format!("${}", name.to_lowercase());
     text.match_indices(&wanted).any(|(at, _)| {
         let next = text[at + wanted.len()..].chars().next();

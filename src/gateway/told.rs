@@ -25,10 +25,6 @@ fn key(inbound: &Inbound) -> (String, String) {
 impl ToldOutcomes {
     /// `outcome` is being told to the callers of `messages`.
     pub(crate) fn insert<'a>(&self, messages: impl IntoIterator<Item = &'a Inbound>, outcome: &Outcome) {
-        let mut messages = messages.into_iter().peekable();
-        if messages.peek().is_none() {
-            return;
-        }
         let mut told = self.told.lock().unwrap_or_else(|p| p.into_inner());
         for inbound in messages {
             told.insert(key(inbound), outcome.clone());
@@ -37,10 +33,6 @@ impl ToldOutcomes {
 
     /// The outcomes of `messages` are stored.
     pub(crate) fn remove<'a>(&self, messages: impl IntoIterator<Item = &'a Inbound>) {
-        let mut messages = messages.into_iter().peekable();
-        if messages.peek().is_none() {
-            return;
-        }
         let mut told = self.told.lock().unwrap_or_else(|p| p.into_inner());
         for inbound in messages {
             told.remove(&key(inbound));

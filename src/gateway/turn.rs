@@ -225,11 +225,11 @@ async fn conclude_with(
     }
     inner.told.remove(waiting.iter().map(|m| &m.inbound));
     let mut live = live;
-    let delivered_replies = !replies.is_empty();
+    let mut reached_the_chat = false;
     for reply in replies {
-        deliver(inner, reply, live.take()).await;
+        reached_the_chat |= deliver(inner, reply, live.take()).await;
     }
-    if delivered_replies {
+    if reached_the_chat {
         for message in messages.iter().filter(|m| m.inbound.delivery == Delivery::Channel) {
             record_reply_time(message, "chat");
         }
@@ -249,13 +249,14 @@ fn record_reply_time(message: &Message, to: &'static str) {
         .record(waited.as_secs_f64());
 }
 
-/// Sends a stored reply and records the delivery.
-pub(crate) async fn deliver(inner: &Arc<Inner>, reply: PendingReply, live: Option<LiveReply>) {
+/// Sends a stored reply and records the delivery; true when the platform took it.
+pub(crate) async fn deliver(inner: &Arc<Inner>, reply: PendingReply, live: Option<LiveReply>) -> bool {
     let key = reply.outbound.idempotency_key.clone();
     let sent = match live {
         Some(live) => live.finish(&reply.outbound.text).await,
         None => inner.outbound().send_final(&reply.channel, reply.outbound).await,
     };
+    let reached = sent.is_ok();
     let stored = match sent {
         Ok(delivered) => {
             let ids: Vec<String> = delivered.into_iter().map(|d| d.message_id).collect();
@@ -270,6 +271,7 @@ pub(crate) async fn deliver(inner: &Arc<Inner>, reply: PendingReply, live: Optio
     if let Err(error) = stored {
         tracing::error!(%error, key = %key, "cannot record the delivery; it may be sent again after a restart");
     }
+    reached
 }
 
 /// Keeps an unaddressed group message on the tape as context, unanswered.

@@ -237,23 +237,59 @@ impl<'a> OutcomeBody<'a> {
 
 /// Reads the whole body, refusing it as soon as it is known to exceed `limit`:
 /// from `Content-Length` before reading, and while reading otherwise.
+///
+/// A refused body is still read to its end and thrown away (at most
+/// [`DRAIN_BYTES`], for at most [`DRAIN_TIME`]) before the 413 goes out, as
+/// nginx's lingering close does: most HTTP clients (Python's urllib and
+/// requests among them) write the whole body before reading, and a server that
+/// answered and closed early would leave them a reset connection instead of the
+/// answer. A client that sent `Expect: 100-continue` has not sent the body yet
+/// and is answered at once.
 async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Bytes, WebhookError> {
     let declared = headers.get(header::CONTENT_LENGTH).and_then(|value| value.to_str().ok());
+    let mut chunks = body.into_data_stream();
     if let Some(length) = declared.and_then(|value| value.trim().parse::<u64>().ok())
         && length > limit as u64
     {
+        if length <= DRAIN_BYTES && !expects_continue(headers) {
+            drain(&mut chunks).await;
+        }
         return Err(WebhookError::TooLarge { limit });
     }
-    let mut chunks = body.into_data_stream();
     let mut buffer = Vec::new();
     while let Some(chunk) = chunks.next().await {
         let chunk = chunk.map_err(|err| WebhookError::BodyRead(err.to_string()))?;
         if buffer.len() + chunk.len() > limit {
+            drain(&mut chunks).await;
             return Err(WebhookError::TooLarge { limit });
         }
         buffer.extend_from_slice(&chunk);
     }
     Ok(Bytes::from(buffer))
+}
+
+/// The most of a refused body that is read and discarded so its sender sees the answer.
+const DRAIN_BYTES: u64 = 16 * 1024 * 1024;
+/// How long a refused body may take to arrive before the connection is closed.
+const DRAIN_TIME: Duration = Duration::from_secs(5);
+
+fn expects_continue(headers: &HeaderMap) -> bool {
+    headers.get(header::EXPECT).is_some_and(|value| value.as_bytes().eq_ignore_ascii_case(b"100-continue"))
+}
+
+/// Reads and drops what is left of a refused body, within [`DRAIN_BYTES`] and [`DRAIN_TIME`];
+/// past either the connection is closed under the client, which is all a flood deserves.
+async fn drain(chunks: &mut axum::body::BodyDataStream) {
+    let discard = async {
+        let mut read = 0u64;
+        while let Some(Ok(chunk)) = chunks.next().await {
+            read += chunk.len() as u64;
+            if read > DRAIN_BYTES {
+                return;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(DRAIN_TIME, discard).await;
 }
 
 fn header_str<'h>(headers: &'h HeaderMap, name: &'static str) -> Result<&'h str, WebhookError> {

@@ -261,6 +261,69 @@ async fn a_chunked_body_over_the_limit_is_refused_while_reading() {
     assert!(inbox.submitted().is_empty());
 }
 
+/// Writes one signed request with `Content-Length` on `stream`, the whole body before reading
+/// anything (as Python's urllib and many other clients do), and returns the response head and body.
+async fn write_all_then_read(stream: &mut tokio::net::TcpStream, body: &[u8], close: bool) -> String {
+    let timestamp = chrono::Utc::now().timestamp();
+    let signature = sign(SECRET, timestamp, body);
+    let connection = if close { "Connection: close\r\n" } else { "" };
+    let head = format!(
+        "POST /webhook/{NAME} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n{TIMESTAMP_HEADER}: {timestamp}\r\n{SIGNATURE_HEADER}: {signature}\r\n{connection}\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.expect("the head is written");
+    stream.write_all(body).await.expect("the server reads the whole body before answering");
+    let mut response = Vec::new();
+    let mut buffer = [0u8; 8192];
+    // One response: read until its JSON body has closed (bodies here are small and unchunked).
+    loop {
+        let read = tokio::time::timeout(Duration::from_secs(30), stream.read(&mut buffer))
+            .await
+            .expect("the response arrives")
+            .expect("the connection is not reset");
+        response.extend_from_slice(&buffer[..read]);
+        let text = String::from_utf8_lossy(&response);
+        if read == 0 || text.split_once("\r\n\r\n").is_some_and(|(_, body)| body.ends_with('}')) {
+            return text.into_owned();
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_client_that_writes_an_oversize_body_before_reading_gets_the_413_and_keeps_its_connection() {
+    let inbox = FakeInbox::replying(&[], "ok");
+    let served = serve(settings(), Some(inbox.clone())).await;
+    let mut stream = tokio::net::TcpStream::connect(served.addr).await.unwrap();
+
+    let refused = write_all_then_read(&mut stream, &message_of_len(2 * 1024 * 1024), false).await;
+    assert!(refused.starts_with("HTTP/1.1 413"), "{refused}");
+    assert!(refused.contains("body_too_large"), "{refused}");
+    assert!(inbox.submitted().is_empty());
+
+    let accepted = write_all_then_read(&mut stream, message("after-413", "hi").as_bytes(), true).await;
+    assert!(accepted.starts_with("HTTP/1.1 200"), "{accepted}");
+    assert_eq!(inbox.submitted().len(), 1);
+}
+
+#[tokio::test]
+async fn an_oversize_body_announced_with_expect_continue_is_refused_before_it_is_sent() {
+    let inbox = FakeInbox::replying(&[], "x");
+    let served = serve(settings(), Some(inbox.clone())).await;
+    let mut stream = tokio::net::TcpStream::connect(served.addr).await.unwrap();
+    let head = format!(
+        "POST /webhook/{NAME} HTTP/1.1\r\nHost: localhost\r\nContent-Length: {}\r\n\
+         Expect: 100-continue\r\n{TIMESTAMP_HEADER}: 1\r\n{SIGNATURE_HEADER}: sha256=00\r\n\r\n",
+        2 * 1024 * 1024
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut response = vec![0u8; 4096];
+    let read = tokio::time::timeout(Duration::from_secs(30), stream.read(&mut response)).await.unwrap().unwrap();
+    let response = String::from_utf8_lossy(&response[..read]);
+    assert!(response.starts_with("HTTP/1.1 413"), "no 100 Continue, the refusal at once: {response}");
+    assert!(inbox.submitted().is_empty());
+}
+
 #[tokio::test]
 async fn malformed_json_is_refused() {
     let inbox = FakeInbox::replying(&[], "x");

@@ -224,3 +224,81 @@ async fn a_group_message_recorded_before_a_crash_is_not_recorded_twice() {
         .unwrap();
     assert_eq!(copies, 1, "recorded once");
 }
+
+/// A gateway with these `[http]` limits.
+async fn start_with_http_limits(home: &Path, fake: &FakeModel, read_timeout: u32, connections: u32) -> GatewayProcess {
+    let config = format!(
+        "[http]\nread_timeout_seconds = {read_timeout}\nmax_connections = {connections}\n\n\
+         [channels.webhook]\nkind = \"webhook\"\nsecrets = [\"{SECRET}\"]\n"
+    );
+    let path = home.join("bub.toml");
+    std::fs::write(&path, config).unwrap();
+    GatewayProcess::start(home, &env(fake, &[]), &["--config", path.to_str().unwrap()]).await
+}
+
+/// Everything the server sends on `stream` until it closes it (or 30 s pass).
+async fn read_until_closed(stream: &mut tokio::net::TcpStream) -> String {
+    use tokio::io::AsyncReadExt;
+    let mut received = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(30), stream.read_to_end(&mut received)).await;
+    assert!(read.is_ok(), "the server kept the connection open: {}", String::from_utf8_lossy(&received));
+    String::from_utf8_lossy(&received).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn clients_that_trickle_their_headers_or_body_are_cut_off_after_the_read_timeout() {
+    use tokio::io::AsyncWriteExt;
+    let home = tempfile::tempdir().unwrap();
+    let fake = FakeModel::start_answering("never asked").await;
+    let gateway = start_with_http_limits(home.path(), &fake, 1, 100).await;
+
+    let mut headers_only = tokio::net::TcpStream::connect(gateway.addr).await.unwrap();
+    headers_only.write_all(b"POST /webhook/webhook HTTP/1.1\r\nHost: x\r\n").await.unwrap();
+    let mut half_a_body = tokio::net::TcpStream::connect(gateway.addr).await.unwrap();
+    let head = "POST /webhook/webhook HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\
+                X-Bub-Timestamp: 1\r\nX-Bub-Signature: sha256=00\r\n\r\n{\"message_id\":";
+    half_a_body.write_all(head.as_bytes()).await.unwrap();
+
+    let unfinished_headers = read_until_closed(&mut headers_only).await;
+    assert!(!unfinished_headers.contains("200"), "{unfinished_headers}");
+    let unfinished_body = read_until_closed(&mut half_a_body).await;
+    assert!(unfinished_body.starts_with("HTTP/1.1 408"), "{unfinished_body}");
+    assert!(unfinished_body.contains("\"error\":\"body_timeout\""), "{unfinished_body}");
+
+    let (status, _) = post(&gateway, "sync", &message("after-slow", "c1", ",help")).await;
+    assert_eq!(status, 200, "the server still answers");
+    assert_eq!(inbox_rows(home.path()).await, 1, "only the complete message was stored");
+    gateway.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn connections_past_max_connections_wait_until_one_closes() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let home = tempfile::tempdir().unwrap();
+    let fake = FakeModel::start_answering("never asked").await;
+    let gateway = start_with_http_limits(home.path(), &fake, 60, 2).await;
+
+    let holders = [
+        tokio::net::TcpStream::connect(gateway.addr).await.unwrap(),
+        tokio::net::TcpStream::connect(gateway.addr).await.unwrap(),
+    ];
+    // Both are accepted before the third connects: each gets an answer on its own connection first.
+    let mut holders = holders;
+    for holder in &mut holders {
+        holder.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+        let mut answer = [0u8; 256];
+        let read = holder.read(&mut answer).await.unwrap();
+        assert!(answer[..read].starts_with(b"HTTP/1.1 200"));
+    }
+
+    let mut third = tokio::net::TcpStream::connect(gateway.addr).await.unwrap();
+    third.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await.unwrap();
+    let mut early = [0u8; 256];
+    let waited = tokio::time::timeout(Duration::from_millis(500), third.read(&mut early)).await;
+    assert!(waited.is_err(), "a third connection was served while two were open");
+
+    drop(holders);
+    let answer = read_until_closed(&mut third).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    gateway.stop().await;
+}

@@ -49,14 +49,8 @@ pub(crate) async fn run_gateway(home: &BubHome, config: Option<PathBuf>, listen:
         .with_context(|| format!("cannot listen on {addr} (choose another address with [http] listen or --listen)"))?;
     let bound = listener.local_addr().context("cannot read the listening address")?;
     let state = HttpState::new(gateway.clone());
-    let server = tokio::spawn({
-        let app = router(state.clone());
-        // No Nagle delay on small responses (a sync reply, an SSE event).
-        let listener = axum::serve::ListenerExt::tap_io(listener, |stream: &mut tokio::net::TcpStream| {
-            let _ = stream.set_nodelay(true);
-        });
-        async move { axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await }
-    });
+    let server =
+        tokio::spawn(crate::http::serve(listener, router(state.clone()), config.http.limits(), shutdown_signal()));
     if let Err(error) = gateway.start().await {
         server.abort();
         setup.shutdown().await;
@@ -72,7 +66,7 @@ pub(crate) async fn run_gateway(home: &BubHome, config: Option<PathBuf>, listen:
     let served = server.await;
     gateway.stop().await;
     setup.shutdown().await;
-    served.context("the HTTP server stopped")?.context("the HTTP server failed")?;
+    served.context("the HTTP server stopped")?;
     Ok(())
 }
 

@@ -15,6 +15,7 @@ pub fn from_config(config: &GatewayConfig) -> Result<Vec<Arc<dyn Channel>>, Chan
                 let mut webhook = bub_webhook::WebhookSettings::new(name.clone(), secrets);
                 webhook.callback_url = settings.callback_url.clone();
                 webhook.callback_secret = settings.callback_secret.as_ref().map(|secret| secret.expose().to_string());
+                webhook.body_timeout = config.http.limits().read_timeout;
                 if let Some(timeout) = settings.reply_timeout {
                     webhook.reply_timeout = timeout.duration();
                 }

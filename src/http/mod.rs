@@ -1,6 +1,10 @@
 //! The gateway's one HTTP server: `/healthz`, `/readyz`, `/metrics`, and the
 //! routes of channels that receive over HTTP (`POST /webhook/<name>`).
 
+mod serve;
+
+pub use serve::{ServeLimits, serve};
+
 use crate::gateway::Gateway;
 use axum::extract::State;
 use axum::http::{StatusCode, header};

@@ -38,21 +38,52 @@ pub struct GatewayConfig {
 }
 
 /// `[http]`: the one HTTP server (health, metrics, webhooks, admin API).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HttpConfig {
     /// Address and port to listen on; default `127.0.0.1:8080`.
     #[serde(default = "default_listen")]
     pub listen: SocketAddr,
+    /// How long a client has to send a request's headers, and a webhook
+    /// request's body; also how long an idle connection is kept. Default 30.
+    #[serde(default, deserialize_with = "above_zero")]
+    pub read_timeout_seconds: Option<Seconds>,
+    /// Connections served at once; more wait to be accepted. Default 1024.
+    #[serde(default, deserialize_with = "above_zero")]
+    pub max_connections: Option<u32>,
+}
+
+/// For limits where 0 would shut the server: the value must be above zero.
+fn above_zero<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de> + PartialOrd + Default + fmt::Display,
+{
+    let value = T::deserialize(deserializer)?;
+    if value <= T::default() {
+        return Err(de::Error::custom(format!("{value} must be above 0")));
+    }
+    Ok(Some(value))
 }
 
 fn default_listen() -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], 8080))
 }
 
+impl HttpConfig {
+    /// The server's connection limits: these values, else the defaults.
+    pub fn limits(&self) -> crate::http::ServeLimits {
+        let defaults = crate::http::ServeLimits::default();
+        crate::http::ServeLimits {
+            read_timeout: self.read_timeout_seconds.map_or(defaults.read_timeout, Seconds::duration),
+            max_connections: self.max_connections.map_or(defaults.max_connections, |count| count as usize),
+        }
+    }
+}
+
 impl Default for HttpConfig {
     fn default() -> HttpConfig {
-        HttpConfig { listen: default_listen() }
+        HttpConfig { listen: default_listen(), read_timeout_seconds: None, max_connections: None }
     }
 }
 
@@ -198,9 +229,15 @@ pub struct RateLayer {
 }
 
 /// A duration in seconds: finite, not negative.
-#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, PartialOrd, Serialize)]
 #[serde(transparent)]
 pub struct Seconds(pub f64);
+
+impl fmt::Display for Seconds {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
 
 impl Seconds {
     pub fn duration(self) -> std::time::Duration {
@@ -658,6 +695,19 @@ mod tests {
         assert_eq!(error(&text), "bub.toml:6:1: unknown key `allowed_tool`; did you mean `allowed_tools`?");
         let text = "[http]\nlisten = \"127.0.0.1:80\"\nlisen = 1\n";
         assert_eq!(error(text), "bub.toml:3:1: unknown key `lisen`; did you mean `listen`?");
+    }
+
+    #[test]
+    fn http_limits_default_and_must_be_above_zero() {
+        let limits = parse(MINIMAL).unwrap().http.limits();
+        assert_eq!(limits, crate::http::ServeLimits::default());
+        let text = format!("[http]\nread_timeout_seconds = 2.5\nmax_connections = 8\n{MINIMAL}");
+        let limits = parse(&text).unwrap().http.limits();
+        assert_eq!((limits.read_timeout.as_millis(), limits.max_connections), (2500, 8));
+        let text = format!("[http]\nread_timeout_seconds = 0\n{MINIMAL}");
+        assert_eq!(error(&text), "bub.toml:2:24: 0 must be above 0");
+        let text = format!("[http]\nmax_connections = 0\n{MINIMAL}");
+        assert_eq!(error(&text), "bub.toml:2:19: 0 must be above 0");
     }
 
     #[test]

@@ -8,10 +8,12 @@
 //! yields a plain 503. If it goes away mid-stream, the stream ends with
 //! `event: error` (the status line has been sent by then).
 
+use crate::WebhookSettings;
+use crate::body::{BodyError, BodyReader};
 use crate::signature::{self, SIGNATURE_HEADER, TIMESTAMP_HEADER, VerifyError};
 use axum::Json;
 use axum::Router;
-use axum::body::{Body, Bytes};
+use axum::body::Body;
 use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::sse::{Event, Sse};
@@ -21,7 +23,7 @@ use bub_channel::{
     Addressing, ChatKind, ChatRef, Delivery, Inbound, InboundSink, Outcome, ReplyEvent, ReplyReceiver, ReplySink,
     SenderRef, SubmitError, Submitted,
 };
-use futures::{StreamExt, stream};
+use futures::stream;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use std::sync::{Arc, RwLock};
@@ -35,22 +37,23 @@ pub(crate) struct Ingress {
     name: String,
     secrets: Vec<String>,
     replay_window: Duration,
-    max_body_bytes: usize,
+    body: BodyReader,
     accepts_async: bool,
     reply_timeout: Duration,
     inbox: RwLock<Option<Arc<dyn InboundSink>>>,
 }
 
 impl Ingress {
-    pub(crate) fn new(
-        name: String,
-        secrets: Vec<String>,
-        replay_window: Duration,
-        max_body_bytes: usize,
-        accepts_async: bool,
-        reply_timeout: Duration,
-    ) -> Ingress {
-        Ingress { name, secrets, replay_window, max_body_bytes, accepts_async, reply_timeout, inbox: RwLock::new(None) }
+    pub(crate) fn new(settings: &WebhookSettings, accepts_async: bool) -> Ingress {
+        Ingress {
+            name: settings.name.clone(),
+            secrets: settings.secrets.clone(),
+            replay_window: settings.replay_window,
+            body: BodyReader::new(settings.max_body_bytes, settings.body_timeout),
+            accepts_async,
+            reply_timeout: settings.reply_timeout,
+            inbox: RwLock::new(None),
+        }
     }
 
     pub(crate) fn name(&self) -> &str {
@@ -115,14 +118,14 @@ async fn receive(
     body: Body,
 ) -> Result<Response, WebhookError> {
     let inbox = ingress.inbox()?;
-    let body = read_body(&headers, body, ingress.max_body_bytes).await?;
-    ingress.authenticate(&headers, &body)?;
+    let body = ingress.body.read(&headers, body).await?;
+    ingress.authenticate(&headers, &body.bytes)?;
     let mode = Mode::from_query(query.as_deref())?;
     if mode == Mode::Async && !ingress.accepts_async {
         return Err(WebhookError::AsyncWithoutCallback);
     }
     let message: WireMessage =
-        serde_json::from_slice(&body).map_err(|err| WebhookError::InvalidJson(err.to_string()))?;
+        serde_json::from_slice(&body.bytes).map_err(|err| WebhookError::InvalidJson(err.to_string()))?;
     let inbound = message.into_inbound(&ingress.name, mode)?;
     let message_id = inbound.message_id.clone();
     tracing::debug!(channel = %ingress.name, %message_id, ?mode, "webhook message received");
@@ -235,63 +238,6 @@ impl<'a> OutcomeBody<'a> {
     }
 }
 
-/// Reads the whole body, refusing it as soon as it is known to exceed `limit`:
-/// from `Content-Length` before reading, and while reading otherwise.
-///
-/// A refused body is still read to its end and thrown away (at most
-/// [`DRAIN_BYTES`], for at most [`DRAIN_TIME`]) before the 413 goes out, as
-/// nginx's lingering close does: most HTTP clients (Python's urllib and
-/// requests among them) write the whole body before reading, and a server that
-/// answered and closed early would leave them a reset connection instead of the
-/// answer. A client that sent `Expect: 100-continue` has not sent the body yet
-/// and is answered at once.
-async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Bytes, WebhookError> {
-    let declared = headers.get(header::CONTENT_LENGTH).and_then(|value| value.to_str().ok());
-    let mut chunks = body.into_data_stream();
-    if let Some(length) = declared.and_then(|value| value.trim().parse::<u64>().ok())
-        && length > limit as u64
-    {
-        if length <= DRAIN_BYTES && !expects_continue(headers) {
-            drain(&mut chunks).await;
-        }
-        return Err(WebhookError::TooLarge { limit });
-    }
-    let mut buffer = Vec::new();
-    while let Some(chunk) = chunks.next().await {
-        let chunk = chunk.map_err(|err| WebhookError::BodyRead(err.to_string()))?;
-        if buffer.len() + chunk.len() > limit {
-            drain(&mut chunks).await;
-            return Err(WebhookError::TooLarge { limit });
-        }
-        buffer.extend_from_slice(&chunk);
-    }
-    Ok(Bytes::from(buffer))
-}
-
-/// The most of a refused body that is read and discarded so its sender sees the answer.
-const DRAIN_BYTES: u64 = 16 * 1024 * 1024;
-/// How long a refused body may take to arrive before the connection is closed.
-const DRAIN_TIME: Duration = Duration::from_secs(5);
-
-fn expects_continue(headers: &HeaderMap) -> bool {
-    headers.get(header::EXPECT).is_some_and(|value| value.as_bytes().eq_ignore_ascii_case(b"100-continue"))
-}
-
-/// Reads and drops what is left of a refused body, within [`DRAIN_BYTES`] and [`DRAIN_TIME`];
-/// past either the connection is closed under the client, which is all a flood deserves.
-async fn drain(chunks: &mut axum::body::BodyDataStream) {
-    let discard = async {
-        let mut read = 0u64;
-        while let Some(Ok(chunk)) = chunks.next().await {
-            read += chunk.len() as u64;
-            if read > DRAIN_BYTES {
-                return;
-            }
-        }
-    };
-    let _ = tokio::time::timeout(DRAIN_TIME, discard).await;
-}
-
 fn header_str<'h>(headers: &'h HeaderMap, name: &'static str) -> Result<&'h str, WebhookError> {
     match headers.get(name) {
         None => Err(WebhookError::MissingHeader(name)),
@@ -382,10 +328,8 @@ fn required_id(field: &'static str, id: Option<WireId>) -> Result<String, Webhoo
 pub(crate) enum WebhookError {
     #[error("the webhook channel is not running (not started yet, or stopped); retry shortly")]
     NotRunning,
-    #[error("request body is larger than {limit} bytes")]
-    TooLarge { limit: usize },
-    #[error("could not read the request body: {0}")]
-    BodyRead(String),
+    #[error("{0}")]
+    Body(#[from] BodyError),
     #[error("missing header {0}; sign the request (see the bub-webhook docs)")]
     MissingHeader(&'static str),
     #[error("{0}")]
@@ -416,8 +360,10 @@ impl WebhookError {
     fn kind(&self) -> &'static str {
         match self {
             WebhookError::NotRunning => "not_running",
-            WebhookError::TooLarge { .. } => "body_too_large",
-            WebhookError::BodyRead(_) => "bad_body",
+            WebhookError::Body(BodyError::TooLarge { .. }) => "body_too_large",
+            WebhookError::Body(BodyError::Timeout(_)) => "body_timeout",
+            WebhookError::Body(BodyError::Busy) => "busy",
+            WebhookError::Body(BodyError::Read(_)) => "bad_body",
             WebhookError::MissingHeader(_) => "missing_signature",
             WebhookError::Unauthorized(VerifyError::Stale { .. }) => "stale_timestamp",
             WebhookError::Unauthorized(_) => "bad_signature",
@@ -438,12 +384,14 @@ impl WebhookError {
         match self {
             WebhookError::NotRunning | WebhookError::ReplyClosed => StatusCode::SERVICE_UNAVAILABLE,
             WebhookError::Submit(SubmitError::Unavailable(_)) => StatusCode::SERVICE_UNAVAILABLE,
-            WebhookError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            WebhookError::Body(BodyError::Busy) => StatusCode::SERVICE_UNAVAILABLE,
+            WebhookError::Body(BodyError::TooLarge { .. }) => StatusCode::PAYLOAD_TOO_LARGE,
+            WebhookError::Body(BodyError::Timeout(_)) => StatusCode::REQUEST_TIMEOUT,
             WebhookError::MissingHeader(_) | WebhookError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             WebhookError::InProgress => StatusCode::CONFLICT,
             WebhookError::ReplyTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
             WebhookError::Submit(SubmitError::RateLimited { .. }) => StatusCode::TOO_MANY_REQUESTS,
-            WebhookError::BodyRead(_)
+            WebhookError::Body(BodyError::Read(_))
             | WebhookError::BadMode(_)
             | WebhookError::AsyncWithoutCallback
             | WebhookError::InvalidJson(_)
@@ -464,7 +412,12 @@ impl IntoResponse for WebhookError {
         }
         let body = json!({ "error": self.kind(), "message": self.to_string() });
         let mut response = (status, Json(body)).into_response();
-        if let WebhookError::Submit(SubmitError::RateLimited { retry_after }) = &self {
+        let retry_after = match &self {
+            WebhookError::Submit(SubmitError::RateLimited { retry_after }) => Some(*retry_after),
+            WebhookError::Body(BodyError::Busy) => Some(Duration::from_secs(1)),
+            _ => None,
+        };
+        if let Some(retry_after) = retry_after {
             let seconds = retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0);
             response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds.max(1)));
         }

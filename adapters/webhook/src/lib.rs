@@ -58,10 +58,11 @@
 //!
 //! `{"error": "<kind>", "message": "<what to fix>"}`: 400 (malformed JSON, a
 //! missing or empty field, an unknown mode, `async` without a callback URL),
-//! 401 (missing or wrong signature, stale timestamp), 413 (body over
-//! `max_body_bytes`), 409 (same message id still in progress), 429 (sender
-//! rate limited; `Retry-After` says when to retry), 503 (channel not started,
-//! gateway unavailable or shutting down). Checks run in the order size →
+//! 401 (missing or wrong signature, stale timestamp), 408 (body not received
+//! within `body_timeout`), 413 (body over `max_body_bytes`), 409 (same message
+//! id still in progress), 429 (sender rate limited; `Retry-After` says when to
+//! retry), 503 (channel not started, gateway unavailable or shutting down, or
+//! too many bodies arriving at once, with `Retry-After`). Checks run in the order size →
 //! signature → JSON → fields, and nothing reaches the gateway unless all pass.
 //!
 //! # Layout
@@ -69,6 +70,7 @@
 //! - `ingress`: the axum handler for `POST /webhook/<name>` and its error type.
 //! - `callback`: the signed POST behind [`Channel::send`].
 
+mod body;
 mod callback;
 mod ingress;
 pub mod signature;
@@ -88,6 +90,8 @@ pub const IDEMPOTENCY_KEY_HEADER: &str = "idempotency-key";
 pub const DEFAULT_REPLAY_WINDOW: Duration = Duration::from_secs(5 * 60);
 /// Default [`WebhookSettings::max_body_bytes`] (1 MiB).
 pub const DEFAULT_MAX_BODY_BYTES: usize = 1024 * 1024;
+/// Default [`WebhookSettings::body_timeout`].
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a `sync` request waits for its reply by default.
 pub const DEFAULT_REPLY_TIMEOUT: Duration = Duration::from_secs(10 * 60);
 
@@ -106,6 +110,9 @@ pub struct WebhookSettings {
     pub replay_window: Duration,
     /// Larger request bodies are refused with 413.
     pub max_body_bytes: usize,
+    /// A request body that has not fully arrived by then is refused with 408
+    /// (a client trickling bytes must not hold a connection and a buffer forever).
+    pub body_timeout: Duration,
     /// How long a `sync` request waits for its reply before a 504 (the turn
     /// goes on; the same message_id later gets the outcome).
     pub reply_timeout: Duration,
@@ -121,6 +128,7 @@ impl WebhookSettings {
             callback_secret: None,
             replay_window: DEFAULT_REPLAY_WINDOW,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            body_timeout: DEFAULT_BODY_TIMEOUT,
             reply_timeout: DEFAULT_REPLY_TIMEOUT,
         }
     }
@@ -136,6 +144,7 @@ impl fmt::Debug for WebhookSettings {
             .field("callback_secret", &self.callback_secret.as_ref().map(|_| "redacted"))
             .field("replay_window", &self.replay_window)
             .field("max_body_bytes", &self.max_body_bytes)
+            .field("body_timeout", &self.body_timeout)
             .field("reply_timeout", &self.reply_timeout)
             .finish()
     }
@@ -156,7 +165,7 @@ impl WebhookChannel {
     /// Validates `settings`: a name usable as a path segment, at least one
     /// non-empty secret, and an `http(s)` callback URL if one is set.
     pub fn new(settings: WebhookSettings) -> Result<WebhookChannel, ChannelError> {
-        let name = settings.name;
+        let name = &settings.name;
         let invalid = |message: String| ChannelError::new(name.clone(), message);
         if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')) {
             return Err(invalid(format!(
@@ -171,27 +180,17 @@ impl WebhookChannel {
                 "webhook channel {name} has an empty callback_secret; set channels.{name}.callback_secret or remove it"
             )));
         }
-        let callback = match settings.callback_url {
+        let callback = match &settings.callback_url {
             Some(url) => {
-                let secret = match settings.callback_secret {
-                    Some(secret) => secret,
-                    None => settings.secrets[0].clone(),
-                };
+                let secret = settings.callback_secret.clone().unwrap_or_else(|| settings.secrets[0].clone());
                 Some(
-                    callback::Callback::new(&url, secret)
+                    callback::Callback::new(url, secret)
                         .map_err(|message| invalid(format!("channels.{name}.callback_url {url:?}: {message}")))?,
                 )
             }
             None => None,
         };
-        let ingress = ingress::Ingress::new(
-            name,
-            settings.secrets,
-            settings.replay_window,
-            settings.max_body_bytes,
-            callback.is_some(),
-            settings.reply_timeout,
-        );
+        let ingress = ingress::Ingress::new(&settings, callback.is_some());
         Ok(WebhookChannel { ingress: Arc::new(ingress), callback })
     }
 }

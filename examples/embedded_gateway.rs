@@ -55,20 +55,23 @@ async fn main() -> anyhow::Result<()> {
         "#,
         "embedded.toml",
     )?;
-    let listen = config.http.listen;
+    let (listen, limits, grace) = (config.http.listen, config.http.limits(), config.http.shutdown_grace());
     let channels: Vec<Arc<dyn Channel>> = bub::gateway::channels::from_config(&config)?;
     let gateway = Gateway::new(agent, GatewayStore::new(store), LiveConfig::fixed(config), channels, confinement);
 
     let state = HttpState::new(gateway.clone());
     let listener = tokio::net::TcpListener::bind(listen).await?;
+    let (stop, mut stopping) = tokio::sync::watch::channel(false);
+    let server = tokio::spawn(bub::http::serve(listener, router(state.clone()), limits, async move {
+        let _ = stopping.wait_for(|stopping| *stopping).await;
+    }));
     gateway.start().await?;
     state.set_started();
     println!("listening on http://{listen}/webhook/hooks");
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(async {
-            tokio::signal::ctrl_c().await.ok();
-        })
-        .await?;
-    gateway.stop().await;
+    tokio::signal::ctrl_c().await?;
+    // Stop accepting, give turns in flight their grace, then let the last answers go out.
+    let _ = stop.send(true);
+    gateway.stop(grace).await;
+    server.await?;
     Ok(())
 }

@@ -277,6 +277,21 @@ async fn dropping_the_stream_stops_the_run_and_keeps_what_was_recorded() {
 }
 
 #[tokio::test]
+async fn a_cancelled_run_with_discard_if_cancelled_leaves_no_trace() {
+    let (agent, model, store) = scripted_agent(vec![]).await;
+    let stream_dropped = model.hang_after_noting_drop("partial");
+    let mut stream = agent.run("start and stop", RunOptions::new("chat").discard_if_cancelled());
+    assert_eq!(stream.next_event().await, Some(StreamEvent::Text("partial".into())));
+    drop(stream);
+    let _ = stream_dropped.await;
+    // The fork is dropped or merged right after the model stream; a merge would show within this time.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let tape = store.tape("chat");
+    let messages = tape.read(&TapeQuery::all().kinds([EntryKind::Message])).await.unwrap_or_default();
+    assert!(messages.is_empty(), "the cancelled run was merged: {messages:?}");
+}
+
+#[tokio::test]
 async fn merge_back_false_and_temp_sessions_leave_no_trace() {
     let (agent, model, store) = scripted_agent(vec![]).await;
     model.text("forgotten");

@@ -463,3 +463,65 @@ async fn check_inbox_outbox(home: &Path) -> (Vec<String>, String) {
     }
     (failures, format!("inbox {inbox:?}, outbox {outbox:?}"))
 }
+
+/// A stop does not wait for a model call of an hour: past `shutdown_grace_seconds`
+/// the turn is abandoned, its waiting caller is answered 503 at once, and the
+/// next start runs it again — asking again with the same message_id gets that answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_abandons_a_turn_past_its_grace_and_the_next_start_answers_it() {
+    let fake = FakeModel::start().await;
+    fake.push(Reply::slow_first_token(Duration::from_secs(3600), Reply::text("too late")));
+    fake.answer_all(Reply::text("answered after the restart"));
+    let home = tempfile::tempdir().unwrap();
+    let config = home.path().join("bub.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[http]\nshutdown_grace_seconds = 1\n\n[channels.webhook]\nkind = \"webhook\"\nsecrets = [\"{SECRET}\"]\n"
+        ),
+    )
+    .unwrap();
+    let args = ["--config", config.to_str().unwrap()];
+    let env = fake.vars("openai:gpt-test");
+    let gateway = GatewayProcess::start(home.path(), &env, &args).await;
+
+    let addr = gateway.addr;
+    let waiting =
+        tokio::spawn(async move { signed_request(&client(), addr, "webhook", "sync", &body(0), SECRET).await });
+    let deadline = Instant::now() + ANSWER_TIMEOUT;
+    while fake.request_count() == 0 {
+        assert!(Instant::now() < deadline, "the turn never called the model; stderr:\n{}", gateway.stderr());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let stderr_path = gateway.stderr_path.clone();
+    assert!(gateway.stop().await, "SIGTERM ends the gateway within its grace: {}", read(&stderr_path));
+    let answer = waiting.await.unwrap().expect("the waiting caller gets an answer, not a reset");
+    assert_eq!(answer.status(), 503);
+    let answer: Value = answer.json().await.unwrap();
+    assert_eq!(answer["error"], "unavailable", "{answer}");
+    assert!(read(&stderr_path).contains("the next start runs them again"), "the abandoned turn is logged");
+
+    let again = GatewayProcess::start(home.path(), &env, &args).await;
+    let deadline = Instant::now() + ANSWER_TIMEOUT;
+    let outcome = loop {
+        let response = signed_request(&client(), again.addr, "webhook", "sync", &body(0), SECRET).await.unwrap();
+        if response.status() == 200 {
+            break response.json::<Value>().await.unwrap();
+        }
+        assert_eq!(response.status(), 409, "only 'still running' may come before the answer");
+        assert!(Instant::now() < deadline, "the abandoned turn was never run again");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(
+        outcome["text"],
+        "answered after the restart",
+        "{outcome} requests {} stderr {}",
+        fake.request_count(),
+        again.stderr()
+    );
+    assert!(again.stop().await);
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}

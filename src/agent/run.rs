@@ -52,6 +52,11 @@ pub struct RunOptions {
     pub state: TurnState,
     /// Merge the run's fork into the tape when it ends (false: discard it).
     pub merge_back: bool,
+    /// Merge the fork of a run whose stream was dropped (default true: what it
+    /// recorded stays, as when a user cancels in `bub chat`). False: a
+    /// cancelled run leaves no trace, for a caller that will run the same
+    /// prompt again (the gateway, after a stop abandoned the turn).
+    pub keep_cancelled: bool,
     pub max_tokens: Option<u32>,
     /// Extra request fields for every model call of the run.
     pub options: Map<String, Value>,
@@ -68,6 +73,7 @@ impl RunOptions {
             model: None,
             state: TurnState::new(),
             merge_back: true,
+            keep_cancelled: true,
             max_tokens: None,
             options: Map::new(),
             allowed_tools: None,
@@ -87,6 +93,12 @@ impl RunOptions {
 
     pub fn discard(mut self) -> Self {
         self.merge_back = false;
+        self
+    }
+
+    /// A cancelled run (its stream dropped) leaves no trace on the tape; see [`RunOptions::keep_cancelled`].
+    pub fn discard_if_cancelled(mut self) -> Self {
+        self.keep_cancelled = false;
         self
     }
 
@@ -171,15 +183,15 @@ impl Agent {
         }
         let run = RunContext { run_id: new_run_id(), tape: fork.tape().clone(), state: options.state.clone() };
         let active = self.inner.steering.open(&options.tape);
-        let result = tokio::select! {
-            result = self.run_on(&run, &active, prompt, &options, start, out) => result,
+        let (result, cancelled) = tokio::select! {
+            result = self.run_on(&run, &active, prompt, &options, start, out) => (result, false),
             _ = out.cancelled() => {
                 tracing::info!(run_id = %run.run_id, tape = %options.tape, "run cancelled: its stream was dropped");
-                Ok(())
+                (Ok(()), true)
             }
         };
         drop(active);
-        let merged = if options.merge_back {
+        let merged = if options.merge_back && (options.keep_cancelled || !cancelled) {
             fork.merge().await.map(|_| ())
         } else {
             fork.discard();

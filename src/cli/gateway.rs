@@ -43,14 +43,19 @@ pub(crate) async fn run_gateway(home: &BubHome, config: Option<PathBuf>, listen:
     let adapters = channels::from_config(&config)?;
     let addr = listen.unwrap_or(config.http.listen);
     let store = GatewayStore::new((*setup.store).clone());
+    let live_config = live.clone();
     let gateway = Gateway::new(setup.agent.clone(), store, live, adapters, confinement);
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr} (choose another address with [http] listen or --listen)"))?;
     let bound = listener.local_addr().context("cannot read the listening address")?;
     let state = HttpState::new(gateway.clone());
-    let server =
-        tokio::spawn(crate::http::serve(listener, router(state.clone()), config.http.limits(), shutdown_signal()));
+    // The server stops accepting when a stop begins; the gateway's stop then answers whoever still waits.
+    let (stopping, stop_requested) = tokio::sync::watch::channel(false);
+    let server = tokio::spawn(crate::http::serve(listener, router(state.clone()), config.http.limits(), async move {
+        let mut stop_requested = stop_requested;
+        let _ = stop_requested.wait_for(|stopping| *stopping).await;
+    }));
     if let Err(error) = gateway.start().await {
         server.abort();
         setup.shutdown().await;
@@ -63,10 +68,17 @@ pub(crate) async fn run_gateway(home: &BubHome, config: Option<PathBuf>, listen:
     let mut names = gateway.channel_names();
     names.sort();
     eprintln!("bub gateway listening on http://{bound} (channels: {})", names.join(", "));
-    let served = server.await;
-    gateway.stop().await;
+    shutdown_signal().await;
+    let _ = stopping.send(true);
+    // The grace of the config in force when the stop begins.
+    gateway.stop(live_config.current().http.shutdown_grace()).await;
+    // Answers already decided are still being written; connections left after that are cut.
+    let mut server = server;
+    if tokio::time::timeout(std::time::Duration::from_secs(5), &mut server).await.is_err() {
+        tracing::warn!("HTTP connections still open 5 s after the stop; closing them");
+        server.abort();
+    }
     setup.shutdown().await;
-    served.context("the HTTP server stopped")?;
     Ok(())
 }
 

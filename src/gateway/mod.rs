@@ -30,6 +30,7 @@ pub mod confinement;
 mod limiter;
 pub mod outbound;
 mod recovery;
+mod running;
 mod session;
 pub mod split;
 pub mod store;
@@ -93,6 +94,8 @@ pub(crate) struct Inner {
     limiter: limiter::InboundLimiter,
     /// Outcomes told to waiting callers whose store has not committed yet.
     pub told: told::ToldOutcomes,
+    /// Turns in flight, for a bounded stop.
+    pub running: Arc<running::RunningTurns>,
     /// The config whose outbound budgets the scheduler has.
     budgets_from: std::sync::Mutex<Option<Arc<crate::policy::GatewayConfig>>>,
 }
@@ -120,6 +123,7 @@ impl Gateway {
             scheduler,
             sessions: Sessions::default(),
             told: told::ToldOutcomes::default(),
+            running: Arc::default(),
             budgets_from: std::sync::Mutex::new(None),
             confinement,
             waiting: Default::default(),
@@ -162,12 +166,22 @@ impl Gateway {
         Ok(())
     }
 
-    /// Stops the channels (no new messages) and waits (5 s at most) until the
-    /// outcomes already told to callers are stored; turns in flight are left
-    /// to finish or to be resumed by the next start.
-    pub async fn stop(&self) {
+    /// Stops the channels (no new messages), lets the turns in flight finish
+    /// for up to `grace` and abandons the rest (no new turn starts meanwhile;
+    /// the next start runs what was abandoned or never started, and callers
+    /// still waiting are answered 503 at once), then waits (5 s at most) until
+    /// the outcomes already told to callers are stored.
+    pub async fn stop(&self, grace: std::time::Duration) {
         for channel in self.inner.channels.values() {
             channel.stop().await;
+        }
+        let abandoned = self.inner.running.stop(grace).await;
+        if abandoned > 0 {
+            tracing::warn!(
+                abandoned,
+                ?grace,
+                "turns still running at the end of the stop's grace; the next start runs them again"
+            );
         }
         self.inner.told.settled(std::time::Duration::from_secs(5)).await;
     }

@@ -67,7 +67,12 @@ pub(crate) fn start(inner: &Arc<Inner>, session: &str, batch: Vec<Message>) -> (
             let _ = done_tx.send(());
         }
     };
-    tokio::spawn(task);
+    if !inner.running.spawn(task) {
+        // Stopping: the messages stay in the inbox for the next start, and
+        // dropping them now answers their waiting callers (503, send again).
+        tracing::info!(session = %session, "gateway stopping; the turn runs at the next start");
+        share.members.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    }
     (share, done_rx)
 }
 
@@ -99,7 +104,9 @@ async fn run(inner: &Arc<Inner>, share: &TurnShare) {
     state.insert_extension(SessionPolicy { policy: policy.clone(), user, chat_kind: chat.kind });
     state.insert_extension(TurnMarker { turn: share.id.clone(), messages: ids });
     let names: Vec<String> = inner.agent.tools().iter().map(|tool| tool.name().to_string()).collect();
+    // A turn abandoned by a stop leaves no trace, so the next start runs it again.
     let mut options = RunOptions::new(share.session.clone())
+        .discard_if_cancelled()
         .state(state)
         .allowed_tools(policy.offered_tools(&names, chat.kind.is_shared()));
     if let Some(model) = &policy.model.value {

@@ -51,6 +51,9 @@ pub struct HttpConfig {
     /// Connections served at once; more wait to be accepted. Default 1024.
     #[serde(default, deserialize_with = "above_zero")]
     pub max_connections: Option<u32>,
+    /// How long a stop (SIGTERM, SIGINT) lets turns in flight finish before
+    /// leaving them to the next start. Default 10.
+    pub shutdown_grace_seconds: Option<Seconds>,
 }
 
 /// For limits where 0 would shut the server: the value must be above zero.
@@ -71,6 +74,11 @@ fn default_listen() -> SocketAddr {
 }
 
 impl HttpConfig {
+    /// How long a stop waits for turns in flight: `shutdown_grace_seconds`, else 10 s.
+    pub fn shutdown_grace(&self) -> std::time::Duration {
+        self.shutdown_grace_seconds.map_or(std::time::Duration::from_secs(10), Seconds::duration)
+    }
+
     /// The server's connection limits: these values, else the defaults.
     pub fn limits(&self) -> crate::http::ServeLimits {
         let defaults = crate::http::ServeLimits::default();
@@ -83,7 +91,12 @@ impl HttpConfig {
 
 impl Default for HttpConfig {
     fn default() -> HttpConfig {
-        HttpConfig { listen: default_listen(), read_timeout_seconds: None, max_connections: None }
+        HttpConfig {
+            listen: default_listen(),
+            read_timeout_seconds: None,
+            max_connections: None,
+            shutdown_grace_seconds: None,
+        }
     }
 }
 

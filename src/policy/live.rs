@@ -182,7 +182,9 @@ fn read(path: &Path) -> Result<String, ConfigError> {
 /// The sections whose change the running gateway does not pick up.
 fn needs_restart(old: &GatewayConfig, new: &GatewayConfig) -> Vec<String> {
     let mut sections = Vec::new();
-    if old.http != new.http {
+    // The stop's grace is read when a stop begins; the rest is fixed at start.
+    let fixed_at_start = |http: &super::HttpConfig| super::HttpConfig { shutdown_grace_seconds: None, ..http.clone() };
+    if fixed_at_start(&old.http) != fixed_at_start(&new.http) {
         sections.push("http".to_string());
     }
     let names = old.channels.keys().chain(new.channels.keys().filter(|n| !old.channels.contains_key(*n)));
@@ -238,6 +240,9 @@ mod tests {
         let policy_only = format!("{BASE}[channels.hooks.policy]\nbusy = \"drop\"\n");
         let new = GatewayConfig::parse(&policy_only, "bub.toml").unwrap();
         assert!(needs_restart(&old, &new).is_empty());
+        let grace_only = format!("[http]\nshutdown_grace_seconds = 60\n{BASE}");
+        let new = GatewayConfig::parse(&grace_only, "bub.toml").unwrap();
+        assert!(needs_restart(&old, &new).is_empty(), "the stop's grace is read when a stop begins");
         let rotated = "[http]\nlisten = \"0.0.0.0:9\"\n[channels.hooks]\nkind = \"webhook\"\nsecrets = [\"b\"]\n\
                        [channels.tg]\nkind = \"telegram\"\ntoken = \"t\"\n";
         let new = GatewayConfig::parse(rotated, "bub.toml").unwrap();

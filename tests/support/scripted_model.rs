@@ -13,8 +13,9 @@ type Script = Vec<Result<ModelEvent, ModelError>>;
 
 enum Step {
     Events(Script),
-    /// Sends these events, then never finishes (for cancellation tests).
-    Hang(Script),
+    /// Sends these events, then never finishes (for cancellation tests); the
+    /// sender, if any, is dropped with the stream.
+    Hang(Script, Option<tokio::sync::oneshot::Sender<()>>),
 }
 
 #[derive(Default)]
@@ -74,7 +75,15 @@ impl ScriptedModel {
 
     /// Streams `text`, then hangs until the consumer goes away.
     pub fn hang_after(&self, text: &str) {
-        self.push(Step::Hang(vec![Ok(ModelEvent::TextDelta(text.to_string()))]));
+        self.push(Step::Hang(vec![Ok(ModelEvent::TextDelta(text.to_string()))], None));
+    }
+
+    /// [`ScriptedModel::hang_after`], and the returned receiver resolves (with
+    /// an error) once the run has dropped the model's stream.
+    pub fn hang_after_noting_drop(&self, text: &str) -> tokio::sync::oneshot::Receiver<()> {
+        let (dropped, noticed) = tokio::sync::oneshot::channel();
+        self.push(Step::Hang(vec![Ok(ModelEvent::TextDelta(text.to_string()))], Some(dropped)));
+        noticed
     }
 
     pub fn requests(&self) -> Vec<ChatRequest> {
@@ -98,7 +107,13 @@ impl ModelClient for ScriptedModel {
                 message: "no scripted reply left".into(),
             }),
             Some(Step::Events(events)) => Ok(futures::stream::iter(events).boxed()),
-            Some(Step::Hang(events)) => Ok(futures::stream::iter(events).chain(futures::stream::pending()).boxed()),
+            Some(Step::Hang(events, dropped)) => {
+                let hang = futures::stream::pending().map(move |event| {
+                    let _held_until_the_stream_drops = &dropped;
+                    event
+                });
+                Ok(futures::stream::iter(events).chain(hang).boxed())
+            }
         }
     }
 }

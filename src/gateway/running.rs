@@ -1,0 +1,130 @@
+//! The turns running now, so that a stop can give them a grace period and
+//! then abandon the rest instead of waiting for a model call of minutes.
+//!
+//! Abandoning is safe because a turn only reaches its tape when its fork is
+//! merged, in one transaction: an abandoned turn left no trace there, its
+//! messages have no outcome in the inbox, and the next start runs it again.
+//! Dropping it also drops the reply sinks of its messages, so a caller still
+//! waiting (webhook `sync` or `sse`) is answered 503 at once, and told to
+//! send the same message id again.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Mutex;
+use std::time::Duration;
+use tokio::sync::Notify;
+use tokio::task::AbortHandle;
+
+#[derive(Default)]
+pub(crate) struct RunningTurns {
+    state: Mutex<State>,
+    /// Woken whenever a turn ends.
+    ended: Notify,
+}
+
+#[derive(Default)]
+struct State {
+    next: u64,
+    running: HashMap<u64, AbortHandle>,
+    /// Set once a stop began: no new turn starts.
+    closed: bool,
+}
+
+/// Removes its turn from the set when the turn ends or is aborted.
+struct Registration<'a> {
+    turns: &'a RunningTurns,
+    id: u64,
+}
+
+impl Drop for Registration<'_> {
+    fn drop(&mut self) {
+        self.turns.lock().running.remove(&self.id);
+        self.turns.ended.notify_waiters();
+    }
+}
+
+impl RunningTurns {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Runs `turn` on its own task, unless a stop began: then `turn` is
+    /// dropped unstarted (its messages wait in the inbox for the next start)
+    /// and this returns false.
+    pub(crate) fn spawn<F>(self: &std::sync::Arc<Self>, turn: F) -> bool
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        let mut state = self.lock();
+        if state.closed {
+            return false;
+        }
+        let id = state.next;
+        state.next += 1;
+        let turns = self.clone();
+        // The task cannot deregister before it is registered: that needs this lock.
+        let task = tokio::spawn(async move {
+            let _registration = Registration { turns: &turns, id };
+            turn.await;
+        });
+        state.running.insert(id, task.abort_handle());
+        true
+    }
+
+    /// Stops new turns, waits up to `grace` for the running ones, then aborts
+    /// those still going; returns how many were abandoned.
+    pub(crate) async fn stop(&self, grace: Duration) -> usize {
+        self.lock().closed = true;
+        let all_ended = async {
+            loop {
+                let ended = self.ended.notified();
+                if self.lock().running.is_empty() {
+                    return;
+                }
+                ended.await;
+            }
+        };
+        if tokio::time::timeout(grace, all_ended).await.is_ok() {
+            return 0;
+        }
+        let abandoned: Vec<AbortHandle> = self.lock().running.drain().map(|(_, task)| task).collect();
+        for task in &abandoned {
+            task.abort();
+        }
+        abandoned.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stop_waits_for_short_turns_abandons_long_ones_and_refuses_new_ones() {
+        let turns = Arc::new(RunningTurns::default());
+        let (short_done, short_seen) = tokio::sync::oneshot::channel();
+        assert!(turns.spawn(async move {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let _ = short_done.send(());
+        }));
+        let (long_dropped, long_seen) = tokio::sync::oneshot::channel::<()>();
+        assert!(turns.spawn(async move {
+            let _dropped_with_the_turn = long_dropped;
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+        }));
+
+        assert_eq!(turns.stop(Duration::from_secs(10)).await, 1, "the long turn is abandoned");
+        assert!(short_seen.await.is_ok(), "the short turn finished");
+        assert!(long_seen.await.is_err(), "the long turn was dropped, and with it what it held");
+        assert!(!turns.spawn(async {}), "no turn starts once a stop began");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stop_with_nothing_running_returns_at_once() {
+        let turns = Arc::new(RunningTurns::default());
+        let started = tokio::time::Instant::now();
+        assert_eq!(turns.stop(Duration::from_secs(10)).await, 0);
+        assert_eq!(started.elapsed(), Duration::ZERO);
+    }
+}

@@ -50,7 +50,7 @@ impl FakeChannel {
     fn new(name: &str, max_message_chars: usize, edits: bool) -> Arc<FakeChannel> {
         Arc::new(FakeChannel {
             name: name.to_owned(),
-            limits: Limits { max_message_chars, edits, debounce: true },
+            limits: Limits { max_message_chars, edits, debounce: true, typing: false },
             calls: Mutex::new(Vec::new()),
             script: Mutex::new(HashMap::new()),
             always: Mutex::new(None),

@@ -21,6 +21,13 @@ pub fn from_config(config: &GatewayConfig) -> Result<Vec<Arc<dyn Channel>>, Chan
                 }
                 channels.push(Arc::new(bub_webhook::WebhookChannel::new(webhook)?));
             }
+            ChannelKind::Telegram(bot) => {
+                channels.push(Arc::new(bub_telegram::TelegramChannel::new(bub_telegram::TelegramSettings {
+                    name: name.clone(),
+                    token: bot.token.expose().to_string(),
+                    api_url: bot.api_url.clone(),
+                })?));
+            }
             other => {
                 return Err(ChannelError::new(
                     name.clone(),

@@ -36,6 +36,7 @@ pub mod split;
 pub mod store;
 mod told;
 mod turn;
+mod typing;
 
 use crate::agent::Agent;
 use crate::agent::events::{AfterLlmCall, AfterToolCall, RunStarted};

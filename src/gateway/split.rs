@@ -7,7 +7,7 @@
 //! cut through, so every message renders on its own.
 
 /// Splits `text` into parts of at most `max_chars` characters (Unicode scalar
-/// values, not bytes) each, in order.
+/// values, not bytes, and UTF-16 code units too; see below) each, in order.
 ///
 /// Guarantees:
 /// - text within the limit comes back as one part, unchanged;
@@ -21,8 +21,41 @@
 ///   toward the limit;
 /// - when the limit is too small for the fence lines, the text is cut plainly
 ///   rather than not at all. A `max_chars` of 0 is treated as 1.
+///
+/// Platforms count their limit in UTF-16 code units (Telegram; Discord in
+/// JavaScript string length), where a character outside the Basic
+/// Multilingual Plane (most emoji) counts 2: a part over `max_chars` in those
+/// units is split again, shorter, so every part fits that count too.
 pub fn split_message(text: &str, max_chars: usize) -> Vec<String> {
-    split_parts(text, max_chars).into_iter().map(|part| part.text).collect()
+    let max = max_chars.max(1);
+    let mut parts = Vec::new();
+    for part in split_parts(text, max) {
+        fit_utf16(part.text, max, &mut parts);
+    }
+    parts
+}
+
+/// Pushes `text` onto `parts`, split again until each piece is at most `max` UTF-16 units.
+fn fit_utf16(text: String, max: usize, parts: &mut Vec<String>) {
+    let units = text.encode_utf16().count();
+    if units <= max {
+        parts.push(text);
+        return;
+    }
+    // Fewer characters per part, in proportion; each piece is checked again.
+    let chars = text.chars().count();
+    let shorter = (max * chars / units).clamp(1, chars.saturating_sub(1).max(1));
+    let pieces = split_parts(&text, shorter);
+    if let [only] = pieces.as_slice()
+        && only.text == text
+    {
+        // Only when one character is itself over `max` (max = 1 and an emoji): nothing shorter exists.
+        parts.push(text);
+        return;
+    }
+    for piece in pieces {
+        fit_utf16(piece.text, max, parts);
+    }
 }
 
 /// One part of a split reply and the fence lines the splitter added to it, so

@@ -4,6 +4,7 @@
 use super::admission;
 use super::outbound::LiveReply;
 use super::store::PendingReply;
+use super::typing::Typing;
 use super::{Inner, Message, outcome};
 use crate::agent::{RunOptions, StreamEvent, TurnState};
 use crate::policy::SessionPolicy;
@@ -128,6 +129,10 @@ async fn run(inner: &Arc<Inner>, share: &TurnShare) {
         _ => None,
     };
 
+    let typing = match inner.channels.get(&channel) {
+        Some(target) if wants_channel && target.limits().typing => Some(Typing::start(target.clone(), chat.clone())),
+        _ => None,
+    };
     let mut stream = inner.agent.run(prompt, options);
     let mut text = String::new();
     let mut failure: Option<(String, String)> = None;
@@ -158,6 +163,7 @@ async fn run(inner: &Arc<Inner>, share: &TurnShare) {
         _ => outcome(OutcomeStatus::Replied, text, &share.session),
     };
     metrics::counter!("bub_turns_total", "channel" => channel, "status" => status_name(result.status)).increment(1);
+    drop(typing);
     let members = std::mem::take(&mut *share.members.lock().unwrap_or_else(|p| p.into_inner()));
     conclude_with(inner, members, result, true, live).await;
 }

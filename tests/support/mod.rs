@@ -1,9 +1,11 @@
 //! Shared helpers for integration tests. Fake platform servers join this module
-//! as the gateway grows: [`fake_model`] is a scripted model server; the rest
+//! as the gateway grows: [`fake_model`] is a scripted model server,
+//! [`fake_telegram`] a Bot API; the rest
 //! builds tape stores on temporary files.
 #![allow(dead_code)]
 
 pub mod fake_model;
+pub mod fake_telegram;
 pub mod gateway;
 
 use bub::tape::{ForkStore, InMemoryTapeStore, SqliteTapeStore, Tape, TapeName, TapeSettings, TapeStore};

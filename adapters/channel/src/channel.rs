@@ -16,6 +16,8 @@ pub struct Limits {
     /// Bursts of messages should be merged into one turn (chat platforms, where
     /// people send several short lines; not webhooks).
     pub debounce: bool,
+    /// The platform can show that the bot is typing ([`Channel::typing`]).
+    pub typing: bool,
 }
 
 /// The platform's id of a delivered message.
@@ -86,6 +88,13 @@ pub trait Channel: Send + Sync + 'static {
     /// Replaces the text of a message sent earlier ([`Limits::edits`]).
     async fn edit(&self, _chat: &ChatRef, _message_id: &str, _text: &str) -> Result<(), SendError> {
         Err(SendError::Permanent(format!("channel {} cannot edit messages", self.name())))
+    }
+
+    /// Shows that the bot is working on an answer in `chat` ("typing…"), for
+    /// a few seconds; the gateway repeats it while a turn runs. Platforms
+    /// without such a signal ignore it.
+    async fn typing(&self, _chat: &ChatRef) -> Result<(), SendError> {
+        Ok(())
     }
 
     /// Stops receiving; called once at shutdown.

@@ -202,7 +202,7 @@ impl Channel for WebhookChannel {
     }
 
     fn limits(&self) -> Limits {
-        Limits { max_message_chars: 1_000_000, edits: false, debounce: false }
+        Limits { max_message_chars: 1_000_000, edits: false, debounce: false, typing: false }
     }
 
     async fn start(&self, inbox: Arc<dyn InboundSink>) -> Result<(), ChannelError> {

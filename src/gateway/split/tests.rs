@@ -153,7 +153,27 @@ fn markdown() -> impl Strategy<Value = String> {
     prop::collection::vec(block, 1..8).prop_map(|blocks| blocks.join("\n\n"))
 }
 
+#[test]
+fn emoji_count_twice_toward_the_limit_as_platforms_count_them() {
+    let text = "😀 ".repeat(3000);
+    let parts = split_message(&text, 4096);
+    assert!(parts.len() >= 2, "6,000 UTF-16 units need two messages");
+    for part in &parts {
+        assert!(part.encode_utf16().count() <= 4096, "{} units", part.encode_utf16().count());
+    }
+    assert_eq!(without_whitespace(&parts.concat()), without_whitespace(&text));
+}
+
 proptest! {
+    #[test]
+    fn parts_fit_in_utf16_units_and_nothing_is_lost(text in "[ \na-z😀🎉é]{0,300}", max in 2usize..60) {
+        let parts = split_message(&text, max);
+        for part in &parts {
+            prop_assert!(part.encode_utf16().count() <= max, "{part:?}");
+        }
+        prop_assert_eq!(without_whitespace(&parts.concat()), without_whitespace(&text));
+    }
+
     #[test]
     fn every_part_fits_and_nothing_is_lost(text in "\\PC{0,300}|[ \n`~a-z]{0,300}", max in 0usize..60) {
         let parts = split_parts(&text, max);

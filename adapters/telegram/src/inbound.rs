@@ -1,0 +1,191 @@
+//! Telegram messages as [`Inbound`] values.
+//!
+//! - Message ids are unique only inside their chat on Telegram, so an inbound
+//!   id is `<chat id>:<message id>`; replies parse the message id back out.
+//! - Private chats are direct; groups and supergroups are groups, and a
+//!   message in a forum topic is a thread of its group (its own session).
+//! - A message addresses the bot when it mentions it (`@bot` entity, a text
+//!   mention of the bot user, or a `/command@bot`), or replies to one of its
+//!   messages. Keywords are the gateway's business.
+//! - A photo or document with a caption is its caption; a message with
+//!   neither text nor caption (a sticker, a bare photo) has nothing for the
+//!   agent and is skipped.
+
+use bub_channel::{Addressing, ChatKind, ChatRef, Delivery, Inbound, SenderRef};
+use teloxide_core::types::{Me, Message, MessageEntityKind, MessageEntityRef, User};
+
+/// `<chat id>:<message id>`, the inbound id of a Telegram message.
+pub(crate) fn inbound_id(chat_id: i64, message_id: i32) -> String {
+    format!("{chat_id}:{message_id}")
+}
+
+/// The Telegram message id inside an inbound id made by [`inbound_id`].
+pub(crate) fn message_id_of(inbound_id: &str) -> Option<i32> {
+    inbound_id.rsplit_once(':').and_then(|(_, id)| id.parse().ok())
+}
+
+/// The message as the gateway sees it, or `None` when it has no text for the agent.
+pub(crate) fn to_inbound(channel: &str, me: &Me, message: &Message) -> Option<Inbound> {
+    let (text, entities) = match (message.parse_entities(), message.text()) {
+        (Some(entities), Some(text)) => (text, entities),
+        (None, Some(text)) => (text, Vec::new()),
+        _ => (message.caption()?, message.parse_caption_entities().unwrap_or_default()),
+    };
+    if text.trim().is_empty() {
+        return None;
+    }
+    let chat = &message.chat;
+    let thread_id = message.thread_id.filter(|_| message.is_topic_message).map(|thread| thread.0.0.to_string());
+    let kind = match (chat.is_private(), &thread_id) {
+        (true, _) => ChatKind::Direct,
+        (false, Some(_)) => ChatKind::Thread,
+        (false, None) => ChatKind::Group,
+    };
+    let sender = message.from.as_ref();
+    Some(Inbound {
+        channel: channel.to_string(),
+        chat: ChatRef { id: chat.id.0.to_string(), kind, thread_id },
+        sender: SenderRef {
+            id: sender.map_or_else(|| chat.id.0.to_string(), |user| user.id.0.to_string()),
+            display: sender.map(display_name),
+            is_bot: sender.is_some_and(|user| user.is_bot),
+        },
+        message_id: inbound_id(chat.id.0, message.id.0),
+        text: text.to_string(),
+        addressing: Addressing {
+            mention: entities.iter().any(|entity| mentions(me, entity)),
+            reply_to_bot: message
+                .reply_to_message()
+                .and_then(|replied| replied.from.as_ref())
+                .is_some_and(|author| author.id == me.user.id),
+        },
+        from_self: sender.is_some_and(|user| user.id == me.user.id),
+        delivery: Delivery::Channel,
+        received_at: chrono::Utc::now(),
+    })
+}
+
+/// "Ada Lovelace", else "@ada", else the numeric id.
+fn display_name(user: &User) -> String {
+    let full = user.full_name();
+    if !full.trim().is_empty() {
+        return full;
+    }
+    match &user.username {
+        Some(username) => format!("@{username}"),
+        None => user.id.0.to_string(),
+    }
+}
+
+fn mentions(me: &Me, entity: &MessageEntityRef<'_>) -> bool {
+    let username = me.user.username.as_deref().unwrap_or_default();
+    match entity.kind() {
+        MessageEntityKind::Mention => entity
+            .text()
+            .strip_prefix('@')
+            .is_some_and(|name| !username.is_empty() && name.eq_ignore_ascii_case(username)),
+        MessageEntityKind::TextMention { user } => user.id == me.user.id,
+        MessageEntityKind::BotCommand => entity
+            .text()
+            .split_once('@')
+            .is_some_and(|(_, name)| !username.is_empty() && name.eq_ignore_ascii_case(username)),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    fn me() -> Me {
+        serde_json::from_value(json!({
+            "id": 42, "is_bot": true, "first_name": "Bub", "username": "bub_bot",
+            "can_join_groups": true, "can_read_all_group_messages": true, "supports_inline_queries": false,
+            "can_connect_to_business": false, "has_main_web_app": false
+        }))
+        .expect("a Me")
+    }
+
+    fn message(fields: Value) -> Message {
+        let mut base = json!({
+            "message_id": 7, "date": 1_700_000_000,
+            "chat": {"id": 1001, "type": "private", "first_name": "Ada"},
+            "from": {"id": 1001, "is_bot": false, "first_name": "Ada", "last_name": "Lovelace"},
+            "text": "hello"
+        });
+        for (key, value) in fields.as_object().expect("an object") {
+            base[key] = value.clone();
+        }
+        serde_json::from_value(base).expect("a Message")
+    }
+
+    fn group() -> Value {
+        json!({"id": -100_123, "type": "supergroup", "title": "team", "is_forum": true})
+    }
+
+    #[test]
+    fn a_private_message_is_direct_and_named_by_chat_and_message_id() {
+        let inbound = to_inbound("tg", &me(), &message(json!({}))).expect("text");
+        assert_eq!(inbound.chat, ChatRef { id: "1001".into(), kind: ChatKind::Direct, thread_id: None });
+        assert_eq!(inbound.message_id, "1001:7");
+        assert_eq!(message_id_of(&inbound.message_id), Some(7));
+        assert_eq!(inbound.sender.display.as_deref(), Some("Ada Lovelace"));
+        assert_eq!((inbound.sender.id.as_str(), inbound.from_self), ("1001", false));
+        assert_eq!(inbound.addressing, Addressing::default());
+    }
+
+    #[test]
+    fn group_messages_are_addressed_by_mention_text_mention_command_or_reply() {
+        let plain = message(json!({"chat": group(), "text": "just talking"}));
+        let inbound = to_inbound("tg", &me(), &plain).unwrap();
+        assert_eq!(inbound.chat.kind, ChatKind::Group);
+        assert!(!inbound.addressing.mention && !inbound.addressing.reply_to_bot);
+
+        let mention = message(json!({"chat": group(), "text": "hey @Bub_Bot look",
+            "entities": [{"type": "mention", "offset": 4, "length": 8}]}));
+        assert!(to_inbound("tg", &me(), &mention).unwrap().addressing.mention);
+
+        let other = message(json!({"chat": group(), "text": "hey @someone",
+            "entities": [{"type": "mention", "offset": 4, "length": 8}]}));
+        assert!(!to_inbound("tg", &me(), &other).unwrap().addressing.mention);
+
+        let text_mention = message(json!({"chat": group(), "text": "Bub, look",
+            "entities": [{"type": "text_mention", "offset": 0, "length": 3,
+                          "user": {"id": 42, "is_bot": true, "first_name": "Bub"}}]}));
+        assert!(to_inbound("tg", &me(), &text_mention).unwrap().addressing.mention);
+
+        let command = message(json!({"chat": group(), "text": "/help@bub_bot",
+            "entities": [{"type": "bot_command", "offset": 0, "length": 13}]}));
+        assert!(to_inbound("tg", &me(), &command).unwrap().addressing.mention);
+
+        let reply = message(json!({"chat": group(), "text": "and this?", "reply_to_message": {
+            "message_id": 6, "date": 1_700_000_000, "chat": group(), "text": "earlier answer",
+            "from": {"id": 42, "is_bot": true, "first_name": "Bub", "username": "bub_bot"}}}));
+        assert!(to_inbound("tg", &me(), &reply).unwrap().addressing.reply_to_bot);
+    }
+
+    #[test]
+    fn a_forum_topic_is_a_thread_and_captions_count_as_text() {
+        let topic = message(json!({"chat": group(), "message_thread_id": 5, "is_topic_message": true}));
+        let inbound = to_inbound("tg", &me(), &topic).unwrap();
+        assert_eq!(inbound.chat.kind, ChatKind::Thread);
+        assert_eq!(inbound.chat.thread_id.as_deref(), Some("5"));
+
+        let mut photo = message(json!({"caption": "what is this?",
+            "photo": [{"file_id": "f", "file_unique_id": "u", "width": 1, "height": 1}]}));
+        assert_eq!(to_inbound("tg", &me(), &photo).unwrap().text, "what is this?");
+        photo = message(json!({"photo": [{"file_id": "f", "file_unique_id": "u", "width": 1, "height": 1}]}));
+        let mut value = serde_json::to_value(&photo).unwrap();
+        value.as_object_mut().unwrap().remove("caption");
+        let bare: Message = serde_json::from_value(value).unwrap();
+        assert!(to_inbound("tg", &me(), &bare).is_none(), "a bare photo has nothing for the agent");
+    }
+
+    #[test]
+    fn the_bots_own_messages_are_marked() {
+        let own = message(json!({"from": {"id": 42, "is_bot": true, "first_name": "Bub"}}));
+        let inbound = to_inbound("tg", &me(), &own).unwrap();
+        assert!(inbound.from_self && inbound.sender.is_bot);
+    }
+}

@@ -1,0 +1,164 @@
+//! bub's Telegram channel: a bot that receives by long polling and answers
+//! through the Bot API.
+//!
+//! Configured as `[channels.NAME] kind = "telegram"` with the bot's `token`
+//! (from @BotFather) and optionally `api_url` (a local Bot API server, or a
+//! test fake). To see group messages that do not mention it, the bot needs
+//! privacy mode off (BotFather: /setprivacy) or admin rights in the group.
+//!
+//! - [`TelegramChannel::start`] checks the token (`getMe`), removes any
+//!   webhook (Telegram refuses `getUpdates` while one is set) and starts
+//!   polling; see `poll` for how updates are confirmed only once stored.
+//! - Replies are Telegram HTML rendered from Markdown ([`markdown`]), at most
+//!   4096 characters each, threaded to the message they answer; streamed
+//!   replies grow in place by edits; `sendChatAction` shows "typing…".
+//! - Failures map to the scheduler's three answers: 429 → wait `retry_after`,
+//!   network / 5xx → retry, everything else (blocked by the user, chat
+//!   gone) → give up.
+//!
+//! # Layout
+//! - `inbound`: Telegram messages as [`bub_channel::Inbound`] (ids, chat kinds, addressing).
+//! - `poll`: the `getUpdates` loop.
+//! - `send`: `sendMessage`, `editMessageText`, `sendChatAction`, error mapping.
+//! - [`markdown`]: Markdown → Telegram HTML.
+
+mod inbound;
+pub mod markdown;
+mod poll;
+mod send;
+
+use async_trait::async_trait;
+use bub_channel::{Channel, ChannelError, ChatRef, Delivered, InboundSink, Limits, Outbound, SendError};
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use teloxide_core::prelude::Requester;
+use teloxide_core::types::Me;
+use teloxide_core::{ApiError, Bot, RequestError};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// Telegram's limit on one message's text (after entity parsing).
+pub const MAX_MESSAGE_CHARS: usize = 4096;
+/// How long `start` waits for `getMe` and `deleteWebhook` before giving up.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// One bot's configuration (`[channels.<name>]` with `kind = "telegram"`).
+#[derive(Clone)]
+pub struct TelegramSettings {
+    /// The channel instance's name.
+    pub name: String,
+    /// The bot token from @BotFather.
+    pub token: String,
+    /// The Bot API base; `None`: `https://api.telegram.org`.
+    pub api_url: Option<String>,
+}
+
+impl fmt::Debug for TelegramSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TelegramSettings")
+            .field("name", &self.name)
+            .field("token", &"redacted")
+            .field("api_url", &self.api_url)
+            .finish()
+    }
+}
+
+/// A Telegram bot as a bub channel.
+pub struct TelegramChannel {
+    name: String,
+    bot: Bot,
+    polling: Mutex<Option<Polling>>,
+}
+
+struct Polling {
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+impl TelegramChannel {
+    /// Checks the settings (a token, a valid `api_url`); nothing is sent to
+    /// Telegram until [`Channel::start`].
+    pub fn new(settings: TelegramSettings) -> Result<TelegramChannel, ChannelError> {
+        let name = settings.name;
+        let invalid = |message: String| ChannelError::new(name.clone(), message);
+        if settings.token.trim().is_empty() {
+            return Err(invalid(format!("telegram channel {name} has no token; set channels.{name}.token")));
+        }
+        let client = teloxide_core::net::default_reqwest_settings()
+            .build()
+            .map_err(|error| invalid(format!("cannot set up an HTTP client: {error}")))?;
+        let mut bot = Bot::with_client(settings.token.trim(), client);
+        if let Some(url) = settings.api_url {
+            let parsed = url::Url::parse(&url)
+                .map_err(|error| invalid(format!("channels.{name}.api_url {url:?} is not a URL: {error}")))?;
+            bot = bot.set_api_url(parsed);
+        }
+        Ok(TelegramChannel { name, bot, polling: Mutex::new(None) })
+    }
+
+    /// Who the bot is; fails with a message that says what to fix.
+    async fn whoami(&self) -> Result<Me, ChannelError> {
+        let fail = |message: String| ChannelError::new(self.name.clone(), message);
+        let me = tokio::time::timeout(START_TIMEOUT, self.bot.get_me())
+            .await
+            .map_err(|_| fail(format!("Telegram did not answer getMe within {START_TIMEOUT:?}")))?;
+        let me = me.map_err(|error| match error {
+            RequestError::Api(ApiError::InvalidToken) => {
+                fail(format!("Telegram rejects the bot token; check channels.{}.token (from @BotFather)", self.name))
+            }
+            other => fail(format!("cannot reach the Telegram Bot API at {}: {other}", self.bot.api_url())),
+        })?;
+        tokio::time::timeout(START_TIMEOUT, self.bot.delete_webhook())
+            .await
+            .map_err(|_| fail("Telegram did not answer deleteWebhook in time".into()))?
+            .map_err(|error| fail(format!("cannot remove the bot's webhook (needed for polling): {error}")))?;
+        Ok(me)
+    }
+}
+
+#[async_trait]
+impl Channel for TelegramChannel {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn limits(&self) -> Limits {
+        Limits { max_message_chars: MAX_MESSAGE_CHARS, edits: true, debounce: true, typing: true }
+    }
+
+    async fn start(&self, inbox: Arc<dyn InboundSink>) -> Result<(), ChannelError> {
+        let me = self.whoami().await?;
+        tracing::info!(channel = %self.name, bot = %me.user.username.as_deref().unwrap_or("?"), "telegram bot polling");
+        let (stop, stopped) = watch::channel(false);
+        let poller = poll::Poller { channel: self.name.clone(), bot: self.bot.clone(), me, inbox, stop: stopped };
+        let task = tokio::spawn(poller.run());
+        let previous = self.polling.lock().unwrap_or_else(|p| p.into_inner()).replace(Polling { stop, task });
+        if let Some(previous) = previous {
+            let _ = previous.stop.send(true);
+        }
+        Ok(())
+    }
+
+    async fn send(&self, outbound: &Outbound) -> Result<Delivered, SendError> {
+        let id = send::send_text(&self.bot, &outbound.chat, &outbound.text, &outbound.reply_to).await?;
+        Ok(Delivered { message_id: id.to_string() })
+    }
+
+    async fn edit(&self, chat: &ChatRef, message_id: &str, text: &str) -> Result<(), SendError> {
+        send::edit_text(&self.bot, chat, message_id, text).await
+    }
+
+    async fn typing(&self, chat: &ChatRef) -> Result<(), SendError> {
+        send::typing(&self.bot, chat).await
+    }
+
+    async fn stop(&self) {
+        let polling = self.polling.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(polling) = polling {
+            let _ = polling.stop.send(true);
+            // A message being handed over finishes; a poll in flight is dropped (nothing confirmed).
+            let _ = tokio::time::timeout(Duration::from_secs(5), polling.task).await;
+        }
+    }
+}

@@ -1,0 +1,155 @@
+//! Replies on Telegram: `sendMessage`, `editMessageText`, `sendChatAction`,
+//! and what their failures mean to the gateway's scheduler.
+//!
+//! Text is sent as Telegram HTML rendered from the model's Markdown. If
+//! Telegram still refuses to parse it ("can't parse entities"), the same
+//! text goes again as plain text: a reply with raw asterisks beats no reply.
+//! A reply threads to the last message it answers, and is sent even when
+//! that message was deleted meanwhile.
+
+use crate::inbound::message_id_of;
+use crate::markdown::to_telegram_html;
+use bub_channel::{ChatRef, RateScope, SendError};
+use teloxide_core::payloads::{EditMessageTextSetters, SendChatActionSetters, SendMessageSetters};
+use teloxide_core::prelude::Requester;
+use teloxide_core::types::{ChatAction, ChatId, LinkPreviewOptions, MessageId, ParseMode, ReplyParameters, ThreadId};
+use teloxide_core::{ApiError, Bot, RequestError};
+
+/// Sends `text` to `chat`, threaded to the last of `reply_to`; the sent message's id.
+pub(crate) async fn send_text(bot: &Bot, chat: &ChatRef, text: &str, reply_to: &[String]) -> Result<i32, SendError> {
+    let chat_id = chat_id(chat)?;
+    let thread = thread_id(chat)?;
+    let reply = reply_to
+        .last()
+        .and_then(|id| message_id_of(id))
+        .map(|id| ReplyParameters::new(MessageId(id)).allow_sending_without_reply());
+    let request = |body: String, html: bool| {
+        let mut request = bot.send_message(chat_id, body).link_preview_options(no_preview());
+        if html {
+            request = request.parse_mode(ParseMode::Html);
+        }
+        if let Some(thread) = thread {
+            request = request.message_thread_id(thread);
+        }
+        if let Some(reply) = reply.clone() {
+            request = request.reply_parameters(reply);
+        }
+        request
+    };
+    let sent = match request(to_telegram_html(text), true).await {
+        Err(RequestError::Api(ApiError::CantParseEntities(reason))) => {
+            tracing::warn!(%reason, "Telegram refused the rendered HTML; sending plain text");
+            request(text.to_string(), false).await
+        }
+        other => other,
+    };
+    sent.map(|message| message.id.0).map_err(classify)
+}
+
+/// Replaces the text of message `message_id` in `chat`.
+pub(crate) async fn edit_text(bot: &Bot, chat: &ChatRef, message_id: &str, text: &str) -> Result<(), SendError> {
+    let chat_id = chat_id(chat)?;
+    let id: i32 =
+        message_id.parse().map_err(|_| SendError::Permanent(format!("{message_id:?} is not a Telegram message id")))?;
+    let request = |body: String, html: bool| {
+        let request = bot.edit_message_text(chat_id, MessageId(id), body).link_preview_options(no_preview());
+        if html { request.parse_mode(ParseMode::Html) } else { request }
+    };
+    let edited = match request(to_telegram_html(text), true).await {
+        Err(RequestError::Api(ApiError::CantParseEntities(_))) => request(text.to_string(), false).await,
+        other => other,
+    };
+    match edited {
+        Ok(_) | Err(RequestError::Api(ApiError::MessageNotModified)) => Ok(()),
+        Err(error) => Err(classify(error)),
+    }
+}
+
+/// Shows "typing…" in `chat` for about five seconds (or until the next message).
+pub(crate) async fn typing(bot: &Bot, chat: &ChatRef) -> Result<(), SendError> {
+    let mut request = bot.send_chat_action(chat_id(chat)?, ChatAction::Typing);
+    if let Some(thread) = thread_id(chat)? {
+        request = request.message_thread_id(thread);
+    }
+    request.await.map(|_| ()).map_err(classify)
+}
+
+/// Links in replies stay links: a preview card under every answer is noise.
+fn no_preview() -> LinkPreviewOptions {
+    LinkPreviewOptions {
+        is_disabled: true,
+        url: None,
+        prefer_small_media: false,
+        prefer_large_media: false,
+        show_above_text: false,
+    }
+}
+
+fn chat_id(chat: &ChatRef) -> Result<ChatId, SendError> {
+    chat.id.parse().map(ChatId).map_err(|_| SendError::Permanent(format!("{:?} is not a Telegram chat id", chat.id)))
+}
+
+fn thread_id(chat: &ChatRef) -> Result<Option<ThreadId>, SendError> {
+    chat.thread_id
+        .as_deref()
+        .map(|id| {
+            id.parse()
+                .map(|id| ThreadId(MessageId(id)))
+                .map_err(|_| SendError::Permanent(format!("{id:?} is not a Telegram topic id")))
+        })
+        .transpose()
+}
+
+/// What a failed Bot API call means for the scheduler: wait (429), retry
+/// (network, a Telegram 5xx, a non-JSON answer from a proxy) or give up.
+pub(crate) fn classify(error: RequestError) -> SendError {
+    match error {
+        RequestError::RetryAfter(seconds) => {
+            SendError::RateLimited { retry_after: seconds.duration(), scope: RateScope::Chat }
+        }
+        RequestError::Network(error) => SendError::Transient(format!("cannot reach Telegram: {error}")),
+        RequestError::InvalidJson { raw, .. } => {
+            let start: String = raw.chars().take(120).collect();
+            SendError::Transient(format!("Telegram (or a proxy) answered something that is not the Bot API: {start}"))
+        }
+        RequestError::Io(error) => SendError::Transient(format!("I/O error talking to Telegram: {error}")),
+        RequestError::MigrateToChatId(to) => SendError::Permanent(format!(
+            "the group became the supergroup {to}; messages to the old chat id are refused"
+        )),
+        RequestError::Api(ApiError::Unknown(description)) if is_server_error(&description) => {
+            SendError::Transient(format!("Telegram: {description}"))
+        }
+        RequestError::Api(error) => SendError::Permanent(format!("Telegram refused the message: {error}")),
+    }
+}
+
+/// Telegram's descriptions of its own 5xx answers (teloxide keeps no status code).
+fn is_server_error(description: &str) -> bool {
+    ["Internal Server Error", "Bad Gateway", "Service Unavailable", "Gateway Timeout", "Too Many Requests"]
+        .iter()
+        .any(|known| description.contains(known))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+    use teloxide_core::types::Seconds;
+
+    #[test]
+    fn failures_are_sorted_into_wait_retry_and_give_up() {
+        let rate = classify(RequestError::RetryAfter(Seconds::from_seconds(7)));
+        assert_eq!(rate, SendError::RateLimited { retry_after: Duration::from_secs(7), scope: RateScope::Chat });
+        assert!(matches!(
+            classify(RequestError::Api(ApiError::Unknown("Bad Gateway".into()))),
+            SendError::Transient(_)
+        ));
+        assert!(matches!(classify(RequestError::Api(ApiError::BotBlocked)), SendError::Permanent(_)));
+        assert!(matches!(classify(RequestError::Api(ApiError::ChatNotFound)), SendError::Permanent(_)));
+        let html = RequestError::InvalidJson {
+            source: std::sync::Arc::new(serde_json::from_str::<u8>("<").unwrap_err()),
+            raw: "<html>502</html>".into(),
+        };
+        assert!(matches!(classify(html), SendError::Transient(_)));
+    }
+}

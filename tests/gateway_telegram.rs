@@ -1,0 +1,167 @@
+//! `bub gateway` with a Telegram channel: the real binary and the real
+//! adapter against the fake Bot API, with the fake model. Each test asserts
+//! what the Telegram user would see in the chat.
+
+mod support;
+
+use serde_json::{Value, json};
+use std::path::Path;
+use std::time::Duration;
+use support::fake_model::FakeModel;
+use support::fake_telegram::{BOT_USERNAME, FakeTelegram, SentMessage, TOKEN, TelegramFault};
+use support::gateway::GatewayProcess;
+
+/// Answers arrive within this (debug binary, loaded 2-core machine).
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A config with one Telegram channel `tg` on the fake, debouncing briefly.
+fn config(telegram: &FakeTelegram, token: &str, extra: &str) -> String {
+    format!(
+        "[policy.defaults]\ndebounce = {{ quiet_seconds = 0.1 }}\n\n\
+         [channels.tg]\nkind = \"telegram\"\ntoken = \"{token}\"\napi_url = \"{}\"\n{extra}",
+        telegram.api_url()
+    )
+}
+
+async fn start(home: &Path, fake: &FakeModel, config_text: &str) -> GatewayProcess {
+    let path = home.join("bub.toml");
+    std::fs::write(&path, config_text).unwrap();
+    GatewayProcess::start(home, &fake.vars("openai:gpt-test"), &["--config", path.to_str().unwrap()]).await
+}
+
+/// What the chat shows for each message the bot sent: its text after the last edit.
+fn visible(telegram: &FakeTelegram) -> Vec<(SentMessage, String)> {
+    let edits = telegram.edits();
+    telegram
+        .sent()
+        .into_iter()
+        .map(|sent| {
+            let last =
+                edits.iter().rev().find(|edit| edit.chat_id == sent.chat_id && edit.message_id == sent.message_id);
+            let text = last.map_or_else(|| sent.text.clone(), |edit| edit.text.clone());
+            (sent, text)
+        })
+        .collect()
+}
+
+/// Waits until the chat shows `expected` as the last message's text.
+async fn wait_for_visible(telegram: &FakeTelegram, expected: &str) -> Vec<(SentMessage, String)> {
+    let shown = telegram
+        .wait_until(ANSWER_TIMEOUT, |fake| visible(fake).last().is_some_and(|(_, text)| text == expected))
+        .await;
+    let messages = visible(telegram);
+    assert!(shown, "the chat never showed {expected:?}; it shows {messages:?}");
+    messages
+}
+
+fn group_chat() -> Value {
+    json!({"id": -100_777, "type": "supergroup", "title": "team"})
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_private_message_gets_a_reply_rendered_as_telegram_html() {
+    let home = tempfile::tempdir().unwrap();
+    let telegram = FakeTelegram::start().await;
+    let fake = FakeModel::start_answering("**Hello** from `bub` <3").await;
+    let gateway = start(home.path(), &fake, &config(&telegram, TOKEN, "")).await;
+
+    let asked = telegram.user_says(1001, "hi there");
+    let shown = wait_for_visible(&telegram, "<b>Hello</b> from <code>bub</code> &lt;3").await;
+    let (sent, _) = &shown[0];
+    assert_eq!((sent.chat_id, sent.reply_to), (1001, Some(asked)), "a reply to the user's message, in their chat");
+    assert_eq!(sent.parse_mode.as_deref(), Some("HTML"));
+    assert!(telegram.actions().contains(&(1001, "typing".to_string())), "typing… was shown while working");
+
+    let prompt = fake.requests().last().cloned().unwrap_or_default();
+    assert!(prompt.to_string().contains("hi there"), "the model got the user's text: {prompt}");
+    assert!(gateway.stop().await, "SIGTERM stops the polling and the gateway");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn in_a_group_only_messages_that_address_the_bot_are_answered() {
+    let home = tempfile::tempdir().unwrap();
+    let telegram = FakeTelegram::start().await;
+    let fake = FakeModel::start_answering("on it").await;
+    let gateway = start(home.path(), &fake, &config(&telegram, TOKEN, "")).await;
+
+    telegram.push_message(group_chat(), 7, "lunch at noon?", json!({}));
+    // Confirmed (offset moved past it) means the gateway stored it.
+    let stored = telegram.wait_until(ANSWER_TIMEOUT, |fake| fake.offsets().iter().any(|offset| *offset >= 2)).await;
+    assert!(stored, "the first group message was never confirmed");
+
+    let mention = format!("@{BOT_USERNAME} what did we decide?");
+    let entities = json!({"entities": [{"type": "mention", "offset": 0, "length": BOT_USERNAME.len() + 1}]});
+    let asked = telegram.push_message(group_chat(), 7, &mention, entities);
+    let shown = wait_for_visible(&telegram, "on it").await;
+    assert_eq!(shown.len(), 1, "one answer, to the mention only: {shown:?}");
+    assert_eq!((shown[0].0.chat_id, shown[0].0.reply_to), (-100_777, Some(asked)));
+
+    let prompt = fake.requests().last().cloned().unwrap_or_default().to_string();
+    assert!(prompt.contains("lunch at noon?"), "the unaddressed message is context on the tape: {prompt}");
+    assert_eq!(fake.request_count(), 1, "the unaddressed message started no turn");
+    gateway.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_long_reply_is_split_under_telegrams_limit_and_nothing_is_lost() {
+    let home = tempfile::tempdir().unwrap();
+    let telegram = FakeTelegram::start().await;
+    let answer = (0..2500).map(|i| format!("w{i}")).collect::<Vec<_>>().join(" ");
+    let fake = FakeModel::start_answering(&answer).await;
+    let gateway = start(home.path(), &fake, &config(&telegram, TOKEN, "")).await;
+
+    telegram.user_says(1001, "tell me everything");
+    let last_word = answer.rsplit(' ').next().unwrap().to_string();
+    let done = telegram
+        .wait_until(ANSWER_TIMEOUT, |fake| visible(fake).last().is_some_and(|(_, text)| text.ends_with(&last_word)))
+        .await;
+    let shown = visible(&telegram);
+    assert!(done, "the reply never finished: {} messages", shown.len());
+    assert!(shown.len() >= 4, "{} chars fit in no fewer than 4 messages: {}", answer.len(), shown.len());
+    for (_, text) in &shown {
+        assert!(text.encode_utf16().count() <= 4096, "a part over Telegram's limit: {}", text.len());
+    }
+    let joined: Vec<&str> = shown.iter().flat_map(|(_, text)| text.split_whitespace()).collect();
+    assert_eq!(joined, answer.split(' ').collect::<Vec<_>>(), "every word once, in order");
+    gateway.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn telegram_rate_limits_and_refused_html_delay_the_reply_but_never_lose_it() {
+    let home = tempfile::tempdir().unwrap();
+    let telegram = FakeTelegram::start().await;
+    let fake = FakeModel::start_answering("2 * 3 < 7").await;
+    telegram.fail_next("sendMessage", TelegramFault::RetryAfter(1), 1);
+    telegram.fail_next(
+        "sendMessage",
+        TelegramFault::BadRequest("Bad Request: can't parse entities: unsupported start tag".into()),
+        1,
+    );
+    let gateway = start(home.path(), &fake, &config(&telegram, TOKEN, "")).await;
+
+    telegram.user_says(1001, "math?");
+    let shown = wait_for_visible(&telegram, "2 * 3 < 7").await;
+    assert_eq!(shown.len(), 1, "exactly one message in the chat: {shown:?}");
+    assert_eq!(shown[0].0.parse_mode, None, "refused HTML went again as plain text");
+    let sends = telegram.calls().iter().filter(|call| *call == "sendMessage").count();
+    assert_eq!(sends, 3, "429, then refused HTML, then plain text");
+    gateway.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_wrong_token_stops_the_gateway_with_an_error_naming_the_key() {
+    let home = tempfile::tempdir().unwrap();
+    let telegram = FakeTelegram::start().await;
+    let path = home.path().join("bub.toml");
+    std::fs::write(&path, config(&telegram, "999:wrong", "")).unwrap();
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_bub"))
+        .env_clear()
+        .env("BUB_HOME", home.path())
+        .args(["gateway", "--listen", "127.0.0.1:0", "--config", path.to_str().unwrap()])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(stderr.contains("channels.tg.token"), "{stderr}");
+}

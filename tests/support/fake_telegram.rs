@@ -1,0 +1,343 @@
+//! A fake Telegram Bot API on loopback, for the real Telegram adapter.
+//!
+//! It serves `POST /bot<token>/<method>` for the methods bub uses (`getMe`,
+//! `deleteWebhook`, `getUpdates`, `sendMessage`, `editMessageText`,
+//! `sendChatAction`), answering in the Bot API's envelope
+//! (`{"ok": true, "result": …}` or `{"ok": false, "error_code", "description",
+//! "parameters"?}`). Tests queue what users write ([`FakeTelegram::user_says`],
+//! [`FakeTelegram::push_message`]), read what the bot did ([`FakeTelegram::sent`],
+//! [`FakeTelegram::edits`], [`FakeTelegram::actions`]) and inject faults for the
+//! next calls of a method ([`FakeTelegram::fail_next`]).
+//!
+//! `getUpdates` behaves like Telegram's: updates below the requested offset
+//! are forgotten for good, and a poll with nothing new waits (at most 2 s, well
+//! under teloxide's 17 s client timeout) before answering an empty list.
+//!
+//! ```ignore
+//! let telegram = FakeTelegram::start().await;
+//! telegram.user_says(1001, "hello");
+//! let sent = telegram.wait_for_sent(1, Duration::from_secs(60)).await;
+//! assert_eq!(sent[0].text, "…");
+//! ```
+
+use axum::Json;
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use serde_json::{Value, json};
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+use tokio::sync::Notify;
+
+/// The token the fake accepts; any other gets 401 Unauthorized.
+pub const TOKEN: &str = "123456:fake-telegram-token";
+/// The bot's user id and username.
+pub const BOT_ID: i64 = 4242;
+pub const BOT_USERNAME: &str = "bub_test_bot";
+
+/// A fault for the next calls of one method.
+#[derive(Debug, Clone)]
+pub enum TelegramFault {
+    /// 429 with `parameters.retry_after` in seconds.
+    RetryAfter(u64),
+    /// 400 with this description (e.g. "Bad Request: can't parse entities: …").
+    BadRequest(String),
+    /// 403 "Forbidden: bot was blocked by the user".
+    Blocked,
+}
+
+/// A message the bot sent (`sendMessage`).
+#[derive(Debug, Clone)]
+pub struct SentMessage {
+    pub chat_id: i64,
+    pub message_id: i64,
+    pub text: String,
+    pub parse_mode: Option<String>,
+    pub thread_id: Option<i64>,
+    pub reply_to: Option<i64>,
+}
+
+/// One `editMessageText`.
+#[derive(Debug, Clone)]
+pub struct Edit {
+    pub chat_id: i64,
+    pub message_id: i64,
+    pub text: String,
+}
+
+#[derive(Default)]
+struct State_ {
+    updates: VecDeque<Value>,
+    next_update_id: i64,
+    next_user_message_id: i64,
+    next_bot_message_id: HashMap<i64, i64>,
+    sent: Vec<SentMessage>,
+    edits: Vec<Edit>,
+    actions: Vec<(i64, String)>,
+    calls: Vec<String>,
+    offsets: Vec<i64>,
+    faults: HashMap<String, VecDeque<TelegramFault>>,
+}
+
+#[derive(Default)]
+struct Shared {
+    state: Mutex<State_>,
+    changed: Notify,
+}
+
+/// The running fake; stops with the test's runtime.
+pub struct FakeTelegram {
+    pub addr: std::net::SocketAddr,
+    shared: Arc<Shared>,
+}
+
+fn lock(shared: &Shared) -> MutexGuard<'_, State_> {
+    shared.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl FakeTelegram {
+    pub async fn start() -> FakeTelegram {
+        let shared = Arc::new(Shared::default());
+        {
+            let mut state = lock(&shared);
+            state.next_update_id = 1;
+            state.next_user_message_id = 1;
+        }
+        let app = Router::new().route("/{bot}/{method}", post(handle)).with_state(shared.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind the fake Telegram");
+        let addr = listener.local_addr().expect("fake Telegram address");
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        FakeTelegram { addr, shared }
+    }
+
+    /// The `api_url` to configure.
+    pub fn api_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// A private message from user `chat_id` (in a private chat the chat id is the user's id).
+    pub fn user_says(&self, chat_id: i64, text: &str) -> i64 {
+        let chat = json!({"id": chat_id, "type": "private", "first_name": format!("User{chat_id}")});
+        self.push_message(chat, chat_id, text, json!({}))
+    }
+
+    /// A message in `chat` from user `from`; `extra` fields are merged into the message.
+    /// Returns its message id.
+    pub fn push_message(&self, chat: Value, from: i64, text: &str, extra: Value) -> i64 {
+        let mut state = lock(&self.shared);
+        let message_id = state.next_user_message_id;
+        state.next_user_message_id += 1;
+        let mut message = json!({
+            "message_id": message_id,
+            "date": chrono::Utc::now().timestamp(),
+            "chat": chat,
+            "from": {"id": from, "is_bot": false, "first_name": format!("User{from}")},
+            "text": text,
+        });
+        if let (Some(message), Some(extra)) = (message.as_object_mut(), extra.as_object()) {
+            message.extend(extra.clone());
+        }
+        let update_id = state.next_update_id;
+        state.next_update_id += 1;
+        state.updates.push_back(json!({"update_id": update_id, "message": message}));
+        drop(state);
+        self.shared.changed.notify_waiters();
+        message_id
+    }
+
+    /// The next `count` calls of `method` fail with `fault`.
+    pub fn fail_next(&self, method: &str, fault: TelegramFault, count: usize) {
+        let mut state = lock(&self.shared);
+        let queue = state.faults.entry(method.to_string()).or_default();
+        queue.extend(std::iter::repeat_n(fault, count));
+    }
+
+    pub fn sent(&self) -> Vec<SentMessage> {
+        lock(&self.shared).sent.clone()
+    }
+
+    pub fn edits(&self) -> Vec<Edit> {
+        lock(&self.shared).edits.clone()
+    }
+
+    /// `sendChatAction` calls: (chat id, action).
+    pub fn actions(&self) -> Vec<(i64, String)> {
+        lock(&self.shared).actions.clone()
+    }
+
+    /// Every method called, in order (faults included).
+    pub fn calls(&self) -> Vec<String> {
+        lock(&self.shared).calls.clone()
+    }
+
+    /// The offsets `getUpdates` was asked for, in order.
+    pub fn offsets(&self) -> Vec<i64> {
+        lock(&self.shared).offsets.clone()
+    }
+
+    /// Waits until at least `count` messages were sent; returns them all.
+    pub async fn wait_for_sent(&self, count: usize, timeout: Duration) -> Vec<SentMessage> {
+        self.wait_until(timeout, |fake| fake.sent().len() >= count).await;
+        self.sent()
+    }
+
+    /// Polls `done` every 20 ms until it holds or `timeout` passes; returns whether it held.
+    pub async fn wait_until(&self, timeout: Duration, done: impl Fn(&FakeTelegram) -> bool) -> bool {
+        let deadline = Instant::now() + timeout;
+        while !done(self) {
+            if Instant::now() > deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        true
+    }
+}
+
+/// The Bot API methods the fake knows, as the docs spell them.
+const METHODS: [&str; 6] = ["getMe", "deleteWebhook", "getUpdates", "sendMessage", "editMessageText", "sendChatAction"];
+
+fn ok(result: Value) -> Response {
+    Json(json!({"ok": true, "result": result})).into_response()
+}
+
+fn error(status: u16, description: &str, parameters: Option<Value>) -> Response {
+    let mut body = json!({"ok": false, "error_code": status, "description": description});
+    if let Some(parameters) = parameters {
+        body["parameters"] = parameters;
+    }
+    let status = axum::http::StatusCode::from_u16(status).unwrap_or(axum::http::StatusCode::BAD_REQUEST);
+    (status, Json(body)).into_response()
+}
+
+async fn handle(
+    State(shared): State<Arc<Shared>>,
+    Path((bot, method)): Path<(String, String)>,
+    body: axum::body::Bytes,
+) -> Response {
+    if bot != format!("bot{TOKEN}") {
+        return error(401, "Unauthorized", None);
+    }
+    let params: Value = serde_json::from_slice(&body).unwrap_or(json!({}));
+    // Telegram matches method names ignoring case (teloxide sends `GetMe`); calls are kept by their documented name.
+    let method =
+        METHODS.iter().find(|known| known.eq_ignore_ascii_case(&method)).map_or(method, |known| known.to_string());
+    let fault = {
+        let mut state = lock(&shared);
+        state.calls.push(method.clone());
+        state.faults.get_mut(&method).and_then(VecDeque::pop_front)
+    };
+    match fault {
+        Some(TelegramFault::RetryAfter(seconds)) => {
+            let description = format!("Too Many Requests: retry after {seconds}");
+            return error(429, &description, Some(json!({"retry_after": seconds})));
+        }
+        Some(TelegramFault::BadRequest(description)) => return error(400, &description, None),
+        Some(TelegramFault::Blocked) => return error(403, "Forbidden: bot was blocked by the user", None),
+        None => {}
+    }
+    match method.as_str() {
+        "getMe" => ok(json!({
+            "id": BOT_ID, "is_bot": true, "first_name": "Bub", "username": BOT_USERNAME,
+            "can_join_groups": true, "can_read_all_group_messages": true, "supports_inline_queries": false,
+            "can_connect_to_business": false, "has_main_web_app": false
+        })),
+        "deleteWebhook" => ok(json!(true)),
+        "getUpdates" => get_updates(&shared, &params).await,
+        "sendMessage" => send_message(&shared, &params),
+        "editMessageText" => edit_message_text(&shared, &params),
+        "sendChatAction" => {
+            let chat = params["chat_id"].as_i64().unwrap_or_default();
+            let action = params["action"].as_str().unwrap_or_default().to_string();
+            lock(&shared).actions.push((chat, action));
+            ok(json!(true))
+        }
+        other => error(404, &format!("Not Found: method {other}"), None),
+    }
+}
+
+async fn get_updates(shared: &Shared, params: &Value) -> Response {
+    let offset = params["offset"].as_i64().unwrap_or(0);
+    let wait = Duration::from_secs(params["timeout"].as_u64().unwrap_or(0).min(2));
+    lock(shared).offsets.push(offset);
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        let changed = shared.changed.notified();
+        {
+            let mut state = lock(shared);
+            // Asking for an offset confirms, and forgets, everything before it.
+            while state.updates.front().is_some_and(|u| u["update_id"].as_i64().unwrap_or(0) < offset) {
+                state.updates.pop_front();
+            }
+            if !state.updates.is_empty() {
+                return ok(Value::Array(state.updates.iter().cloned().collect()));
+            }
+        }
+        if tokio::time::timeout_at(deadline, changed).await.is_err() {
+            return ok(json!([]));
+        }
+    }
+}
+
+fn bot_message(state: &mut State_, chat_id: i64, text: &str, chat_type: &str) -> Value {
+    let next = state.next_bot_message_id.entry(chat_id).or_insert(1000);
+    let message_id = *next;
+    *next += 1;
+    json!({
+        "message_id": message_id,
+        "date": chrono::Utc::now().timestamp(),
+        "chat": {"id": chat_id, "type": chat_type, "title": "chat", "first_name": "User"},
+        "from": {"id": BOT_ID, "is_bot": true, "first_name": "Bub", "username": BOT_USERNAME},
+        "text": text,
+    })
+}
+
+fn send_message(shared: &Shared, params: &Value) -> Response {
+    let Some(chat_id) = params["chat_id"].as_i64() else {
+        return error(400, "Bad Request: chat_id is empty", None);
+    };
+    let text = params["text"].as_str().unwrap_or_default().to_string();
+    if text.is_empty() {
+        return error(400, "Bad Request: message text is empty", None);
+    }
+    if text.encode_utf16().count() > 4096 && params["parse_mode"].is_null() {
+        return error(400, "Bad Request: message is too long", None);
+    }
+    let mut state = lock(shared);
+    let chat_type = if chat_id > 0 { "private" } else { "supergroup" };
+    let message = bot_message(&mut state, chat_id, &text, chat_type);
+    state.sent.push(SentMessage {
+        chat_id,
+        message_id: message["message_id"].as_i64().unwrap_or_default(),
+        text,
+        parse_mode: params["parse_mode"].as_str().map(str::to_string),
+        thread_id: params["message_thread_id"].as_i64(),
+        reply_to: params["reply_parameters"]["message_id"].as_i64(),
+    });
+    ok(message)
+}
+
+fn edit_message_text(shared: &Shared, params: &Value) -> Response {
+    let (Some(chat_id), Some(message_id)) = (params["chat_id"].as_i64(), params["message_id"].as_i64()) else {
+        return error(400, "Bad Request: message to edit not found", None);
+    };
+    let text = params["text"].as_str().unwrap_or_default().to_string();
+    let mut state = lock(shared);
+    let known = state.sent.iter().any(|sent| sent.chat_id == chat_id && sent.message_id == message_id);
+    if !known {
+        return error(400, "Bad Request: message to edit not found", None);
+    }
+    state.edits.push(Edit { chat_id, message_id, text: text.clone() });
+    ok(json!({
+        "message_id": message_id,
+        "date": chrono::Utc::now().timestamp(),
+        "edit_date": chrono::Utc::now().timestamp(),
+        "chat": {"id": chat_id, "type": if chat_id > 0 { "private" } else { "supergroup" }, "title": "chat", "first_name": "User"},
+        "from": {"id": BOT_ID, "is_bot": true, "first_name": "Bub", "username": BOT_USERNAME},
+        "text": text,
+    }))
+}

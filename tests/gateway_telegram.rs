@@ -7,7 +7,7 @@ mod support;
 use serde_json::{Value, json};
 use std::path::Path;
 use std::time::Duration;
-use support::fake_model::FakeModel;
+use support::fake_model::{FakeModel, Reply};
 use support::fake_telegram::{BOT_USERNAME, FakeTelegram, SentMessage, TOKEN, TelegramFault};
 use support::gateway::GatewayProcess;
 
@@ -164,4 +164,47 @@ async fn a_wrong_token_stops_the_gateway_with_an_error_naming_the_key() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(!output.status.success(), "{stderr}");
     assert!(stderr.contains("channels.tg.token"), "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reply_streams_into_one_message_that_is_edited_as_it_grows() {
+    let home = tempfile::tempdir().unwrap();
+    let telegram = FakeTelegram::start().await;
+    let fake = FakeModel::start().await;
+    fake.push(Reply::tool_calls(vec![("tape.info", json!({}))]).with_text("Looking it up…"));
+    fake.push(Reply::slow_first_token(Duration::from_millis(2500), Reply::text(" found it.")));
+    let gateway = start(home.path(), &fake, &config(&telegram, TOKEN, "")).await;
+
+    telegram.user_says(1001, "where is it?");
+    let shown = wait_for_visible(&telegram, "Looking it up… found it.").await;
+    assert_eq!(shown.len(), 1, "one message, grown in place: {shown:?}");
+    let mut seen = vec![shown[0].0.text.clone()];
+    seen.extend(telegram.edits().into_iter().map(|edit| edit.text));
+    assert!(seen.iter().all(|text| "Looking it up… found it.".starts_with(text.as_str())), "{seen:?}");
+    assert!(seen.iter().any(|text| text == "Looking it up…"), "shown while the model worked on: {seen:?}");
+    gateway.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn updates_telegram_delivers_again_after_a_crash_are_not_answered_twice() {
+    let home = tempfile::tempdir().unwrap();
+    let telegram = FakeTelegram::start().await;
+    let fake = FakeModel::start_answering("once").await;
+    let config_text = config(&telegram, TOKEN, "");
+    let mut gateway = start(home.path(), &fake, &config_text).await;
+    telegram.user_says(1001, "hello");
+    wait_for_visible(&telegram, "once").await;
+    gateway.kill_hard();
+
+    // As if the crash came before the offset was confirmed: Telegram sends the update again.
+    telegram.redeliver_all();
+    telegram.user_says(1001, "and again");
+    let gateway = start(home.path(), &fake, &config_text).await;
+    let answered = telegram.wait_until(ANSWER_TIMEOUT, |fake| fake.sent().len() >= 2).await;
+    assert!(answered, "the new message was not answered");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let sent = telegram.sent();
+    assert_eq!(sent.len(), 2, "the redelivered message was answered again: {sent:?}");
+    assert_eq!(fake.request_count(), 2);
+    gateway.stop().await;
 }

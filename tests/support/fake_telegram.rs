@@ -70,6 +70,8 @@ pub struct Edit {
 #[derive(Default)]
 struct State_ {
     updates: VecDeque<Value>,
+    /// Every update ever queued, for [`FakeTelegram::redeliver_all`].
+    delivered: Vec<Value>,
     next_update_id: i64,
     next_user_message_id: i64,
     next_bot_message_id: HashMap<i64, i64>,
@@ -143,10 +145,22 @@ impl FakeTelegram {
         }
         let update_id = state.next_update_id;
         state.next_update_id += 1;
-        state.updates.push_back(json!({"update_id": update_id, "message": message}));
+        let update = json!({"update_id": update_id, "message": message});
+        state.delivered.push(update.clone());
+        state.updates.push_back(update);
         drop(state);
         self.shared.changed.notify_waiters();
         message_id
+    }
+
+    /// Queues again every update sent so far, as Telegram does when the bot
+    /// crashed before confirming them (the next poll asks for an old offset).
+    pub fn redeliver_all(&self) {
+        let mut state = lock(&self.shared);
+        let seen = state.delivered.clone();
+        state.updates = seen.into_iter().collect();
+        drop(state);
+        self.shared.changed.notify_waiters();
     }
 
     /// The next `count` calls of `method` fail with `fault`.
@@ -261,7 +275,7 @@ async fn handle(
 }
 
 async fn get_updates(shared: &Shared, params: &Value) -> Response {
-    let offset = params["offset"].as_i64().unwrap_or(0);
+    let mut offset = params["offset"].as_i64().unwrap_or(0);
     let wait = Duration::from_secs(params["timeout"].as_u64().unwrap_or(0).min(2));
     lock(shared).offsets.push(offset);
     let deadline = tokio::time::Instant::now() + wait;
@@ -269,7 +283,11 @@ async fn get_updates(shared: &Shared, params: &Value) -> Response {
         let changed = shared.changed.notified();
         {
             let mut state = lock(shared);
-            // Asking for an offset confirms, and forgets, everything before it.
+            // Asking for an offset confirms, and forgets, everything before it;
+            // offset 0 (a fresh start) gets whatever is unconfirmed.
+            if offset == 0 {
+                offset = state.updates.front().and_then(|u| u["update_id"].as_i64()).unwrap_or(0);
+            }
             while state.updates.front().is_some_and(|u| u["update_id"].as_i64().unwrap_or(0) < offset) {
                 state.updates.pop_front();
             }

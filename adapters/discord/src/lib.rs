@@ -1,0 +1,1 @@
+//! bub Discord channel (work in progress).

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use std::path::Path;
 use std::time::{Duration, Instant};
 use support::fake_model::{FakeModel, Reply};
-use support::gateway::{CallbackReceiver, GatewayProcess, client, signed_request};
+use support::gateway::{CallbackReceiver, GatewayProcess, client, refused_start, signed_request};
 
 const SECRET: &str = "policy-secret";
 
@@ -193,19 +193,6 @@ async fn a_policy_edit_applies_without_restart_and_an_invalid_edit_keeps_the_old
         "operators were not told"
     );
     gateway.stop().await;
-}
-
-/// Starts `bub gateway` on `config_text`, expecting it to refuse; its stderr.
-fn refused_start(home: &Path, config_text: &str) -> String {
-    let path = home.join("bub.toml");
-    std::fs::write(&path, config_text).unwrap();
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_bub"))
-        .env("BUB_HOME", home)
-        .args(["gateway", "--listen", "127.0.0.1:0", "--config", path.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(!output.status.success());
-    String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::time::Duration;
 use support::fake_model::{FakeModel, Reply};
 use support::fake_telegram::{BOT_USERNAME, FakeTelegram, SentMessage, TOKEN, TelegramFault};
-use support::gateway::GatewayProcess;
+use support::gateway::{GatewayProcess, refused_start};
 
 /// Answers arrive within this (debug binary, loaded 2-core machine).
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
@@ -24,9 +24,7 @@ fn config(telegram: &FakeTelegram, token: &str, extra: &str) -> String {
 }
 
 async fn start(home: &Path, fake: &FakeModel, config_text: &str) -> GatewayProcess {
-    let path = home.join("bub.toml");
-    std::fs::write(&path, config_text).unwrap();
-    GatewayProcess::start(home, &fake.vars("openai:gpt-test"), &["--config", path.to_str().unwrap()]).await
+    GatewayProcess::start_with_config(home, &fake.vars("openai:gpt-test"), config_text).await
 }
 
 /// What the chat shows for each message the bot sent: its text after the last edit.
@@ -152,17 +150,7 @@ async fn telegram_rate_limits_and_refused_html_delay_the_reply_but_never_lose_it
 async fn a_wrong_token_stops_the_gateway_with_an_error_naming_the_key() {
     let home = tempfile::tempdir().unwrap();
     let telegram = FakeTelegram::start().await;
-    let path = home.path().join("bub.toml");
-    std::fs::write(&path, config(&telegram, "999:wrong", "")).unwrap();
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_bub"))
-        .env_clear()
-        .env("BUB_HOME", home.path())
-        .args(["gateway", "--listen", "127.0.0.1:0", "--config", path.to_str().unwrap()])
-        .output()
-        .await
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success(), "{stderr}");
+    let stderr = refused_start(home.path(), &config(&telegram, "999:wrong", ""));
     assert!(stderr.contains("channels.tg.token"), "{stderr}");
 }
 

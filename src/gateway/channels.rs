@@ -28,11 +28,12 @@ pub fn from_config(config: &GatewayConfig) -> Result<Vec<Arc<dyn Channel>>, Chan
                     api_url: bot.api_url.clone(),
                 })?));
             }
-            other => {
-                return Err(ChannelError::new(
-                    name.clone(),
-                    format!("kind = \"{}\" is not available in this version of bub yet", other.name()),
-                ));
+            ChannelKind::Discord(bot) => {
+                channels.push(Arc::new(bub_discord::DiscordChannel::new(bub_discord::DiscordSettings {
+                    name: name.clone(),
+                    token: bot.token.expose().to_string(),
+                    api_url: bot.api_url.clone(),
+                })?));
             }
         }
     }

@@ -151,6 +151,34 @@ impl GatewayProcess {
     }
 }
 
+impl GatewayProcess {
+    /// Writes `config_text` to `<home>/bub.toml` and starts on it (see [`GatewayProcess::start`]).
+    pub async fn start_with_config(home: &Path, env: &[(String, String)], config_text: &str) -> GatewayProcess {
+        let path = home.join("bub.toml");
+        std::fs::write(&path, config_text).expect("write bub.toml");
+        let path = path.to_str().expect("a UTF-8 temporary path");
+        GatewayProcess::start(home, env, &["--config", path]).await
+    }
+}
+
+/// Runs `bub gateway` on `config_text` (in `<home>/bub.toml`), expecting it to
+/// refuse to start; returns its stderr.
+pub fn refused_start(home: &Path, config_text: &str) -> String {
+    let path = home.join("bub.toml");
+    std::fs::write(&path, config_text).expect("write bub.toml");
+    let output = Command::new(env!("CARGO_BIN_EXE_bub"))
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("BUB_HOME", home)
+        .args(["gateway", "--listen", "127.0.0.1:0", "--config"])
+        .arg(&path)
+        .output()
+        .expect("run bub gateway");
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(!output.status.success(), "bub gateway started on a config it should refuse:\n{stderr}");
+    stderr
+}
+
 impl Drop for GatewayProcess {
     fn drop(&mut self) {
         self.kill_hard();

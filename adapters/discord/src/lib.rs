@@ -1,1 +1,291 @@
-//! bub Discord channel (work in progress).
+//! bub's Discord channel: a bot connected to Discord's gateway (websocket),
+//! answering through the REST API.
+//!
+//! Configured as `[channels.NAME] kind = "discord"` with the bot's `token`
+//! (Developer Portal → Bot) and optionally `api_url` (a REST proxy or a test
+//! fake; the gateway URL is then asked of it too). The bot needs the
+//! privileged MESSAGE CONTENT intent (Developer Portal → Bot → Privileged
+//! Gateway Intents) to read guild messages that do not mention it.
+//!
+//! - [`DiscordChannel::start`] checks the token (`GET /users/@me`), connects,
+//!   and returns once Discord said READY, or fails with what to fix (a wrong
+//!   token, an intent not enabled).
+//! - Messages go to the gateway as they arrive; serenity reconnects and
+//!   resumes by itself after a dropped connection.
+//! - Replies (2000 characters each), edits of streamed replies and "typing…"
+//!   go through serenity's HTTP client, whose rate limiter follows Discord's
+//!   buckets.
+//!
+//! # Layout
+//! - `inbound`: Discord messages as [`bub_channel::Inbound`].
+//! - `send`: create, edit and typing, and error mapping.
+
+mod inbound;
+mod send;
+
+use async_trait::async_trait;
+use bub_channel::{Channel, ChannelError, ChatRef, Delivered, InboundSink, Limits, Outbound, SendError, SubmitError};
+use inbound::BotUser;
+use serenity::all::{Context, EventHandler, GatewayIntents, Message, Ready};
+use serenity::gateway::ShardManager;
+use serenity::http::{Http, HttpBuilder};
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+
+/// Discord's limit on one message's content.
+pub const MAX_MESSAGE_CHARS: usize = 2000;
+/// How long `start` waits for the token check and for READY.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// One bot's configuration (`[channels.<name>]` with `kind = "discord"`).
+#[derive(Clone)]
+pub struct DiscordSettings {
+    pub name: String,
+    /// The bot token from the Developer Portal.
+    pub token: String,
+    /// Where REST calls go instead of `https://discord.com` (a proxy, a test fake).
+    pub api_url: Option<String>,
+}
+
+impl fmt::Debug for DiscordSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DiscordSettings")
+            .field("name", &self.name)
+            .field("token", &"redacted")
+            .field("api_url", &self.api_url)
+            .finish()
+    }
+}
+
+/// A Discord bot as a bub channel.
+pub struct DiscordChannel {
+    settings: DiscordSettings,
+    running: Mutex<Option<Running>>,
+}
+
+struct Running {
+    http: Arc<Http>,
+    shards: Arc<ShardManager>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl DiscordChannel {
+    /// Checks the settings; nothing is sent to Discord until [`Channel::start`].
+    pub fn new(settings: DiscordSettings) -> Result<DiscordChannel, ChannelError> {
+        let name = &settings.name;
+        if settings.token.trim().is_empty() {
+            return Err(ChannelError::new(
+                name,
+                format!("discord channel {name} has no token; set channels.{name}.token"),
+            ));
+        }
+        if let Some(url) = &settings.api_url
+            && !(url.starts_with("http://") || url.starts_with("https://"))
+        {
+            return Err(ChannelError::new(
+                name,
+                format!("channels.{name}.api_url {url:?} must start with http:// or https://"),
+            ));
+        }
+        Ok(DiscordChannel { settings, running: Mutex::new(None) })
+    }
+
+    /// The REST client. With `api_url` it talks to that proxy without serenity's own rate
+    /// limiter, whose requests would bypass the proxy (it is the proxy's job then, as with
+    /// twilight-http-proxy); a 429 from the proxy becomes a pause in the gateway's scheduler.
+    fn http(&self) -> Http {
+        let mut builder = HttpBuilder::new(self.settings.token.trim());
+        if let Some(url) = &self.settings.api_url {
+            builder = builder.proxy(url.trim_end_matches('/')).ratelimiter_disabled(true);
+        }
+        builder.build()
+    }
+
+    fn fail(&self, message: String) -> ChannelError {
+        ChannelError::new(self.settings.name.clone(), message)
+    }
+
+    /// The running connection's HTTP client, or why there is none.
+    fn sender(&self) -> Result<Arc<Http>, SendError> {
+        let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        running
+            .as_ref()
+            .map(|running| running.http.clone())
+            .ok_or_else(|| SendError::Transient(format!("discord channel {} is not connected", self.settings.name)))
+    }
+}
+
+/// Receives serenity's events and reports READY to `start`. serenity runs each
+/// event handler call on a task of its own, so calls may run out of order:
+/// messages go through one queue to one [`hand_over`] task instead.
+struct Handler {
+    messages: mpsc::UnboundedSender<Message>,
+    ready: Mutex<Option<oneshot::Sender<()>>>,
+    channel: String,
+}
+
+#[async_trait]
+impl EventHandler for Handler {
+    async fn ready(&self, _ctx: Context, ready: Ready) {
+        tracing::info!(channel = %self.channel, bot = %ready.user.name, guilds = ready.guilds.len(), "discord bot connected");
+        if let Some(ready) = self.ready.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = ready.send(());
+        }
+    }
+
+    async fn message(&self, _ctx: Context, message: Message) {
+        let _ = self.messages.send(message);
+    }
+}
+
+/// How long messages are gathered before they are sorted and handed over:
+/// serenity's handler tasks for messages that came together start within
+/// microseconds of each other, in any order. Small beside the debounce of
+/// chat channels (1 s by default).
+const GATHER: Duration = Duration::from_millis(20);
+
+/// Gives messages to the gateway one at a time, in Discord's order: whatever
+/// arrives within [`GATHER`] of the first is sorted by id (snowflakes grow
+/// with time) first.
+async fn hand_over(
+    channel: String,
+    bot: BotUser,
+    inbox: Arc<dyn InboundSink>,
+    mut messages: mpsc::UnboundedReceiver<Message>,
+) {
+    while let Some(first) = messages.recv().await {
+        let mut batch = vec![first];
+        let gathered = tokio::time::Instant::now() + GATHER;
+        while let Ok(Some(more)) = tokio::time::timeout_at(gathered, messages.recv()).await {
+            batch.push(more);
+        }
+        batch.sort_by_key(|message| message.id);
+        for message in batch {
+            let Some(inbound) = inbound::to_inbound(&channel, &bot, &message) else {
+                if message.content.is_empty() && message.guild_id.is_some() && message.attachments.is_empty() {
+                    tracing::debug!(%channel, "a guild message without content: is the MESSAGE CONTENT intent enabled?");
+                }
+                continue;
+            };
+            let id = inbound.message_id.clone();
+            match inbox.submit(inbound, None).await {
+                Ok(_) | Err(SubmitError::RateLimited { .. }) | Err(SubmitError::Invalid(_)) => {}
+                // Discord does not deliver a message twice; one the gateway could not store is lost.
+                Err(SubmitError::Unavailable(reason)) => {
+                    tracing::error!(%channel, message = %id, %reason, "discord message lost: the gateway could not store it")
+                }
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl Channel for DiscordChannel {
+    fn name(&self) -> &str {
+        &self.settings.name
+    }
+
+    fn limits(&self) -> Limits {
+        Limits { max_message_chars: MAX_MESSAGE_CHARS, edits: true, debounce: true, typing: true }
+    }
+
+    async fn start(&self, inbox: Arc<dyn InboundSink>) -> Result<(), ChannelError> {
+        let name = self.settings.name.clone();
+        let http = self.http();
+        let me = tokio::time::timeout(START_TIMEOUT, http.get_current_user())
+            .await
+            .map_err(|_| self.fail(format!("Discord did not answer within {START_TIMEOUT:?}")))?
+            .map_err(|error| match send::classify(error) {
+                SendError::Permanent(message) if message.contains(" 401") => self.fail(format!(
+                    "Discord rejects the bot token; check channels.{name}.token (Developer Portal → Bot → Reset Token)"
+                )),
+                other => self.fail(format!("cannot reach Discord: {other}")),
+            })?;
+        let bot = BotUser { id: me.id.get(), name: me.name.clone() };
+        let (ready_tx, ready_rx) = oneshot::channel();
+        let (messages, queue) = mpsc::unbounded_channel();
+        let handler = Handler { messages, ready: Mutex::new(Some(ready_tx)), channel: name.clone() };
+        let intents =
+            GatewayIntents::GUILD_MESSAGES | GatewayIntents::DIRECT_MESSAGES | GatewayIntents::MESSAGE_CONTENT;
+        let mut client = serenity::client::ClientBuilder::new_with_http(http, intents)
+            .event_handler(handler)
+            .await
+            .map_err(|error| self.fail(format!("cannot set up the Discord client: {error}")))?;
+        let (http, shards) = (client.http.clone(), client.shard_manager.clone());
+        let name_for_queue = name.clone();
+        let (ended_tx, ended_rx) = oneshot::channel();
+        let task = tokio::spawn(async move {
+            let handing_over = tokio::spawn(hand_over(name_for_queue, bot, inbox, queue));
+            let ended = client.start().await;
+            let _ = ended_tx.send(ended);
+            // Messages already queued still reach the gateway.
+            drop(client);
+            let _ = handing_over.await;
+        });
+        tokio::select! {
+            ready = ready_rx => {
+                if ready.is_err() {
+                    return Err(self.fail("the Discord client stopped before it was ready".into()));
+                }
+            }
+            ended = ended_rx => {
+                let reason = match ended {
+                    Ok(Err(error)) => start_error(&name, &error),
+                    _ => "the Discord connection ended before READY".to_string(),
+                };
+                return Err(self.fail(reason));
+            }
+            () = tokio::time::sleep(START_TIMEOUT) => {
+                shards.shutdown_all().await;
+                return Err(self.fail(format!("Discord did not say READY within {START_TIMEOUT:?}")));
+            }
+        }
+        let previous = self.running.lock().unwrap_or_else(|p| p.into_inner()).replace(Running { http, shards, task });
+        if let Some(previous) = previous {
+            previous.shards.shutdown_all().await;
+        }
+        Ok(())
+    }
+
+    async fn send(&self, outbound: &Outbound) -> Result<Delivered, SendError> {
+        let http = self.sender()?;
+        let id = send::send_text(&http, &outbound.chat, &outbound.text, &outbound.reply_to).await?;
+        Ok(Delivered { message_id: id.to_string() })
+    }
+
+    async fn edit(&self, chat: &ChatRef, message_id: &str, text: &str) -> Result<(), SendError> {
+        let http = self.sender()?;
+        send::edit_text(&http, chat, message_id, text).await
+    }
+
+    async fn typing(&self, chat: &ChatRef) -> Result<(), SendError> {
+        let http = self.sender()?;
+        send::typing(&http, chat).await
+    }
+
+    async fn stop(&self) {
+        let running = self.running.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(running) = running {
+            running.shards.shutdown_all().await;
+            let _ = tokio::time::timeout(Duration::from_secs(5), running.task).await;
+        }
+    }
+}
+
+/// What to fix when the connection was refused before READY.
+fn start_error(name: &str, error: &serenity::Error) -> String {
+    use serenity::gateway::GatewayError;
+    match error {
+        serenity::Error::Gateway(GatewayError::InvalidAuthentication) => {
+            format!("Discord rejects the bot token; check channels.{name}.token")
+        }
+        serenity::Error::Gateway(GatewayError::DisallowedGatewayIntents) => {
+            "Discord refused the MESSAGE CONTENT intent: \
+             enable it in the Developer Portal (Bot → Privileged Gateway Intents)"
+                .to_string()
+        }
+        other => format!("the Discord connection failed: {other}"),
+    }
+}

@@ -1,0 +1,122 @@
+//! Discord messages as [`Inbound`] values.
+//!
+//! - A message without a guild is a direct message; a guild message is a
+//!   group message of its channel. A thread is a channel of its own on
+//!   Discord, so each thread is its own chat (and session) already.
+//! - Message ids are snowflakes, unique across Discord: they are the inbound ids.
+//! - A message addresses the bot when it mentions the bot's user, or replies
+//!   to one of its messages. The mention itself (`<@id>`) reads as `@name` in
+//!   the text the agent gets.
+//! - An empty message (only an attachment, or the bot lacks the privileged
+//!   message-content intent) has nothing for the agent and is skipped.
+
+use bub_channel::{Addressing, ChatKind, ChatRef, Delivery, Inbound, SenderRef};
+use serenity::model::channel::Message;
+use serenity::model::user::User;
+
+/// Who the bot is, as read once at start.
+#[derive(Debug, Clone)]
+pub(crate) struct BotUser {
+    pub id: u64,
+    pub name: String,
+}
+
+/// The message as the gateway sees it, or `None` when it has no text.
+pub(crate) fn to_inbound(channel: &str, bot: &BotUser, message: &Message) -> Option<Inbound> {
+    let mention_forms = [format!("<@{}>", bot.id), format!("<@!{}>", bot.id)];
+    let mentioned = message.mentions.iter().any(|user| user.id.get() == bot.id)
+        || mention_forms.iter().any(|form| message.content.contains(form.as_str()));
+    let mut text = message.content.clone();
+    for form in &mention_forms {
+        text = text.replace(form.as_str(), &format!("@{}", bot.name));
+    }
+    if text.trim().is_empty() {
+        return None;
+    }
+    let kind = if message.guild_id.is_some() { ChatKind::Group } else { ChatKind::Direct };
+    let replied_to_bot = message.referenced_message.as_ref().is_some_and(|replied| replied.author.id.get() == bot.id);
+    Some(Inbound {
+        channel: channel.to_string(),
+        chat: ChatRef { id: message.channel_id.get().to_string(), kind, thread_id: None },
+        sender: SenderRef {
+            id: message.author.id.get().to_string(),
+            display: Some(display_name(&message.author)),
+            is_bot: message.author.bot,
+        },
+        message_id: message.id.get().to_string(),
+        text,
+        addressing: Addressing { mention: mentioned, reply_to_bot: replied_to_bot },
+        from_self: message.author.id.get() == bot.id,
+        delivery: Delivery::Channel,
+        received_at: chrono::Utc::now(),
+    })
+}
+
+/// The name people see: the global display name, else the username.
+fn display_name(user: &User) -> String {
+    user.global_name.clone().filter(|name| !name.trim().is_empty()).unwrap_or_else(|| user.name.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    fn bot() -> BotUser {
+        BotUser { id: 900, name: "bub".into() }
+    }
+
+    fn user(id: u64, name: &str, bot: bool) -> Value {
+        json!({"id": id.to_string(), "username": name, "discriminator": "0", "global_name": null,
+               "avatar": null, "bot": bot})
+    }
+
+    fn message(fields: Value) -> Message {
+        let mut base = json!({
+            "id": "5001", "channel_id": "77", "author": user(11, "ada", false), "content": "hello",
+            "timestamp": "2026-12-01T08:00:00.000000+00:00", "edited_timestamp": null, "tts": false,
+            "mention_everyone": false, "mentions": [], "mention_roles": [], "attachments": [], "embeds": [],
+            "pinned": false, "type": 0
+        });
+        for (key, value) in fields.as_object().expect("an object") {
+            base[key] = value.clone();
+        }
+        serde_json::from_value(base).expect("a Message")
+    }
+
+    #[test]
+    fn a_direct_message_is_direct_and_named_by_its_snowflake() {
+        let inbound = to_inbound("dc", &bot(), &message(json!({}))).expect("text");
+        assert_eq!(inbound.chat, ChatRef { id: "77".into(), kind: ChatKind::Direct, thread_id: None });
+        assert_eq!((inbound.message_id.as_str(), inbound.sender.id.as_str()), ("5001", "11"));
+        assert_eq!(inbound.sender.display.as_deref(), Some("ada"));
+        assert!(!inbound.from_self && !inbound.addressing.mention);
+    }
+
+    #[test]
+    fn a_guild_message_is_addressed_by_a_mention_or_a_reply_and_the_mention_reads_as_a_name() {
+        let plain = message(json!({"guild_id": "1", "content": "lunch?"}));
+        let inbound = to_inbound("dc", &bot(), &plain).unwrap();
+        assert_eq!(inbound.chat.kind, ChatKind::Group);
+        assert!(!inbound.addressing.mention && !inbound.addressing.reply_to_bot);
+
+        let mention =
+            message(json!({"guild_id": "1", "content": "<@900> what now?", "mentions": [user(900, "bub", true)]}));
+        let inbound = to_inbound("dc", &bot(), &mention).unwrap();
+        assert!(inbound.addressing.mention);
+        assert_eq!(inbound.text, "@bub what now?");
+
+        let answer = message(json!({"id": "4000", "author": user(900, "bub", true), "content": "earlier"}));
+        let reply = message(json!({"guild_id": "1", "content": "and then?",
+                                   "referenced_message": serde_json::to_value(&answer).unwrap()}));
+        assert!(to_inbound("dc", &bot(), &reply).unwrap().addressing.reply_to_bot);
+    }
+
+    #[test]
+    fn empty_messages_are_skipped_and_the_bots_own_are_marked() {
+        assert!(to_inbound("dc", &bot(), &message(json!({"content": ""}))).is_none());
+        let own = message(json!({"author": user(900, "bub", true)}));
+        let inbound = to_inbound("dc", &bot(), &own).unwrap();
+        assert!(inbound.from_self && inbound.sender.is_bot);
+    }
+}

@@ -1,0 +1,79 @@
+//! Replies on Discord: create, edit, typing, and what their failures mean to
+//! the gateway's scheduler.
+//!
+//! Discord renders Markdown itself, so text goes as written. Nobody is pinged
+//! by a reply (no `@everyone`, roles or users from the model's text), and a
+//! reply to a message that was deleted meanwhile is still sent, unthreaded.
+//! serenity's rate limiter keeps to Discord's per-route buckets and waits out
+//! a 429 itself (its `Retry-After`); a 429 that still comes back is passed
+//! on as a pause.
+
+use bub_channel::{ChatRef, RateScope, SendError};
+use serenity::builder::{CreateAllowedMentions, CreateMessage, EditMessage};
+use serenity::http::{Http, HttpError};
+use serenity::model::channel::MessageReference;
+use serenity::model::id::{ChannelId, MessageId};
+use std::time::Duration;
+
+/// Sends `text` to `chat`, as a reply to the last of `reply_to`; the new message's id.
+pub(crate) async fn send_text(http: &Http, chat: &ChatRef, text: &str, reply_to: &[String]) -> Result<u64, SendError> {
+    let channel = channel_id(chat)?;
+    let mut message = CreateMessage::new().content(text).allowed_mentions(no_pings());
+    if let Some(id) = reply_to.last().and_then(|id| id.parse::<u64>().ok()).filter(|id| *id != 0) {
+        let mut reference = MessageReference::from((channel, MessageId::new(id)));
+        reference.fail_if_not_exists = Some(false);
+        message = message.reference_message(reference);
+    }
+    let sent = channel.send_message(http, message).await.map_err(classify)?;
+    Ok(sent.id.get())
+}
+
+/// Replaces the text of message `message_id` in `chat`.
+pub(crate) async fn edit_text(http: &Http, chat: &ChatRef, message_id: &str, text: &str) -> Result<(), SendError> {
+    let channel = channel_id(chat)?;
+    let id = message_id
+        .parse::<u64>()
+        .ok()
+        .filter(|id| *id != 0)
+        .ok_or_else(|| SendError::Permanent(format!("{message_id:?} is not a Discord message id")))?;
+    let edit = EditMessage::new().content(text).allowed_mentions(no_pings());
+    channel.edit_message(http, MessageId::new(id), edit).await.map(|_| ()).map_err(classify)
+}
+
+/// Shows "bub is typing…" in `chat` for about ten seconds.
+pub(crate) async fn typing(http: &Http, chat: &ChatRef) -> Result<(), SendError> {
+    channel_id(chat)?.broadcast_typing(http).await.map_err(classify)
+}
+
+fn no_pings() -> CreateAllowedMentions {
+    CreateAllowedMentions::new().empty_users().empty_roles().everyone(false).replied_user(false)
+}
+
+fn channel_id(chat: &ChatRef) -> Result<ChannelId, SendError> {
+    chat.id
+        .parse::<u64>()
+        .ok()
+        .filter(|id| *id != 0)
+        .map(ChannelId::new)
+        .ok_or_else(|| SendError::Permanent(format!("{:?} is not a Discord channel id", chat.id)))
+}
+
+/// Wait (429), retry (network, 5xx) or give up (missing access, unknown channel, a bad request).
+pub(crate) fn classify(error: serenity::Error) -> SendError {
+    match error {
+        serenity::Error::Http(HttpError::UnsuccessfulRequest(response)) => {
+            let status = response.status_code.as_u16();
+            let what = format!("Discord answered {status}: {}", response.error.message);
+            match status {
+                429 => SendError::RateLimited { retry_after: Duration::from_secs(1), scope: RateScope::Channel },
+                500..=599 => SendError::Transient(what),
+                _ => SendError::Permanent(what),
+            }
+        }
+        serenity::Error::Http(HttpError::Request(error)) => {
+            SendError::Transient(format!("cannot reach Discord: {error}"))
+        }
+        serenity::Error::Io(error) => SendError::Transient(format!("I/O error talking to Discord: {error}")),
+        other => SendError::Permanent(format!("Discord refused the message: {other}")),
+    }
+}

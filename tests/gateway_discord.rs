@@ -1,0 +1,146 @@
+//! `bub gateway` with a Discord channel: the real binary and the real adapter
+//! (serenity) against the fake Discord REST API and gateway, with the fake
+//! model. Each test asserts what the Discord user would see in the channel.
+
+mod support;
+
+use serde_json::json;
+use std::path::Path;
+use std::time::Duration;
+use support::fake_discord::{BOT_ID, DiscordFault, FakeDiscord, SentMessage, TOKEN};
+use support::fake_model::FakeModel;
+use support::gateway::{GatewayProcess, refused_start};
+
+/// Answers arrive within this (debug binary, loaded 2-core machine).
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
+const USER: u64 = 300_000_000_000_000_001;
+const DM_CHANNEL: u64 = 400_000_000_000_000_001;
+const GUILD: u64 = 500_000_000_000_000_001;
+const GUILD_CHANNEL: u64 = 600_000_000_000_000_001;
+
+/// A config with one Discord channel `dc` on the fake, debouncing briefly.
+fn config(discord: &FakeDiscord, token: &str) -> String {
+    format!(
+        "[policy.defaults]\ndebounce = {{ quiet_seconds = 0.1 }}\n\n\
+         [channels.dc]\nkind = \"discord\"\ntoken = \"{token}\"\napi_url = \"{}\"\n",
+        discord.proxy_url()
+    )
+}
+
+async fn start(home: &Path, fake: &FakeModel, config_text: &str) -> GatewayProcess {
+    GatewayProcess::start_with_config(home, &fake.vars("openai:gpt-test"), config_text).await
+}
+
+/// What the channel shows for each message the bot sent: its content after the last edit.
+fn visible(discord: &FakeDiscord) -> Vec<(SentMessage, String)> {
+    let edits = discord.edits();
+    discord
+        .sent()
+        .into_iter()
+        .map(|sent| {
+            let last = edits.iter().rev().find(|edit| edit.message_id == sent.message_id);
+            let text = last.map_or_else(|| sent.content.clone(), |edit| edit.content.clone());
+            (sent, text)
+        })
+        .collect()
+}
+
+async fn wait_for_visible(discord: &FakeDiscord, expected: &str) -> Vec<(SentMessage, String)> {
+    let shown =
+        discord.wait_until(ANSWER_TIMEOUT, |fake| visible(fake).last().is_some_and(|(_, text)| text == expected)).await;
+    let messages = visible(discord);
+    assert!(shown, "the channel never showed {expected:?}; it shows {messages:?}; calls {:?}", discord.calls());
+    messages
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_direct_message_gets_a_reply_to_it_with_markdown_kept() {
+    let home = tempfile::tempdir().unwrap();
+    let discord = FakeDiscord::start().await;
+    let fake = FakeModel::start_answering("**Hello** from `bub`").await;
+    let gateway = start(home.path(), &fake, &config(&discord, TOKEN)).await;
+
+    let asked = discord.user_says(DM_CHANNEL, None, USER, "hi there", json!({}));
+    let shown = wait_for_visible(&discord, "**Hello** from `bub`").await;
+    assert_eq!((shown[0].0.channel_id, shown[0].0.reply_to), (DM_CHANNEL, Some(asked)));
+    assert!(discord.typing().contains(&DM_CHANNEL), "typing… was shown while working");
+    let identify = discord.identifies().first().cloned().unwrap_or_default();
+    let intents = identify["intents"].as_u64().unwrap_or_default();
+    assert_ne!(intents & (1 << 15), 0, "the message-content intent is asked for: {identify}");
+    assert!(gateway.stop().await, "SIGTERM closes the connection and stops the gateway");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn in_a_guild_only_mentions_and_replies_to_the_bot_are_answered() {
+    let home = tempfile::tempdir().unwrap();
+    let discord = FakeDiscord::start().await;
+    let fake = FakeModel::start_answering("noted").await;
+    let gateway = start(home.path(), &fake, &config(&discord, TOKEN)).await;
+
+    discord.user_says(GUILD_CHANNEL, Some(GUILD), USER, "lunch at noon?", json!({}));
+    let mention = format!("<@{BOT_ID}> what did we decide?");
+    let asked =
+        discord.user_says(GUILD_CHANNEL, Some(GUILD), USER, &mention, json!({"mentions": [discord.bot_user()]}));
+    let shown = wait_for_visible(&discord, "noted").await;
+    assert_eq!(shown.len(), 1, "one answer, to the mention only: {shown:?}");
+    assert_eq!(shown[0].0.reply_to, Some(asked));
+    let prompt = fake.requests().last().cloned().unwrap_or_default().to_string();
+    assert!(prompt.contains("lunch at noon?"), "the unaddressed message is context: {prompt}");
+    assert!(prompt.contains("@bub-test what did we decide?"), "the mention reads as a name: {prompt}");
+    assert_eq!(fake.request_count(), 1);
+    gateway.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_long_reply_is_split_under_discords_limit_and_a_dropped_connection_loses_nothing_after() {
+    let home = tempfile::tempdir().unwrap();
+    let discord = FakeDiscord::start().await;
+    let answer = (0..900).map(|i| format!("w{i}")).collect::<Vec<_>>().join(" ");
+    let fake = FakeModel::start_answering(&answer).await;
+    let gateway = start(home.path(), &fake, &config(&discord, TOKEN)).await;
+
+    discord.user_says(DM_CHANNEL, None, USER, "tell me everything", json!({}));
+    let last_word = answer.rsplit(' ').next().unwrap().to_string();
+    let done = discord
+        .wait_until(ANSWER_TIMEOUT, |fake| visible(fake).last().is_some_and(|(_, text)| text.ends_with(&last_word)))
+        .await;
+    let shown = visible(&discord);
+    assert!(done, "the reply never finished: {shown:?}");
+    assert!(shown.len() >= 3, "{} chars need at least 3 messages", answer.len());
+    for (_, text) in &shown {
+        assert!(text.chars().count() <= 2000, "a part over Discord's limit: {}", text.len());
+    }
+    let words: Vec<&str> = shown.iter().flat_map(|(_, text)| text.split_whitespace()).collect();
+    assert_eq!(words, answer.split(' ').collect::<Vec<_>>());
+
+    discord.disconnect_all();
+    discord.user_says(DM_CHANNEL, None, USER, "still there?", json!({}));
+    let before = shown.len();
+    let answered = discord.wait_until(ANSWER_TIMEOUT, |fake| fake.sent().len() > before).await;
+    assert!(answered, "no answer after the connection dropped; calls {:?}", discord.calls());
+    gateway.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rate_limited_reply_waits_and_arrives_once() {
+    let home = tempfile::tempdir().unwrap();
+    let discord = FakeDiscord::start().await;
+    let fake = FakeModel::start_answering("patience").await;
+    discord.fail_next("create_message", DiscordFault::RateLimited { retry_after_seconds: 1.0, global: false }, 1);
+    let gateway = start(home.path(), &fake, &config(&discord, TOKEN)).await;
+
+    discord.user_says(DM_CHANNEL, None, USER, "quick!", json!({}));
+    let shown = wait_for_visible(&discord, "patience").await;
+    assert_eq!(shown.len(), 1, "exactly one message: {shown:?}");
+    let creates = discord.calls().iter().filter(|call| *call == "create_message").count();
+    assert_eq!(creates, 2, "the 429, then the message");
+    gateway.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_wrong_token_stops_the_gateway_with_an_error_naming_the_key() {
+    let home = tempfile::tempdir().unwrap();
+    let discord = FakeDiscord::start().await;
+    let stderr = refused_start(home.path(), &config(&discord, "wrong-token"));
+    assert!(stderr.contains("channels.dc.token"), "{stderr}");
+}

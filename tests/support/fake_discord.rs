@@ -1,0 +1,856 @@
+//! A fake Discord (REST API and gateway) on loopback, for the real Discord adapter (serenity).
+//!
+//! **REST.** serenity, built with `HttpBuilder::new(token).proxy(fake.proxy_url()).ratelimiter_disabled(true)`,
+//! replaces `https://discord.com` in every URL with the proxy, so all calls arrive here as plain HTTP under
+//! `/api/v10/…`, with `Authorization: Bot <token>`. The fake serves:
+//!
+//! | call                                         | route name       | answer                                 |
+//! |----------------------------------------------|------------------|----------------------------------------|
+//! | `GET /api/v10/gateway`                       | `gateway`        | `{"url": "ws://127.0.0.1:PORT/gateway"}` (no token needed) |
+//! | `GET /api/v10/gateway/bot`                   | `gateway_bot`    | the url, 1 shard, a session start limit |
+//! | `GET /api/v10/users/@me`                     | `current_user`   | the bot's user                          |
+//! | `POST /api/v10/channels/{c}/messages`        | `create_message` | the new message (author: the bot)       |
+//! | `PATCH /api/v10/channels/{c}/messages/{m}`   | `edit_message`   | the edited message                      |
+//! | `POST /api/v10/channels/{c}/typing`          | `typing`         | 204                                     |
+//!
+//! Anything else is recorded as `"METHOD path"` and answered 404. A wrong token gets 401
+//! `{"message": "401: Unauthorized", "code": 0}`; bodies are checked like Discord does (empty message: 400
+//! code 50006; content over 2000 characters or a reply to an unknown message: 400 code 50035; editing an
+//! unknown message: 404 code 10008, someone else's: 403 code 50005). [`FakeDiscord::fail_next`] makes the next
+//! calls of a route fail (429, 500 or 403).
+//!
+//! **Gateway** (v10, uncompressed JSON text frames; serenity connects to `<url>?v=10`). On connect the fake
+//! sends HELLO (op 10). IDENTIFY (op 2) with the right token gets a READY dispatch (op 0, `s` counting up per
+//! session), then every message queued while no session was ready; a wrong token closes with 4004. HEARTBEAT
+//! (op 1) gets HEARTBEAT_ACK (op 11). RESUME (op 6) of a known session replays the dispatches the client
+//! missed, then RESUMED; of an unknown one, INVALID_SESSION (op 9, `d: false`). Undecodable JSON closes with
+//! 4002, an unknown opcode with 4001, a second IDENTIFY with 4005, other ops before IDENTIFY with 4003.
+//!
+//! Like Discord, the fake dispatches MESSAGE_CREATE for the bot's own messages too (and MESSAGE_UPDATE for
+//! its edits), so an adapter must ignore its own messages; and it honours intents: guild messages need
+//! GUILD_MESSAGES (1 << 9), direct ones DIRECT_MESSAGES (1 << 12), and without MESSAGE_CONTENT (1 << 15) a
+//! guild message's content is blanked unless it mentions the bot or is the bot's.
+//!
+//! ```ignore
+//! let discord = FakeDiscord::start().await;
+//! discord.user_says(CHANNEL, Some(GUILD), USER, "hello", json!({"mentions": [discord.bot_user()]}));
+//! assert!(discord.wait_until(Duration::from_secs(20), |fake| !fake.sent().is_empty()).await);
+//! ```
+#![allow(dead_code)]
+
+use axum::Json;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::extract::ws::{CloseFrame, Message as WsMessage, WebSocket, WebSocketUpgrade};
+use axum::http::header::{AUTHORIZATION, HeaderName, HeaderValue};
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use futures::stream::SplitSink;
+use futures::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// The token the fake accepts (REST `Authorization: Bot <TOKEN>`, IDENTIFY `d.token` with or without `Bot `).
+pub const TOKEN: &str = "fake-discord-token";
+/// The bot's user id (also its application id).
+pub const BOT_ID: u64 = 900_000_000_000_000_001;
+/// The bot's username.
+pub const BOT_NAME: &str = "bub-test";
+/// The heartbeat interval HELLO announces: short, so heartbeats happen within a test.
+pub const HEARTBEAT_INTERVAL_MS: u64 = 2_000;
+
+/// Ids of messages (the users' and the bot's) count up from here.
+const FIRST_MESSAGE_ID: u64 = 1_000_000_000_000_000_000;
+/// Discord's limit on a message's content, in characters.
+const MAX_CONTENT_CHARS: usize = 2000;
+/// Dispatches a session keeps for replay on RESUME.
+const REPLAY_LOG: usize = 1000;
+const GUILD_MESSAGES: u64 = 1 << 9;
+const DIRECT_MESSAGES: u64 = 1 << 12;
+const MESSAGE_CONTENT: u64 = 1 << 15;
+/// Discord's message types: a plain message, and a reply.
+const TYPE_DEFAULT: u64 = 0;
+const TYPE_REPLY: u64 = 19;
+
+/// A fault for the next calls of one route.
+#[derive(Debug, Clone)]
+pub enum DiscordFault {
+    /// 429 `{"message": "You are being rate limited.", "retry_after", "global"}` with `Retry-After`
+    /// (whole seconds, rounded up, as Discord sends it), `X-RateLimit-Scope` and, if global, `X-RateLimit-Global`.
+    RateLimited { retry_after_seconds: f64, global: bool },
+    /// 500 `{"message": "500: Internal Server Error", "code": 0}`.
+    ServerError,
+    /// 403 `{"message": "Missing Access", "code": 50001}`.
+    Forbidden,
+}
+
+/// A message the bot created (`create_message`).
+#[derive(Debug, Clone)]
+pub struct SentMessage {
+    pub channel_id: u64,
+    pub message_id: u64,
+    pub content: String,
+    /// `message_reference.message_id` as the bot asked for it.
+    pub reply_to: Option<u64>,
+}
+
+/// One `edit_message`.
+#[derive(Debug, Clone)]
+pub struct Edit {
+    pub channel_id: u64,
+    pub message_id: u64,
+    pub content: String,
+}
+
+/// What the fake sends down one websocket.
+enum Frame {
+    Text(String),
+    Close(u16, &'static str),
+}
+
+/// A gateway session: created by IDENTIFY, kept across connections for RESUME.
+struct Session {
+    id: String,
+    intents: u64,
+    seq: u64,
+    /// The last dispatches sent, as (seq, frame), to replay on RESUME.
+    log: VecDeque<(u64, String)>,
+}
+
+impl Session {
+    /// Sends dispatch `t` (numbered) down `tx` and logs it.
+    fn dispatch(&mut self, tx: &mpsc::UnboundedSender<Frame>, t: &str, d: Value) {
+        self.seq += 1;
+        let frame = json!({"op": 0, "s": self.seq, "t": t, "d": d}).to_string();
+        if self.log.len() == REPLAY_LOG {
+            self.log.pop_front();
+        }
+        self.log.push_back((self.seq, frame.clone()));
+        let _ = tx.send(Frame::Text(frame));
+    }
+}
+
+/// One websocket; `session` is set once READY or RESUMED went down it.
+struct Connection {
+    tx: mpsc::UnboundedSender<Frame>,
+    session: Option<Session>,
+}
+
+#[derive(Default)]
+struct State_ {
+    next_message_id: u64,
+    next_connection: u64,
+    next_session: u64,
+    connections: HashMap<u64, Connection>,
+    /// Sessions whose connection closed, by session id, for RESUME.
+    detached: HashMap<String, Session>,
+    /// Dispatches (t, d) made while no session was ready.
+    pending: Vec<(String, Value)>,
+    /// Every message, by id, as Discord would return it.
+    messages: HashMap<u64, Value>,
+    /// Guild of each channel a guild message was seen in.
+    channel_guilds: HashMap<u64, u64>,
+    sent: Vec<SentMessage>,
+    edits: Vec<Edit>,
+    typing: Vec<u64>,
+    calls: Vec<String>,
+    identifies: Vec<Value>,
+    heartbeats: usize,
+    faults: HashMap<String, VecDeque<DiscordFault>>,
+}
+
+struct Shared {
+    state: Mutex<State_>,
+    addr: SocketAddr,
+}
+
+/// The running fake; the server stops when it is dropped (or with the test's runtime).
+pub struct FakeDiscord {
+    pub addr: SocketAddr,
+    shared: Arc<Shared>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+fn lock(shared: &Shared) -> MutexGuard<'_, State_> {
+    shared.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl Drop for FakeDiscord {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+impl FakeDiscord {
+    pub async fn start() -> FakeDiscord {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind the fake Discord");
+        let addr = listener.local_addr().expect("fake Discord address");
+        let state = State_ { next_message_id: FIRST_MESSAGE_ID, ..State_::default() };
+        let shared = Arc::new(Shared { state: Mutex::new(state), addr });
+        let app = Router::new()
+            .route("/gateway", get(gateway))
+            .route("/", get(gateway))
+            .fallback(rest)
+            .with_state(shared.clone());
+        let server = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        FakeDiscord { addr, shared, server }
+    }
+
+    /// "http://127.0.0.1:PORT", for `HttpBuilder::proxy`.
+    pub fn proxy_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The gateway's websocket URL, as `GET /api/v10/gateway` returns it.
+    pub fn gateway_url(&self) -> String {
+        gateway_url(self.addr)
+    }
+
+    /// A message in a guild text channel (`guild_id` Some) or a DM channel (None) from user `author_id`,
+    /// dispatched as MESSAGE_CREATE to every ready gateway session (or queued until one is); `extra` fields
+    /// (a JSON object) are merged into the message, e.g. `"mentions": [bot_user()]` or `"referenced_message"`.
+    /// Returns the message id.
+    pub fn user_says(
+        &self,
+        channel_id: u64,
+        guild_id: Option<u64>,
+        author_id: u64,
+        content: &str,
+        extra: Value,
+    ) -> u64 {
+        let mut state = lock(&self.shared);
+        let id = next_message_id(&mut state);
+        let author = user_json(author_id, &format!("user{author_id}"), false);
+        let mut message = message_json(id, channel_id, author, content);
+        if let Some(guild_id) = guild_id {
+            state.channel_guilds.insert(channel_id, guild_id);
+            set_guild(&mut message, guild_id);
+        }
+        if let (Some(message), Value::Object(extra)) = (message.as_object_mut(), extra) {
+            message.extend(extra);
+        }
+        state.messages.insert(id, message.clone());
+        broadcast(&mut state, "MESSAGE_CREATE", message);
+        id
+    }
+
+    /// The bot's user object (e.g. for `"mentions": [bot_user()]`).
+    pub fn bot_user(&self) -> Value {
+        bot_user_json()
+    }
+
+    /// A message as the bot would have sent it in `channel_id`, stored (so replies to it work) but not
+    /// dispatched: for `"referenced_message"` in [`FakeDiscord::user_says`].
+    pub fn bot_message(&self, channel_id: u64, content: &str) -> Value {
+        let mut state = lock(&self.shared);
+        let id = next_message_id(&mut state);
+        let message = message_json(id, channel_id, bot_user_json(), content);
+        state.messages.insert(id, message.clone());
+        message
+    }
+
+    /// A message the fake knows (a user's or the bot's), as Discord's REST API would return it.
+    pub fn message(&self, message_id: u64) -> Option<Value> {
+        lock(&self.shared).messages.get(&message_id).cloned()
+    }
+
+    pub fn sent(&self) -> Vec<SentMessage> {
+        lock(&self.shared).sent.clone()
+    }
+
+    pub fn edits(&self) -> Vec<Edit> {
+        lock(&self.shared).edits.clone()
+    }
+
+    /// Channel ids typing was triggered in, in order.
+    pub fn typing(&self) -> Vec<u64> {
+        lock(&self.shared).typing.clone()
+    }
+
+    /// REST calls in order, failed ones included, by route name (`create_message`, `edit_message`, `typing`,
+    /// `current_user`, `gateway`, `gateway_bot`), others as `"METHOD path"`.
+    pub fn calls(&self) -> Vec<String> {
+        lock(&self.shared).calls.clone()
+    }
+
+    /// The next `count` calls of `route` (a route name, see [`FakeDiscord::calls`]) fail with `fault`.
+    pub fn fail_next(&self, route: &str, fault: DiscordFault, count: usize) {
+        let mut state = lock(&self.shared);
+        state.faults.entry(route.to_string()).or_default().extend(std::iter::repeat_n(fault, count));
+    }
+
+    /// IDENTIFY payloads received so far (their `d`), wrong tokens included.
+    pub fn identifies(&self) -> Vec<Value> {
+        lock(&self.shared).identifies.clone()
+    }
+
+    /// Heartbeats received so far (each was acknowledged).
+    pub fn heartbeats(&self) -> usize {
+        lock(&self.shared).heartbeats
+    }
+
+    /// Closes every gateway websocket with 4000 (Unknown error), so the client must reconnect; sessions stay
+    /// resumable, and messages said from now until a session is ready again are queued.
+    pub fn disconnect_all(&self) {
+        let mut state = lock(&self.shared);
+        let connections: Vec<Connection> = state.connections.drain().map(|(_, connection)| connection).collect();
+        for connection in connections {
+            let _ = connection.tx.send(Frame::Close(4000, "Unknown error"));
+            detach(&mut state, connection);
+        }
+    }
+
+    /// Polls `done` every 20 ms until it holds or `timeout` passes; returns whether it held.
+    pub async fn wait_until(&self, timeout: Duration, done: impl Fn(&FakeDiscord) -> bool) -> bool {
+        let deadline = tokio::time::Instant::now() + timeout;
+        while !done(self) {
+            if tokio::time::Instant::now() > deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        true
+    }
+}
+
+// ---- JSON shapes ----
+
+fn gateway_url(addr: SocketAddr) -> String {
+    format!("ws://{addr}/gateway")
+}
+
+fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, false)
+}
+
+fn next_message_id(state: &mut State_) -> u64 {
+    state.next_message_id += 1;
+    state.next_message_id
+}
+
+fn user_json(id: u64, name: &str, bot: bool) -> Value {
+    json!({
+        "id": id.to_string(), "username": name, "discriminator": "0", "global_name": null,
+        "avatar": null, "bot": bot, "public_flags": 0,
+    })
+}
+
+fn bot_user_json() -> Value {
+    user_json(BOT_ID, BOT_NAME, true)
+}
+
+/// The user `GET /users/@me` and READY describe.
+fn current_user_json() -> Value {
+    let mut user = bot_user_json();
+    if let Some(fields) = user.as_object_mut() {
+        fields.extend([
+            ("verified".to_string(), json!(true)),
+            ("mfa_enabled".to_string(), json!(false)),
+            ("flags".to_string(), json!(0)),
+            ("email".to_string(), Value::Null),
+        ]);
+    }
+    user
+}
+
+fn message_json(id: u64, channel_id: u64, author: Value, content: &str) -> Value {
+    json!({
+        "id": id.to_string(), "channel_id": channel_id.to_string(), "author": author, "content": content,
+        "timestamp": now(), "edited_timestamp": null, "tts": false, "mention_everyone": false,
+        "mentions": [], "mention_roles": [], "attachments": [], "embeds": [], "components": [],
+        "pinned": false, "type": TYPE_DEFAULT, "flags": 0,
+    })
+}
+
+/// Marks a message as sent in `guild_id`, with the author's (partial) member, as gateway dispatches carry.
+fn set_guild(message: &mut Value, guild_id: u64) {
+    if let Some(fields) = message.as_object_mut() {
+        fields.insert("guild_id".to_string(), json!(guild_id.to_string()));
+        fields.insert(
+            "member".to_string(),
+            json!({
+                "roles": [], "joined_at": "2024-01-01T00:00:00.000000+00:00", "deaf": false, "mute": false,
+                "flags": 0, "nick": null, "pending": false, "premium_since": null, "avatar": null,
+            }),
+        );
+    }
+}
+
+fn error_json(message: &str, code: u64) -> Value {
+    json!({"message": message, "code": code})
+}
+
+// ---- the gateway ----
+
+/// Sends dispatch `t` to every ready session, or queues it until one is.
+fn broadcast(state: &mut State_, t: &str, d: Value) {
+    let mut delivered = false;
+    for connection in state.connections.values_mut() {
+        if let Some(session) = connection.session.as_mut() {
+            delivered = true;
+            if let Some(d) = visible(session.intents, t, &d) {
+                session.dispatch(&connection.tx, t, d);
+            }
+        }
+    }
+    if !delivered {
+        state.pending.push((t.to_string(), d));
+    }
+}
+
+/// What a session with `intents` gets of dispatch `t`: message events need the guild or DM intent, and
+/// without MESSAGE_CONTENT a guild message not from or mentioning the bot comes without its content.
+fn visible(intents: u64, t: &str, d: &Value) -> Option<Value> {
+    if !t.starts_with("MESSAGE_") {
+        return Some(d.clone());
+    }
+    let in_guild = d.get("guild_id").is_some_and(|guild| !guild.is_null());
+    let needed = if in_guild { GUILD_MESSAGES } else { DIRECT_MESSAGES };
+    if intents & needed == 0 {
+        return None;
+    }
+    let bot_id = BOT_ID.to_string();
+    let is_bot = |user: &Value| user.get("id").and_then(Value::as_str) == Some(bot_id.as_str());
+    let from_bot = d.get("author").is_some_and(is_bot);
+    let mentions_bot = d.get("mentions").and_then(Value::as_array).is_some_and(|users| users.iter().any(is_bot));
+    let mut d = d.clone();
+    if in_guild
+        && intents & MESSAGE_CONTENT == 0
+        && !from_bot
+        && !mentions_bot
+        && let Some(fields) = d.as_object_mut()
+    {
+        fields.insert("content".to_string(), json!(""));
+        for field in ["embeds", "attachments", "components"] {
+            fields.insert(field.to_string(), json!([]));
+        }
+    }
+    Some(d)
+}
+
+/// Makes `session` the ready session of connection `id`: sends `t` (READY or RESUMED), then whatever was
+/// queued meanwhile. False if the connection is gone.
+fn go_live(state: &mut State_, id: u64, mut session: Session, t: &str, d: Value) -> bool {
+    let Some(connection) = state.connections.get_mut(&id) else {
+        state.detached.insert(session.id.clone(), session);
+        return false;
+    };
+    session.dispatch(&connection.tx, t, d);
+    for (t, d) in std::mem::take(&mut state.pending) {
+        if let Some(d) = visible(session.intents, &t, &d) {
+            session.dispatch(&connection.tx, &t, d);
+        }
+    }
+    connection.session = Some(session);
+    true
+}
+
+/// Keeps a closed connection's session for RESUME.
+fn detach(state: &mut State_, connection: Connection) {
+    if let Some(session) = connection.session {
+        state.detached.insert(session.id.clone(), session);
+    }
+}
+
+/// Closes connection `id` with `code`; returns false (stop reading it).
+fn close(state: &mut State_, id: u64, code: u16, reason: &'static str) -> bool {
+    if let Some(connection) = state.connections.remove(&id) {
+        let _ = connection.tx.send(Frame::Close(code, reason));
+        detach(state, connection);
+    }
+    false
+}
+
+fn token_ok(token: Option<&Value>) -> bool {
+    let token = token.and_then(Value::as_str).unwrap_or_default();
+    token.strip_prefix("Bot ").unwrap_or(token) == TOKEN
+}
+
+async fn gateway(State(shared): State<Arc<Shared>>, upgrade: WebSocketUpgrade) -> Response {
+    upgrade.on_upgrade(move |socket| run_connection(shared, socket))
+}
+
+/// Serves one websocket: a writer task sends queued frames; this task reads the client's.
+async fn run_connection(shared: Arc<Shared>, socket: WebSocket) {
+    let (sink, mut stream) = socket.split();
+    let (tx, rx) = mpsc::unbounded_channel();
+    let id = {
+        let mut state = lock(&shared);
+        state.next_connection += 1;
+        let id = state.next_connection;
+        state.connections.insert(id, Connection { tx: tx.clone(), session: None });
+        id
+    };
+    let hello = json!({"op": 10, "d": {"heartbeat_interval": HEARTBEAT_INTERVAL_MS}, "s": null, "t": null});
+    let _ = tx.send(Frame::Text(hello.to_string()));
+    drop(tx);
+    let mut writer = tokio::spawn(write_frames(sink, rx));
+    let reader = async {
+        while let Some(Ok(message)) = stream.next().await {
+            if !on_message(&shared, id, message) {
+                break;
+            }
+        }
+    };
+    let writer_done = tokio::select! {
+        _ = reader => false,
+        _ = &mut writer => true,
+    };
+    {
+        let mut state = lock(&shared);
+        if let Some(connection) = state.connections.remove(&id) {
+            detach(&mut state, connection);
+        }
+    }
+    // The connection's sender is gone: the writer sends what is queued (a close frame, say) and ends.
+    if !writer_done && tokio::time::timeout(Duration::from_secs(5), &mut writer).await.is_err() {
+        writer.abort();
+    }
+}
+
+async fn write_frames(mut sink: SplitSink<WebSocket, WsMessage>, mut rx: mpsc::UnboundedReceiver<Frame>) {
+    while let Some(frame) = rx.recv().await {
+        match frame {
+            Frame::Text(text) => {
+                if sink.send(WsMessage::Text(text.into())).await.is_err() {
+                    return;
+                }
+            }
+            Frame::Close(code, reason) => {
+                let _ = sink.send(WsMessage::Close(Some(CloseFrame { code, reason: reason.into() }))).await;
+                return;
+            }
+        }
+    }
+}
+
+/// Handles one frame from the client; false to stop reading.
+fn on_message(shared: &Shared, id: u64, message: WsMessage) -> bool {
+    let mut state = lock(shared);
+    match message {
+        WsMessage::Text(text) => on_payload(&mut state, shared.addr, id, text.as_str()),
+        WsMessage::Binary(_) => close(&mut state, id, 4002, "Decode error"),
+        WsMessage::Close(_) => false,
+        WsMessage::Ping(_) | WsMessage::Pong(_) => true,
+    }
+}
+
+fn on_payload(state: &mut State_, addr: SocketAddr, id: u64, text: &str) -> bool {
+    let Ok(payload) = serde_json::from_str::<Value>(text) else {
+        return close(state, id, 4002, "Decode error");
+    };
+    let Some(connection) = state.connections.get(&id) else {
+        return false;
+    };
+    let ready = connection.session.is_some();
+    let d = payload.get("d").cloned().unwrap_or(Value::Null);
+    match payload.get("op").and_then(Value::as_u64) {
+        Some(1) => {
+            state.heartbeats += 1;
+            let _ = connection.tx.send(Frame::Text(json!({"op": 11, "d": null, "s": null, "t": null}).to_string()));
+            true
+        }
+        Some(2) if ready => close(state, id, 4005, "Already authenticated"),
+        Some(2) => identify(state, addr, id, d),
+        Some(6) => resume(state, id, &d),
+        // presence update, voice state update, request guild members: accepted, ignored
+        Some(3 | 4 | 8) if ready => true,
+        Some(3 | 4 | 8) => close(state, id, 4003, "Not authenticated"),
+        _ => close(state, id, 4001, "Unknown opcode"),
+    }
+}
+
+fn identify(state: &mut State_, addr: SocketAddr, id: u64, d: Value) -> bool {
+    state.identifies.push(d.clone());
+    if !token_ok(d.get("token")) {
+        return close(state, id, 4004, "Authentication failed");
+    }
+    let Some(intents) = d.get("intents").and_then(Value::as_u64) else {
+        return close(state, id, 4013, "Invalid intent(s)");
+    };
+    let shard = match d.get("shard") {
+        Some(Value::Array(pair)) if pair.len() == 2 && pair.iter().all(Value::is_u64) => Value::Array(pair.clone()),
+        _ => json!([0, 1]),
+    };
+    state.next_session += 1;
+    let session_id = format!("fake-session-{}", state.next_session);
+    let ready = json!({
+        "v": 10, "user": current_user_json(), "guilds": [], "session_id": session_id,
+        "resume_gateway_url": gateway_url(addr), "shard": shard,
+        "application": {"id": BOT_ID.to_string(), "flags": 0},
+        "private_channels": [], "presences": [], "relationships": [], "user_settings": {}, "_trace": [],
+    });
+    let session = Session { id: session_id, intents, seq: 0, log: VecDeque::new() };
+    go_live(state, id, session, "READY", ready)
+}
+
+/// RESUME of a known session replays what the client missed (after its `seq`) and answers RESUMED;
+/// otherwise INVALID_SESSION (not resumable), after which the client identifies anew.
+fn resume(state: &mut State_, id: u64, d: &Value) -> bool {
+    if !token_ok(d.get("token")) {
+        return close(state, id, 4004, "Authentication failed");
+    }
+    let known = d.get("session_id").and_then(Value::as_str).and_then(|session_id| state.detached.remove(session_id));
+    let Some(session) = known else {
+        if let Some(connection) = state.connections.get(&id) {
+            let invalid = json!({"op": 9, "d": false, "s": null, "t": null});
+            let _ = connection.tx.send(Frame::Text(invalid.to_string()));
+        }
+        return true;
+    };
+    let Some(connection) = state.connections.get(&id) else {
+        state.detached.insert(session.id.clone(), session);
+        return false;
+    };
+    let seen = d.get("seq").and_then(Value::as_u64).unwrap_or(0);
+    for (_, frame) in session.log.iter().filter(|(seq, _)| *seq > seen) {
+        let _ = connection.tx.send(Frame::Text(frame.clone()));
+    }
+    go_live(state, id, session, "RESUMED", json!({}))
+}
+
+// ---- REST ----
+
+/// The REST routes the fake serves.
+enum Route {
+    Gateway,
+    GatewayBot,
+    CurrentUser,
+    CreateMessage { channel_id: u64 },
+    EditMessage { channel_id: u64, message_id: u64 },
+    Typing { channel_id: u64 },
+    Unknown,
+}
+
+impl Route {
+    fn parse(method: &Method, path: &str) -> Route {
+        let Some(rest) = path.strip_prefix("/api/v10/") else {
+            return Route::Unknown;
+        };
+        let segments: Vec<&str> = rest.trim_end_matches('/').split('/').collect();
+        let id = |index: usize| segments.get(index).and_then(|segment| segment.parse::<u64>().ok());
+        match (method.as_str(), segments.as_slice()) {
+            ("GET", ["gateway"]) => Route::Gateway,
+            ("GET", ["gateway", "bot"]) => Route::GatewayBot,
+            ("GET", ["users", "@me"]) => Route::CurrentUser,
+            ("POST", ["channels", _, "messages"]) => {
+                id(1).map_or(Route::Unknown, |channel_id| Route::CreateMessage { channel_id })
+            }
+            ("PATCH", ["channels", _, "messages", _]) => match (id(1), id(3)) {
+                (Some(channel_id), Some(message_id)) => Route::EditMessage { channel_id, message_id },
+                _ => Route::Unknown,
+            },
+            ("POST", ["channels", _, "typing"]) => {
+                id(1).map_or(Route::Unknown, |channel_id| Route::Typing { channel_id })
+            }
+            _ => Route::Unknown,
+        }
+    }
+
+    fn name(&self, method: &Method, path: &str) -> String {
+        match self {
+            Route::Gateway => "gateway".to_string(),
+            Route::GatewayBot => "gateway_bot".to_string(),
+            Route::CurrentUser => "current_user".to_string(),
+            Route::CreateMessage { .. } => "create_message".to_string(),
+            Route::EditMessage { .. } => "edit_message".to_string(),
+            Route::Typing { .. } => "typing".to_string(),
+            Route::Unknown => format!("{method} {path}"),
+        }
+    }
+}
+
+fn respond(status: StatusCode, body: Value) -> Response {
+    (status, Json(body)).into_response()
+}
+
+fn authorized(headers: &HeaderMap) -> bool {
+    headers.get(AUTHORIZATION).and_then(|value| value.to_str().ok()) == Some(&format!("Bot {TOKEN}"))
+}
+
+async fn rest(
+    State(shared): State<Arc<Shared>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let path = uri.path();
+    let route = Route::parse(&method, path);
+    let name = route.name(&method, path);
+    let mut state = lock(&shared);
+    state.calls.push(name.clone());
+    // GET /gateway is the one route Discord serves without a token.
+    if !matches!(route, Route::Gateway) && !authorized(&headers) {
+        return respond(StatusCode::UNAUTHORIZED, error_json("401: Unauthorized", 0));
+    }
+    if let Some(fault) = state.faults.get_mut(&name).and_then(VecDeque::pop_front) {
+        return fault_response(&fault);
+    }
+    match route {
+        Route::Gateway => respond(StatusCode::OK, json!({"url": gateway_url(shared.addr)})),
+        Route::GatewayBot => respond(
+            StatusCode::OK,
+            json!({
+                "url": gateway_url(shared.addr), "shards": 1,
+                "session_start_limit": {"total": 1000, "remaining": 999, "reset_after": 0, "max_concurrency": 1},
+            }),
+        ),
+        Route::CurrentUser => respond(StatusCode::OK, current_user_json()),
+        Route::CreateMessage { channel_id } => match json_object(&body) {
+            Some(params) => create_message(&mut state, channel_id, &params),
+            None => invalid_json(),
+        },
+        Route::EditMessage { channel_id, message_id } => match json_object(&body) {
+            Some(params) => edit_message(&mut state, channel_id, message_id, &params),
+            None => invalid_json(),
+        },
+        Route::Typing { channel_id } => {
+            state.typing.push(channel_id);
+            StatusCode::NO_CONTENT.into_response()
+        }
+        Route::Unknown => respond(StatusCode::NOT_FOUND, error_json("404: Not Found", 0)),
+    }
+}
+
+fn fault_response(fault: &DiscordFault) -> Response {
+    match fault {
+        DiscordFault::RateLimited { retry_after_seconds, global } => rate_limited(*retry_after_seconds, *global),
+        DiscordFault::ServerError => {
+            respond(StatusCode::INTERNAL_SERVER_ERROR, error_json("500: Internal Server Error", 0))
+        }
+        DiscordFault::Forbidden => respond(StatusCode::FORBIDDEN, error_json("Missing Access", 50001)),
+    }
+}
+
+fn rate_limited(retry_after: f64, global: bool) -> Response {
+    let body = json!({"message": "You are being rate limited.", "retry_after": retry_after, "global": global});
+    let mut response = respond(StatusCode::TOO_MANY_REQUESTS, body);
+    let whole_seconds = retry_after.max(0.0).ceil() as u64;
+    let headers = response.headers_mut();
+    headers.insert(HeaderName::from_static("retry-after"), HeaderValue::from(whole_seconds));
+    let scope = if global { "global" } else { "user" };
+    headers.insert(HeaderName::from_static("x-ratelimit-scope"), HeaderValue::from_static(scope));
+    if global {
+        headers.insert(HeaderName::from_static("x-ratelimit-global"), HeaderValue::from_static("true"));
+    } else {
+        // a route's limit also says which bucket ran out and when it refills
+        let reset_after = HeaderValue::from_str(&format!("{:.3}", retry_after.max(0.0)));
+        headers.insert(HeaderName::from_static("x-ratelimit-limit"), HeaderValue::from(5u64));
+        headers.insert(HeaderName::from_static("x-ratelimit-remaining"), HeaderValue::from(0u64));
+        headers.insert(HeaderName::from_static("x-ratelimit-bucket"), HeaderValue::from_static("fake-bucket"));
+        if let Ok(reset_after) = reset_after {
+            headers.insert(HeaderName::from_static("x-ratelimit-reset-after"), reset_after);
+        }
+    }
+    response
+}
+
+/// The body, if it is a JSON object.
+fn json_object(body: &[u8]) -> Option<Value> {
+    serde_json::from_slice::<Value>(body).ok().filter(Value::is_object)
+}
+
+/// Discord's 400 for a body that is not JSON.
+fn invalid_json() -> Response {
+    respond(StatusCode::BAD_REQUEST, error_json("The request body contains invalid JSON.", 50109))
+}
+
+fn form_error(field: &str, code: &str, message: &str) -> Response {
+    let errors = json!({ field: {"_errors": [{"code": code, "message": message}]} });
+    respond(StatusCode::BAD_REQUEST, json!({"message": "Invalid Form Body", "code": 50035, "errors": errors}))
+}
+
+/// Checks new content like Discord: at most 2000 characters.
+fn content_error(content: &str) -> Option<Response> {
+    (content.chars().count() > MAX_CONTENT_CHARS).then(|| {
+        form_error("content", "BASE_TYPE_MAX_LENGTH", &format!("Must be {MAX_CONTENT_CHARS} or fewer in length."))
+    })
+}
+
+/// A snowflake given as a string or a number.
+fn snowflake(value: Option<&Value>) -> Option<u64> {
+    match value? {
+        Value::String(text) => text.parse().ok(),
+        other => other.as_u64(),
+    }
+}
+
+fn has_items(params: &Value, field: &str) -> bool {
+    params.get(field).and_then(Value::as_array).is_some_and(|items| !items.is_empty())
+}
+
+fn create_message(state: &mut State_, channel_id: u64, params: &Value) -> Response {
+    let content = params.get("content").and_then(Value::as_str).unwrap_or_default().to_string();
+    let other_parts = ["embeds", "attachments", "sticker_ids", "components"].iter().any(|f| has_items(params, f));
+    if content.is_empty() && !other_parts {
+        return respond(StatusCode::BAD_REQUEST, error_json("Cannot send an empty message", 50006));
+    }
+    if let Some(error) = content_error(&content) {
+        return error;
+    }
+    let reference = params.get("message_reference").filter(|reference| !reference.is_null());
+    let reply_to = reference.and_then(|reference| snowflake(reference.get("message_id")));
+    let referenced = reply_to.and_then(|id| state.messages.get(&id).cloned());
+    let must_exist = reference.and_then(|r| r.get("fail_if_not_exists")).and_then(Value::as_bool).unwrap_or(true);
+    if reply_to.is_some() && referenced.is_none() && must_exist {
+        return form_error("message_reference", "MESSAGE_REFERENCE_UNKNOWN_MESSAGE", "Unknown message");
+    }
+    let id = next_message_id(state);
+    let mut message = message_json(id, channel_id, bot_user_json(), &content);
+    if let (Some(referenced), Some(fields)) = (referenced, message.as_object_mut()) {
+        let reference = json!({
+            "type": 0, "message_id": referenced.get("id").cloned().unwrap_or(Value::Null),
+            "channel_id": referenced.get("channel_id").cloned().unwrap_or(Value::Null),
+            "guild_id": referenced.get("guild_id").cloned().unwrap_or(Value::Null),
+        });
+        fields.insert("type".to_string(), json!(TYPE_REPLY));
+        fields.insert("message_reference".to_string(), reference);
+        fields.insert("referenced_message".to_string(), referenced);
+    }
+    state.messages.insert(id, message.clone());
+    state.sent.push(SentMessage { channel_id, message_id: id, content, reply_to });
+    dispatch_bot_message(state, "MESSAGE_CREATE", channel_id, message.clone());
+    respond(StatusCode::OK, message)
+}
+
+fn edit_message(state: &mut State_, channel_id: u64, message_id: u64, params: &Value) -> Response {
+    let Some(mut message) = state.messages.get(&message_id).cloned() else {
+        return respond(StatusCode::NOT_FOUND, error_json("Unknown Message", 10008));
+    };
+    if snowflake(message.get("channel_id")) != Some(channel_id) {
+        return respond(StatusCode::NOT_FOUND, error_json("Unknown Message", 10008));
+    }
+    if snowflake(message.get("author").and_then(|author| author.get("id"))) != Some(BOT_ID) {
+        return respond(StatusCode::FORBIDDEN, error_json("Cannot edit a message authored by another user", 50005));
+    }
+    let old = message.get("content").and_then(Value::as_str).unwrap_or_default();
+    let content = params.get("content").and_then(Value::as_str).unwrap_or(old).to_string();
+    if let Some(error) = content_error(&content) {
+        return error;
+    }
+    if let Some(fields) = message.as_object_mut() {
+        fields.insert("content".to_string(), json!(content));
+        fields.insert("edited_timestamp".to_string(), json!(now()));
+    }
+    state.messages.insert(message_id, message.clone());
+    state.edits.push(Edit { channel_id, message_id, content });
+    dispatch_bot_message(state, "MESSAGE_UPDATE", channel_id, message.clone());
+    respond(StatusCode::OK, message)
+}
+
+/// The gateway's copy of a message the bot sent or edited (with the guild, if the channel is in one).
+fn dispatch_bot_message(state: &mut State_, t: &str, channel_id: u64, mut message: Value) {
+    if let Some(guild_id) = state.channel_guilds.get(&channel_id).copied() {
+        set_guild(&mut message, guild_id);
+    }
+    broadcast(state, t, message);
+}

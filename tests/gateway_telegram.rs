@@ -9,7 +9,7 @@ use std::path::Path;
 use std::time::Duration;
 use support::fake_model::{FakeModel, Reply};
 use support::fake_telegram::{BOT_USERNAME, FakeTelegram, SentMessage, TOKEN, TelegramFault};
-use support::gateway::{GatewayProcess, refused_start};
+use support::gateway::{GatewayProcess, client, refused_start};
 
 /// Answers arrive within this (debug binary, loaded 2-core machine).
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
@@ -194,5 +194,36 @@ async fn updates_telegram_delivers_again_after_a_crash_are_not_answered_twice() 
     let sent = telegram.sent();
     assert_eq!(sent.len(), 2, "the redelivered message was answered again: {sent:?}");
     assert_eq!(fake.request_count(), 2);
+    gateway.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn in_webhook_mode_only_telegrams_signed_posts_are_taken_and_each_is_answered_once() {
+    let home = tempfile::tempdir().unwrap();
+    let telegram = FakeTelegram::start().await;
+    let fake = FakeModel::start_answering("via webhook").await;
+    let hook = "webhook_url = \"https://bot.example.com/telegram/tg\"\nwebhook_secret = \"s3cret_token-1\"\n";
+    let gateway = start(home.path(), &fake, &config(&telegram, TOKEN, hook)).await;
+    let registered = telegram.webhook();
+    assert_eq!(registered, Some(("https://bot.example.com/telegram/tg".into(), "s3cret_token-1".into())));
+
+    let url = format!("{}/telegram/tg", gateway.base_url());
+    let update = telegram.update(json!({"id": 1001, "type": "private", "first_name": "Ada"}), 1001, "hi", json!({}));
+    let post = |secret: &'static str, body: Value| {
+        let request = client().post(url.clone()).json(&body);
+        let request = if secret.is_empty() { request } else { request.header(bub_telegram::SECRET_HEADER, secret) };
+        async move { request.send().await.expect("the gateway answers").status().as_u16() }
+    };
+    assert_eq!(post("", update.clone()).await, 401, "no secret");
+    assert_eq!(post("wrong", update.clone()).await, 401, "a wrong secret");
+    assert_eq!(post("s3cret_token-1", json!({"not": "an update"})).await, 400);
+    assert!(telegram.sent().is_empty() && fake.request_count() == 0, "nothing refused was handled");
+
+    assert_eq!(post("s3cret_token-1", update.clone()).await, 200);
+    wait_for_visible(&telegram, "via webhook").await;
+    assert_eq!(post("s3cret_token-1", update).await, 200, "Telegram sending it again is acknowledged");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(telegram.sent().len(), 1, "and not answered twice");
+    assert!(!telegram.calls().iter().any(|call| call == "getUpdates"), "no polling in webhook mode");
     gateway.stop().await;
 }

@@ -22,10 +22,15 @@ pub fn from_config(config: &GatewayConfig) -> Result<Vec<Arc<dyn Channel>>, Chan
                 channels.push(Arc::new(bub_webhook::WebhookChannel::new(webhook)?));
             }
             ChannelKind::Telegram(bot) => {
+                let webhook = bot.webhook_url.clone().map(|url| bub_telegram::TelegramWebhook {
+                    url,
+                    secret: bot.webhook_secret.as_ref().map(|secret| secret.expose().to_string()).unwrap_or_default(),
+                });
                 channels.push(Arc::new(bub_telegram::TelegramChannel::new(bub_telegram::TelegramSettings {
                     name: name.clone(),
                     token: bot.token.expose().to_string(),
                     api_url: bot.api_url.clone(),
+                    webhook,
                 })?));
             }
             ChannelKind::Discord(bot) => {

@@ -180,6 +180,10 @@ pub struct BotChannel {
     /// The platform API base, for a local Bot API server or a test fake;
     /// `None`: the platform's public API.
     pub api_url: Option<String>,
+    /// Telegram only: receive by webhook at this public URL instead of polling.
+    pub webhook_url: Option<String>,
+    /// Telegram only: the secret Telegram sends with each webhook request.
+    pub webhook_secret: Option<Secret>,
 }
 
 /// `[channels.NAME.chats."ID"]`.
@@ -433,6 +437,8 @@ struct RawChannel {
     reply_timeout_seconds: Option<Spanned<Seconds>>,
     token: Option<Spanned<Secret>>,
     api_url: Option<Spanned<String>>,
+    webhook_url: Option<Spanned<String>>,
+    webhook_secret: Option<Spanned<Secret>>,
     #[serde(default)]
     policy: PolicyLayer,
     #[serde(default)]
@@ -608,16 +614,18 @@ impl RawChannel {
         let kind = *self.kind.get_ref();
         let (kind_name, own_keys): (&str, &[&str]) = match kind {
             KindName::Webhook => ("webhook", &["secrets", "callback_url", "callback_secret", "reply_timeout_seconds"]),
-            KindName::Telegram => ("telegram", &["token", "api_url"]),
+            KindName::Telegram => ("telegram", &["token", "api_url", "webhook_url", "webhook_secret"]),
             KindName::Discord => ("discord", &["token", "api_url"]),
         };
-        let present: [(&str, Option<std::ops::Range<usize>>); 6] = [
+        let present: [(&str, Option<std::ops::Range<usize>>); 8] = [
             ("secrets", self.secrets.as_ref().map(Spanned::span)),
             ("callback_url", self.callback_url.as_ref().map(Spanned::span)),
             ("callback_secret", self.callback_secret.as_ref().map(Spanned::span)),
             ("reply_timeout_seconds", self.reply_timeout_seconds.as_ref().map(Spanned::span)),
             ("token", self.token.as_ref().map(Spanned::span)),
             ("api_url", self.api_url.as_ref().map(Spanned::span)),
+            ("webhook_url", self.webhook_url.as_ref().map(Spanned::span)),
+            ("webhook_secret", self.webhook_secret.as_ref().map(Spanned::span)),
         ];
         for (key, span) in present {
             if let Some(span) = span
@@ -658,9 +666,26 @@ impl RawChannel {
                 if token.get_ref().expose().trim().is_empty() {
                     return Err(source.error(Some(token.span()), "`token` is empty"));
                 }
+                let (webhook_url, webhook_secret) = match (self.webhook_url, self.webhook_secret) {
+                    (None, None) => (None, None),
+                    (Some(url), Some(secret)) => {
+                        check_webhook_secret(source, &secret)?;
+                        (Some(check_url(source, url)?), Some(secret.into_inner()))
+                    }
+                    (Some(url), None) => {
+                        return Err(source.error(Some(url.span()), "`webhook_url` needs a `webhook_secret` beside it"));
+                    }
+                    (None, Some(secret)) => {
+                        return Err(
+                            source.error(Some(secret.span()), "`webhook_secret` needs a `webhook_url` beside it")
+                        );
+                    }
+                };
                 let bot = BotChannel {
                     token: token.into_inner(),
                     api_url: self.api_url.map(|url| check_url(source, url)).transpose()?,
+                    webhook_url,
+                    webhook_secret,
                 };
                 if kind == KindName::Telegram { ChannelKind::Telegram(bot) } else { ChannelKind::Discord(bot) }
             }
@@ -670,6 +695,19 @@ impl RawChannel {
 }
 
 /// An `http://` or `https://` URL, or the error at its position.
+/// Telegram's rule for a webhook's secret token: 1–256 of `A-Z a-z 0-9 _ -`.
+fn check_webhook_secret(source: &Source, secret: &Spanned<Secret>) -> Result<(), ConfigError> {
+    let value = secret.get_ref().expose();
+    let allowed = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    if value.is_empty() || value.len() > 256 || !value.chars().all(allowed) {
+        return Err(source.error(
+            Some(secret.span()),
+            "`webhook_secret` must be 1 to 256 characters of A-Z, a-z, 0-9, `_` and `-` (Telegram's rule)",
+        ));
+    }
+    Ok(())
+}
+
 fn check_url(source: &Source, url: Spanned<String>) -> Result<String, ConfigError> {
     match reqwest::Url::parse(url.get_ref()) {
         Ok(parsed) if matches!(parsed.scheme(), "http" | "https") => Ok(url.into_inner()),
@@ -747,7 +785,7 @@ mod tests {
         );
         assert_eq!(
             error("[channels.tg]\nkind = \"telegram\"\ntoken = \"t\"\nsecrets = [\"x\"]\n"),
-            "bub.toml:4:11: `secrets` does not apply to a telegram channel (its keys: token, api_url)"
+            "bub.toml:4:11: `secrets` does not apply to a telegram channel (its keys: token, api_url, webhook_url, webhook_secret)"
         );
         assert_eq!(error("[channels.tg]\nkind = \"discord\"\n"), "bub.toml:2:8: a discord channel needs `token`");
         let text = format!("{MINIMAL}callback_url = \"ftp://x\"\n");
@@ -755,6 +793,25 @@ mod tests {
         let config = parse("[channels.tg]\nkind = \"telegram\"\ntoken = \"t\"\napi_url = \"http://127.0.0.1:9\"\n");
         let ChannelKind::Telegram(bot) = &config.unwrap().channels["tg"].kind else { panic!("telegram") };
         assert_eq!(bot.api_url.as_deref(), Some("http://127.0.0.1:9"));
+    }
+
+    #[test]
+    fn a_telegram_webhook_needs_a_url_and_a_secret_telegram_accepts() {
+        let tg = "[channels.tg]\nkind = \"telegram\"\ntoken = \"t\"\n";
+        let text = format!("{tg}webhook_url = \"https://bot.example.com/telegram/tg\"\n");
+        assert_eq!(error(&text), "bub.toml:4:15: `webhook_url` needs a `webhook_secret` beside it");
+        let text = format!("{tg}webhook_url = \"https://x/telegram/tg\"\nwebhook_secret = \"has space\"\n");
+        assert!(
+            error(&text).starts_with("bub.toml:5:18: `webhook_secret` must be 1 to 256 characters"),
+            "{}",
+            error(&text)
+        );
+        let text = format!("{tg}webhook_url = \"https://x/telegram/tg\"\nwebhook_secret = \"ok_Secret-1\"\n");
+        let config = parse(&text).unwrap();
+        let ChannelKind::Telegram(bot) = &config.channels["tg"].kind else { panic!("telegram") };
+        assert_eq!(bot.webhook_url.as_deref(), Some("https://x/telegram/tg"));
+        let discord = "[channels.dc]\nkind = \"discord\"\ntoken = \"t\"\nwebhook_url = \"https://x\"\n";
+        assert!(error(discord).contains("`webhook_url` does not apply to a discord channel"), "{}", error(discord));
     }
 
     #[test]

@@ -81,6 +81,8 @@ struct State_ {
     calls: Vec<String>,
     offsets: Vec<i64>,
     faults: HashMap<String, VecDeque<TelegramFault>>,
+    /// Set by `setWebhook`, cleared by `deleteWebhook`; `getUpdates` fails meanwhile.
+    webhook: Option<(String, String)>,
 }
 
 #[derive(Default)]
@@ -130,6 +132,19 @@ impl FakeTelegram {
     /// A message in `chat` from user `from`; `extra` fields are merged into the message.
     /// Returns its message id.
     pub fn push_message(&self, chat: Value, from: i64, text: &str, extra: Value) -> i64 {
+        let update = self.update(chat, from, text, extra);
+        let message_id = update["message"]["message_id"].as_i64().unwrap_or_default();
+        let mut state = lock(&self.shared);
+        state.delivered.push(update.clone());
+        state.updates.push_back(update);
+        drop(state);
+        self.shared.changed.notify_waiters();
+        message_id
+    }
+
+    /// An update carrying a new message, as Telegram would send it, without queuing it
+    /// (for webhook mode, where the test POSTs it itself).
+    pub fn update(&self, chat: Value, from: i64, text: &str, extra: Value) -> Value {
         let mut state = lock(&self.shared);
         let message_id = state.next_user_message_id;
         state.next_user_message_id += 1;
@@ -145,12 +160,12 @@ impl FakeTelegram {
         }
         let update_id = state.next_update_id;
         state.next_update_id += 1;
-        let update = json!({"update_id": update_id, "message": message});
-        state.delivered.push(update.clone());
-        state.updates.push_back(update);
-        drop(state);
-        self.shared.changed.notify_waiters();
-        message_id
+        json!({"update_id": update_id, "message": message})
+    }
+
+    /// The webhook set with `setWebhook` (url, secret token), if any.
+    pub fn webhook(&self) -> Option<(String, String)> {
+        lock(&self.shared).webhook.clone()
     }
 
     /// Queues again every update sent so far, as Telegram does when the bot
@@ -212,8 +227,21 @@ impl FakeTelegram {
     }
 }
 
+/// The text fields of a `multipart/form-data` body, as a JSON object of strings.
+fn form_fields(body: &[u8], boundary: &str) -> Value {
+    let text = String::from_utf8_lossy(body);
+    let mut fields = serde_json::Map::new();
+    for part in text.split(&format!("--{boundary}")) {
+        let Some((head, value)) = part.split_once("\r\n\r\n") else { continue };
+        let Some(name) = head.split("name=\"").nth(1).and_then(|rest| rest.split('"').next()) else { continue };
+        fields.insert(name.to_string(), Value::String(value.trim_end_matches("\r\n").to_string()));
+    }
+    Value::Object(fields)
+}
+
 /// The Bot API methods the fake knows, as the docs spell them.
-const METHODS: [&str; 6] = ["getMe", "deleteWebhook", "getUpdates", "sendMessage", "editMessageText", "sendChatAction"];
+const METHODS: [&str; 7] =
+    ["getMe", "deleteWebhook", "setWebhook", "getUpdates", "sendMessage", "editMessageText", "sendChatAction"];
 
 fn ok(result: Value) -> Response {
     Json(json!({"ok": true, "result": result})).into_response()
@@ -231,12 +259,18 @@ fn error(status: u16, description: &str, parameters: Option<Value>) -> Response 
 async fn handle(
     State(shared): State<Arc<Shared>>,
     Path((bot, method)): Path<(String, String)>,
+    headers: axum::http::HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
     if bot != format!("bot{TOKEN}") {
         return error(401, "Unauthorized", None);
     }
-    let params: Value = serde_json::from_slice(&body).unwrap_or(json!({}));
+    let content_type = headers.get(axum::http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
+    // teloxide sends methods that may carry a file (setWebhook's certificate) as multipart forms.
+    let params: Value = match content_type.split_once("boundary=") {
+        Some((_, boundary)) => form_fields(&body, boundary.trim_matches('"')),
+        None => serde_json::from_slice(&body).unwrap_or(json!({})),
+    };
     // Telegram matches method names ignoring case (teloxide sends `GetMe`); calls are kept by their documented name.
     let method =
         METHODS.iter().find(|known| known.eq_ignore_ascii_case(&method)).map_or(method, |known| known.to_string());
@@ -260,7 +294,21 @@ async fn handle(
             "can_join_groups": true, "can_read_all_group_messages": true, "supports_inline_queries": false,
             "can_connect_to_business": false, "has_main_web_app": false
         })),
-        "deleteWebhook" => ok(json!(true)),
+        "deleteWebhook" => {
+            lock(&shared).webhook = None;
+            ok(json!(true))
+        }
+        "setWebhook" => {
+            let url = params["url"].as_str().unwrap_or_default().to_string();
+            let secret = params["secret_token"].as_str().unwrap_or_default().to_string();
+            lock(&shared).webhook = Some((url, secret));
+            ok(json!(true))
+        }
+        "getUpdates" if lock(&shared).webhook.is_some() => error(
+            409,
+            "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first",
+            None,
+        ),
         "getUpdates" => get_updates(&shared, &params).await,
         "sendMessage" => send_message(&shared, &params),
         "editMessageText" => edit_message_text(&shared, &params),

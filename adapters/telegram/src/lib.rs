@@ -1,14 +1,16 @@
-//! bub's Telegram channel: a bot that receives by long polling and answers
-//! through the Bot API.
+//! bub's Telegram channel: a bot that receives by long polling (or by
+//! webhook) and answers through the Bot API.
 //!
 //! Configured as `[channels.NAME] kind = "telegram"` with the bot's `token`
-//! (from @BotFather) and optionally `api_url` (a local Bot API server, or a
-//! test fake). To see group messages that do not mention it, the bot needs
-//! privacy mode off (BotFather: /setprivacy) or admin rights in the group.
+//! (from @BotFather), optionally `api_url` (a local Bot API server, or a
+//! test fake), and optionally `webhook_url` + `webhook_secret` for webhook
+//! mode. To see group messages that do not mention it, the bot needs privacy
+//! mode off (BotFather: /setprivacy) or admin rights in the group.
 //!
-//! - [`TelegramChannel::start`] checks the token (`getMe`), removes any
-//!   webhook (Telegram refuses `getUpdates` while one is set) and starts
-//!   polling; see `poll` for how updates are confirmed only once stored.
+//! - [`TelegramChannel::start`] checks the token (`getMe`), then either
+//!   registers the webhook or removes any (Telegram refuses `getUpdates`
+//!   while one is set) and starts polling; see `poll` and `webhook` for how
+//!   an update is confirmed only once stored.
 //! - Replies are Telegram HTML rendered from Markdown ([`markdown`]), at most
 //!   4096 characters each, threaded to the message they answer; streamed
 //!   replies grow in place by edits; `sendChatAction` shows "typing…".
@@ -19,6 +21,7 @@
 //! # Layout
 //! - `inbound`: Telegram messages as [`bub_channel::Inbound`] (ids, chat kinds, addressing).
 //! - `poll`: the `getUpdates` loop.
+//! - `webhook`: `POST /telegram/<name>` in webhook mode.
 //! - `send`: `sendMessage`, `editMessageText`, `sendChatAction`, error mapping.
 //! - [`markdown`]: Markdown → Telegram HTML.
 
@@ -26,21 +29,25 @@ mod inbound;
 pub mod markdown;
 mod poll;
 mod send;
+mod webhook;
+
+pub use webhook::SECRET_HEADER;
 
 use async_trait::async_trait;
 use bub_channel::{Channel, ChannelError, ChatRef, Delivered, InboundSink, Limits, Outbound, SendError};
 use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use teloxide_core::payloads::SetWebhookSetters;
 use teloxide_core::prelude::Requester;
-use teloxide_core::types::Me;
+use teloxide_core::types::{AllowedUpdate, Me};
 use teloxide_core::{ApiError, Bot, RequestError};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 /// Telegram's limit on one message's text (after entity parsing).
 pub const MAX_MESSAGE_CHARS: usize = 4096;
-/// How long `start` waits for `getMe` and `deleteWebhook` before giving up.
+/// How long `start` waits for `getMe` and `setWebhook` / `deleteWebhook` before giving up.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// One bot's configuration (`[channels.<name>]` with `kind = "telegram"`).
@@ -52,6 +59,17 @@ pub struct TelegramSettings {
     pub token: String,
     /// The Bot API base; `None`: `https://api.telegram.org`.
     pub api_url: Option<String>,
+    /// Receive by webhook instead of polling (see [`TelegramWebhook`]).
+    pub webhook: Option<TelegramWebhook>,
+}
+
+/// Where Telegram POSTs updates in webhook mode, and the secret it sends along.
+#[derive(Clone)]
+pub struct TelegramWebhook {
+    /// The public HTTPS URL that reaches `POST /telegram/<name>` on bub's server.
+    pub url: String,
+    /// Sent by Telegram in [`SECRET_HEADER`] (1–256 of `A-Z a-z 0-9 _ -`).
+    pub secret: String,
 }
 
 impl fmt::Debug for TelegramSettings {
@@ -60,6 +78,7 @@ impl fmt::Debug for TelegramSettings {
             .field("name", &self.name)
             .field("token", &"redacted")
             .field("api_url", &self.api_url)
+            .field("webhook_url", &self.webhook.as_ref().map(|webhook| &webhook.url))
             .finish()
     }
 }
@@ -68,6 +87,8 @@ impl fmt::Debug for TelegramSettings {
 pub struct TelegramChannel {
     name: String,
     bot: Bot,
+    /// Webhook mode: the URL to register and the route that receives.
+    webhook: Option<(url::Url, Arc<webhook::WebhookIngress>)>,
     polling: Mutex<Option<Polling>>,
 }
 
@@ -94,7 +115,16 @@ impl TelegramChannel {
                 .map_err(|error| invalid(format!("channels.{name}.api_url {url:?} is not a URL: {error}")))?;
             bot = bot.set_api_url(parsed);
         }
-        Ok(TelegramChannel { name, bot, polling: Mutex::new(None) })
+        let webhook = match settings.webhook {
+            None => None,
+            Some(hook) => {
+                let url = url::Url::parse(&hook.url).map_err(|error| {
+                    invalid(format!("channels.{name}.webhook_url {:?} is not a URL: {error}", hook.url))
+                })?;
+                Some((url, Arc::new(webhook::WebhookIngress::new(name.clone(), hook.secret))))
+            }
+        };
+        Ok(TelegramChannel { name, bot, webhook, polling: Mutex::new(None) })
     }
 
     /// Who the bot is; fails with a message that says what to fix.
@@ -109,11 +139,32 @@ impl TelegramChannel {
             }
             other => fail(format!("cannot reach the Telegram Bot API at {}: {other}", self.bot.api_url())),
         })?;
-        tokio::time::timeout(START_TIMEOUT, self.bot.delete_webhook())
-            .await
-            .map_err(|_| fail("Telegram did not answer deleteWebhook in time".into()))?
-            .map_err(|error| fail(format!("cannot remove the bot's webhook (needed for polling): {error}")))?;
         Ok(me)
+    }
+
+    /// Tells Telegram how updates reach bub: to the webhook, or (by removing
+    /// any webhook, which would make `getUpdates` fail) to polling.
+    async fn route_updates(&self) -> Result<(), ChannelError> {
+        let fail = |message: String| ChannelError::new(self.name.clone(), message);
+        let answered = match &self.webhook {
+            Some((url, _)) => {
+                let secret = self.webhook_secret();
+                let request =
+                    self.bot.set_webhook(url.clone()).secret_token(secret).allowed_updates([AllowedUpdate::Message]);
+                tokio::time::timeout(START_TIMEOUT, request.into_future()).await.map(|set| {
+                    set.map_err(|error| fail(format!("Telegram refused the webhook {url}: {error} (it must be HTTPS)")))
+                })
+            }
+            None => tokio::time::timeout(START_TIMEOUT, self.bot.delete_webhook().into_future()).await.map(|deleted| {
+                deleted.map_err(|error| fail(format!("cannot remove the bot's webhook (needed for polling): {error}")))
+            }),
+        };
+        answered.map_err(|_| fail(format!("Telegram did not answer within {START_TIMEOUT:?}")))??;
+        Ok(())
+    }
+
+    fn webhook_secret(&self) -> String {
+        self.webhook.as_ref().map(|(_, ingress)| ingress.secret().to_string()).unwrap_or_default()
     }
 }
 
@@ -127,8 +178,18 @@ impl Channel for TelegramChannel {
         Limits { max_message_chars: MAX_MESSAGE_CHARS, edits: true, debounce: true, typing: true }
     }
 
+    fn routes(&self) -> Option<axum::Router> {
+        self.webhook.as_ref().map(|(_, ingress)| ingress.routes())
+    }
+
     async fn start(&self, inbox: Arc<dyn InboundSink>) -> Result<(), ChannelError> {
         let me = self.whoami().await?;
+        self.route_updates().await?;
+        if let Some((url, ingress)) = &self.webhook {
+            tracing::info!(channel = %self.name, %url, "telegram bot receiving by webhook");
+            ingress.attach(me, inbox);
+            return Ok(());
+        }
         tracing::info!(channel = %self.name, bot = %me.user.username.as_deref().unwrap_or("?"), "telegram bot polling");
         let (stop, stopped) = watch::channel(false);
         let poller = poll::Poller { channel: self.name.clone(), bot: self.bot.clone(), me, inbox, stop: stopped };
@@ -154,6 +215,10 @@ impl Channel for TelegramChannel {
     }
 
     async fn stop(&self) {
+        // The webhook stays registered: Telegram keeps the updates until bub (or a replica) answers again.
+        if let Some((_, ingress)) = &self.webhook {
+            ingress.detach();
+        }
         let polling = self.polling.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(polling) = polling {
             let _ = polling.stop.send(true);

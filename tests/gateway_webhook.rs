@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use std::path::Path;
 use std::time::Duration;
 use support::fake_model::FakeModel;
-use support::gateway::{CallbackReceiver, GatewayProcess, client, signed_request};
+use support::gateway::{CallbackFault, CallbackReceiver, GatewayProcess, client, signed_request};
 
 const SECRET: &str = "test-secret";
 
@@ -300,5 +300,32 @@ async fn connections_past_max_connections_wait_until_one_closes() {
     drop(holders);
     let answer = read_until_closed(&mut third).await;
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    gateway.stop().await;
+}
+
+/// `bub_reply_seconds{to="chat"}` counts answers that reached the chat: a
+/// reply the platform refused for good is a delivery error, not an answer.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_refused_delivery_counts_as_an_error_not_as_a_reply() {
+    let home = tempfile::tempdir().unwrap();
+    let fake = FakeModel::start_answering("never seen").await;
+    let receiver = CallbackReceiver::start_failing(CallbackFault::Rejected, 1).await;
+    let gateway =
+        GatewayProcess::start(home.path(), &env(&fake, &[("BUB_WEBHOOK_CALLBACK_URL", &receiver.url())]), &[]).await;
+
+    let (status, _) = post(&gateway, "async", &message("refused-1", "c1", "hello")).await;
+    assert_eq!(status, 202);
+    let metrics_url = format!("{}/metrics", gateway.base_url());
+    let mut metrics = String::new();
+    for _ in 0..600 {
+        metrics = client().get(&metrics_url).send().await.unwrap().text().await.unwrap();
+        if metrics.contains("bub_delivery_errors_total{channel=\"webhook\"}") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(metrics.contains("bub_delivery_errors_total{channel=\"webhook\"} 1"), "{metrics}");
+    assert!(!metrics.contains("to=\"chat\""), "a refused reply is not an answer: {metrics}");
+    assert_eq!(receiver.posts().len(), 1, "a 400 is not retried");
     gateway.stop().await;
 }

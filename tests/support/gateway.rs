@@ -231,6 +231,8 @@ pub enum CallbackFault {
     RateLimited,
     /// `500 Internal Server Error`.
     ServerError,
+    /// `400 Bad Request`: a refusal retrying will not change.
+    Rejected,
 }
 
 /// One POST the receiver got.
@@ -371,6 +373,7 @@ async fn record(State(state): State<Arc<ReceiverState>>, headers: HeaderMap, raw
     let status = match refused {
         Some(CallbackFault::RateLimited) => StatusCode::TOO_MANY_REQUESTS,
         Some(CallbackFault::ServerError) => StatusCode::INTERNAL_SERVER_ERROR,
+        Some(CallbackFault::Rejected) => StatusCode::BAD_REQUEST,
         None => StatusCode::OK,
     };
     let body = serde_json::from_slice(&raw).unwrap_or(Value::Null);
@@ -385,6 +388,7 @@ async fn record(State(state): State<Arc<ReceiverState>>, headers: HeaderMap, raw
                 .into_response()
         }
         Some(CallbackFault::ServerError) => (status, axum::Json(json!({"error": "receiver failed"}))).into_response(),
+        Some(CallbackFault::Rejected) => (status, axum::Json(json!({"error": "unknown chat"}))).into_response(),
         None => axum::Json(json!({"message_id": format!("cb-{n}")})).into_response(),
     }
 }

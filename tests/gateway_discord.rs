@@ -144,3 +144,32 @@ async fn a_wrong_token_stops_the_gateway_with_an_error_naming_the_key() {
     let stderr = refused_start(home.path(), &config(&discord, "wrong-token"));
     assert!(stderr.contains("channels.dc.token"), "{stderr}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn messages_written_while_the_gateway_was_stopped_are_caught_up_once() {
+    let home = tempfile::tempdir().unwrap();
+    let discord = FakeDiscord::start().await;
+    let fake = FakeModel::start_answering("answer").await;
+    let config_text = config(&discord, TOKEN);
+    let gateway = start(home.path(), &fake, &config_text).await;
+    discord.user_says(DM_CHANNEL, None, USER, "first", json!({}));
+    wait_for_visible(&discord, "answer").await;
+    assert!(gateway.stop().await);
+
+    // Discord starts a new session from now: these two are never dispatched.
+    discord.written_while_offline(DM_CHANNEL, None, USER, "written while you were away");
+    let last = discord.written_while_offline(DM_CHANNEL, None, USER, "and this too");
+    let gateway = start(home.path(), &fake, &config_text).await;
+    let answered = discord.wait_until(ANSWER_TIMEOUT, |fake| fake.sent().len() >= 2).await;
+    assert!(answered, "the missed messages were never answered; calls {:?}", discord.calls());
+    let sent = discord.sent();
+    assert_eq!(sent[1].reply_to, Some(last), "one answer to both, threaded to the newest: {sent:?}");
+    let request = fake.requests().last().cloned().unwrap_or_default();
+    let asked = request["messages"].as_array().and_then(|messages| messages.last()).cloned().unwrap_or_default();
+    assert_eq!(asked["content"], "written while you were away\nand this too", "one turn for both, nothing else");
+
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(discord.sent().len(), 2, "nothing was answered twice");
+    assert_eq!(fake.request_count(), 2);
+    gateway.stop().await;
+}

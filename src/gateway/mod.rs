@@ -227,6 +227,21 @@ impl Gateway {
 
 #[async_trait::async_trait]
 impl InboundSink for Gateway {
+    async fn latest_per_chat(
+        &self,
+        channel: &str,
+        since: chrono::DateTime<chrono::Utc>,
+        limit: usize,
+    ) -> Vec<bub_channel::LatestMessage> {
+        match self.inner.store.latest_per_chat(channel, since, limit).await {
+            Ok(latest) => latest,
+            Err(error) => {
+                tracing::error!(%error, channel, "cannot read where chats left off; missed messages are not caught up");
+                Vec::new()
+            }
+        }
+    }
+
     async fn submit(&self, inbound: Inbound, sink: Option<ReplySink>) -> Result<Submitted, SubmitError> {
         let inner = &self.inner;
         if !inner.channels.contains_key(&inbound.channel) {

@@ -196,6 +196,41 @@ impl GatewayStore {
             .map_err(failed("update reply"))
     }
 
+    /// The newest message of each chat of `channel` received since `since`,
+    /// newest chats first, at most `limit` (see `InboundSink::latest_per_chat`).
+    pub async fn latest_per_chat(
+        &self,
+        channel: &str,
+        since: chrono::DateTime<chrono::Utc>,
+        limit: usize,
+    ) -> StoreResult<Vec<bub_channel::LatestMessage>> {
+        let (channel, since) = (channel.to_string(), since.to_rfc3339_opts(chrono::SecondsFormat::Micros, true));
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.db
+            .on_reader(move |conn| -> StoreResult<Vec<bub_channel::LatestMessage>> {
+                let read = failed("read latest messages");
+                // The newest row of each chat: the greatest seq per chat id.
+                let mut select = conn
+                    .prepare_cached(
+                        "SELECT inbound FROM gateway_inbox WHERE seq IN ( \
+                             SELECT max(seq) FROM gateway_inbox WHERE channel = ?1 AND received_at >= ?2 \
+                             GROUP BY json_extract(inbound, '$.chat.id')) \
+                         ORDER BY seq DESC LIMIT ?3",
+                    )
+                    .map_err(&read)?;
+                let mut rows = select.query(rusqlite::params![channel, since, limit]).map_err(&read)?;
+                let mut out = Vec::new();
+                while let Some(row) = rows.next().map_err(&read)? {
+                    let text: String = row.get(0).map_err(&read)?;
+                    let inbound: Inbound = serde_json::from_str(&text).map_err(failed("decode inbound"))?;
+                    out.push(bub_channel::LatestMessage { chat: inbound.chat, message_id: inbound.message_id });
+                }
+                Ok(out)
+            })
+            .await
+            .map_err(failed("read latest messages"))?
+    }
+
     /// Messages without an outcome, oldest first.
     pub async fn unfinished(&self) -> StoreResult<Vec<Unfinished>> {
         self.db

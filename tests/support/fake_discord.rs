@@ -242,6 +242,22 @@ impl FakeDiscord {
         id
     }
 
+    /// A message written while the bot was disconnected: kept in the channel's
+    /// history (`GET /channels/{c}/messages`) but never dispatched, as Discord
+    /// starts a new session from now. Returns the message id.
+    pub fn written_while_offline(&self, channel_id: u64, guild_id: Option<u64>, author_id: u64, content: &str) -> u64 {
+        let mut state = lock(&self.shared);
+        let id = next_message_id(&mut state);
+        let author = user_json(author_id, &format!("user{author_id}"), false);
+        let mut message = message_json(id, channel_id, author, content);
+        if let Some(guild_id) = guild_id {
+            state.channel_guilds.insert(channel_id, guild_id);
+            set_guild(&mut message, guild_id);
+        }
+        state.messages.insert(id, message);
+        id
+    }
+
     /// The bot's user object (e.g. for `"mentions": [bot_user()]`).
     pub fn bot_user(&self) -> Value {
         bot_user_json()
@@ -627,6 +643,7 @@ enum Route {
     CreateMessage { channel_id: u64 },
     EditMessage { channel_id: u64, message_id: u64 },
     Typing { channel_id: u64 },
+    History { channel_id: u64 },
     Unknown,
 }
 
@@ -648,6 +665,9 @@ impl Route {
                 (Some(channel_id), Some(message_id)) => Route::EditMessage { channel_id, message_id },
                 _ => Route::Unknown,
             },
+            ("GET", ["channels", _, "messages"]) => {
+                id(1).map_or(Route::Unknown, |channel_id| Route::History { channel_id })
+            }
             ("POST", ["channels", _, "typing"]) => {
                 id(1).map_or(Route::Unknown, |channel_id| Route::Typing { channel_id })
             }
@@ -663,6 +683,7 @@ impl Route {
             Route::CreateMessage { .. } => "create_message".to_string(),
             Route::EditMessage { .. } => "edit_message".to_string(),
             Route::Typing { .. } => "typing".to_string(),
+            Route::History { .. } => "history".to_string(),
             Route::Unknown => format!("{method} {path}"),
         }
     }
@@ -717,8 +738,33 @@ async fn rest(
             state.typing.push(channel_id);
             StatusCode::NO_CONTENT.into_response()
         }
+        Route::History { channel_id } => history(&state, channel_id, uri.query().unwrap_or_default()),
         Route::Unknown => respond(StatusCode::NOT_FOUND, error_json("404: Not Found", 0)),
     }
+}
+
+/// `GET /channels/{c}/messages?after=ID&limit=N`: the channel's messages after
+/// `after` (the oldest N of them), newest first, as Discord returns them.
+fn history(state: &State_, channel_id: u64, query: &str) -> Response {
+    let param = |name: &str| {
+        query
+            .split('&')
+            .filter_map(|pair| pair.split_once('='))
+            .find(|(key, _)| *key == name)
+            .map(|(_, v)| v.to_string())
+    };
+    let after: u64 = param("after").and_then(|v| v.parse().ok()).unwrap_or(0);
+    let limit: usize = param("limit").and_then(|v| v.parse().ok()).unwrap_or(50).clamp(1, 100);
+    let mut ids: Vec<u64> = state
+        .messages
+        .iter()
+        .filter(|(id, message)| **id > after && snowflake(message.get("channel_id")) == Some(channel_id))
+        .map(|(id, _)| *id)
+        .collect();
+    ids.sort_unstable();
+    ids.truncate(limit);
+    let page: Vec<Value> = ids.iter().rev().filter_map(|id| state.messages.get(id).cloned()).collect();
+    respond(StatusCode::OK, Value::Array(page))
 }
 
 fn fault_response(fault: &DiscordFault) -> Response {

@@ -18,4 +18,6 @@ pub mod reply;
 
 pub use channel::{Channel, ChannelError, Delivered, Limits, RateScope, SendError};
 pub use message::{Addressing, ChatKind, ChatRef, Delivery, Inbound, Outbound, SenderRef};
-pub use reply::{InboundSink, Outcome, OutcomeStatus, ReplyEvent, ReplyReceiver, ReplySink, SubmitError, Submitted};
+pub use reply::{
+    InboundSink, LatestMessage, Outcome, OutcomeStatus, ReplyEvent, ReplyReceiver, ReplySink, SubmitError, Submitted,
+};

@@ -1,8 +1,9 @@
 //! The gateway side of the contract: where adapters submit messages, and how a
 //! caller that waits for its reply (webhook `sync` and `sse`) receives it.
 
-use crate::message::Inbound;
+use crate::message::{ChatRef, Inbound};
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -106,4 +107,19 @@ pub trait InboundSink: Send + Sync + 'static {
     /// platform. With [`Delivery::Caller`](crate::Delivery), `replies` receives
     /// the reply.
     async fn submit(&self, inbound: Inbound, replies: Option<ReplySink>) -> Result<Submitted, SubmitError>;
+
+    /// The newest stored message of each chat of `channel` received since
+    /// `since`, newest chats first, at most `limit` chats: where a platform
+    /// that does not redeliver what a stopped bot missed (Discord) can ask for
+    /// the messages after it. Empty when the sink keeps nothing.
+    async fn latest_per_chat(&self, _channel: &str, _since: DateTime<Utc>, _limit: usize) -> Vec<LatestMessage> {
+        Vec::new()
+    }
+}
+
+/// The newest stored message of a chat (see [`InboundSink::latest_per_chat`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LatestMessage {
+    pub chat: ChatRef,
+    pub message_id: String,
 }

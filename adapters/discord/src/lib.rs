@@ -11,15 +11,18 @@
 //!   and returns once Discord said READY, or fails with what to fix (a wrong
 //!   token, an intent not enabled).
 //! - Messages go to the gateway as they arrive; serenity reconnects and
-//!   resumes by itself after a dropped connection.
+//!   resumes by itself after a dropped connection. What was written while
+//!   bub was stopped is fetched once connected (`catch_up`).
 //! - Replies (2000 characters each), edits of streamed replies and "typing…"
 //!   go through serenity's HTTP client, whose rate limiter follows Discord's
 //!   buckets.
 //!
 //! # Layout
+//! - `catch_up`: the messages missed while stopped.
 //! - `inbound`: Discord messages as [`bub_channel::Inbound`].
 //! - `send`: create, edit and typing, and error mapping.
 
+mod catch_up;
 mod inbound;
 mod send;
 
@@ -206,6 +209,8 @@ impl Channel for DiscordChannel {
         let bot = BotUser { id: me.id.get(), name: me.name.clone() };
         let (ready_tx, ready_rx) = oneshot::channel();
         let (messages, queue) = mpsc::unbounded_channel();
+        let catch_up_queue = messages.clone();
+        let catch_up_inbox = inbox.clone();
         let handler = Handler { messages, ready: Mutex::new(Some(ready_tx)), channel: name.clone() };
         let intents =
             GatewayIntents::GUILD_MESSAGES | GatewayIntents::DIRECT_MESSAGES | GatewayIntents::MESSAGE_CONTENT;
@@ -242,6 +247,7 @@ impl Channel for DiscordChannel {
                 return Err(self.fail(format!("Discord did not say READY within {START_TIMEOUT:?}")));
             }
         }
+        tokio::spawn(catch_up::run(name.clone(), http.clone(), catch_up_inbox, catch_up_queue));
         let previous = self.running.lock().unwrap_or_else(|p| p.into_inner()).replace(Running { http, shards, task });
         if let Some(previous) = previous {
             previous.shards.shutdown_all().await;

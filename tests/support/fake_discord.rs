@@ -227,13 +227,7 @@ impl FakeDiscord {
         extra: Value,
     ) -> u64 {
         let mut state = lock(&self.shared);
-        let id = next_message_id(&mut state);
-        let author = user_json(author_id, &format!("user{author_id}"), false);
-        let mut message = message_json(id, channel_id, author, content);
-        if let Some(guild_id) = guild_id {
-            state.channel_guilds.insert(channel_id, guild_id);
-            set_guild(&mut message, guild_id);
-        }
+        let (id, mut message) = user_message(&mut state, channel_id, guild_id, author_id, content);
         if let (Some(message), Value::Object(extra)) = (message.as_object_mut(), extra) {
             message.extend(extra);
         }
@@ -247,13 +241,7 @@ impl FakeDiscord {
     /// starts a new session from now. Returns the message id.
     pub fn written_while_offline(&self, channel_id: u64, guild_id: Option<u64>, author_id: u64, content: &str) -> u64 {
         let mut state = lock(&self.shared);
-        let id = next_message_id(&mut state);
-        let author = user_json(author_id, &format!("user{author_id}"), false);
-        let mut message = message_json(id, channel_id, author, content);
-        if let Some(guild_id) = guild_id {
-            state.channel_guilds.insert(channel_id, guild_id);
-            set_guild(&mut message, guild_id);
-        }
+        let (id, message) = user_message(&mut state, channel_id, guild_id, author_id, content);
         state.messages.insert(id, message);
         id
     }
@@ -350,6 +338,24 @@ fn now() -> String {
 fn next_message_id(state: &mut State_) -> u64 {
     state.next_message_id += 1;
     state.next_message_id
+}
+
+/// A new message from user `author_id` in `channel_id` (of `guild_id`, if any), and its id.
+fn user_message(
+    state: &mut State_,
+    channel_id: u64,
+    guild_id: Option<u64>,
+    author_id: u64,
+    content: &str,
+) -> (u64, Value) {
+    let id = next_message_id(state);
+    let author = user_json(author_id, &format!("user{author_id}"), false);
+    let mut message = message_json(id, channel_id, author, content);
+    if let Some(guild_id) = guild_id {
+        state.channel_guilds.insert(channel_id, guild_id);
+        set_guild(&mut message, guild_id);
+    }
+    (id, message)
 }
 
 fn user_json(id: u64, name: &str, bot: bool) -> Value {

@@ -220,11 +220,17 @@ impl Channel for DiscordChannel {
             .map_err(|error| self.fail(format!("cannot set up the Discord client: {error}")))?;
         let (http, shards) = (client.http.clone(), client.shard_manager.clone());
         let name_for_queue = name.clone();
+        let name_for_log = name.clone();
         let (ended_tx, ended_rx) = oneshot::channel();
         let task = tokio::spawn(async move {
             let handing_over = tokio::spawn(hand_over(name_for_queue, bot, inbox, queue));
             let ended = client.start().await;
-            let _ = ended_tx.send(ended);
+            // Before READY `start` reports the failure; after it, only the log can.
+            if let Err(returned) = ended_tx.send(ended)
+                && let Err(error) = returned
+            {
+                tracing::error!(channel = %name_for_log, reason = %start_error(&name_for_log, &error), "the Discord connection ended; no more messages arrive until a restart");
+            }
             // Messages already queued still reach the gateway.
             drop(client);
             let _ = handing_over.await;

@@ -227,3 +227,19 @@ async fn in_webhook_mode_only_telegrams_signed_posts_are_taken_and_each_is_answe
     assert!(!telegram.calls().iter().any(|call| call == "getUpdates"), "no polling in webhook mode");
     gateway.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_wide_table_that_rendering_would_push_over_the_limit_still_arrives_whole() {
+    let home = tempfile::tempdir().unwrap();
+    let telegram = FakeTelegram::start().await;
+    let row = "|a|b|c|d|e|f|g|h|\n";
+    let answer = format!("{row}|-|-|-|-|-|-|-|-|\n{}", row.repeat(500)).trim_end().to_string();
+    let fake = FakeModel::start_answering(&answer).await;
+    let gateway = start(home.path(), &fake, &config(&telegram, TOKEN, "")).await;
+
+    telegram.user_says(1001, "the table please");
+    let rows = |fake: &FakeTelegram| visible(fake).iter().map(|(_, text)| text.matches('h').count()).sum::<usize>();
+    let whole = telegram.wait_until(ANSWER_TIMEOUT, |fake| rows(fake) >= 501).await;
+    assert!(whole, "rows arrived: {} of 501; calls {:?}", rows(&telegram), telegram.calls());
+    gateway.stop().await;
+}

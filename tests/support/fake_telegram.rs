@@ -239,6 +239,26 @@ fn form_fields(body: &[u8], boundary: &str) -> Value {
     Value::Object(fields)
 }
 
+/// The length Telegram checks against 4096: UTF-16 units of the text, after
+/// tags are removed and entities decoded when it is HTML.
+fn visible_units(text: &str, html: bool) -> usize {
+    if !html {
+        return text.encode_utf16().count();
+    }
+    let mut visible = String::new();
+    let mut in_tag = false;
+    for c in text.chars() {
+        match c {
+            '<' => in_tag = true,
+            '>' if in_tag => in_tag = false,
+            _ if !in_tag => visible.push(c),
+            _ => {}
+        }
+    }
+    let decoded = visible.replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", "\"").replace("&amp;", "&");
+    decoded.encode_utf16().count()
+}
+
 /// The Bot API methods the fake knows, as the docs spell them.
 const METHODS: [&str; 7] =
     ["getMe", "deleteWebhook", "setWebhook", "getUpdates", "sendMessage", "editMessageText", "sendChatAction"];
@@ -370,7 +390,7 @@ fn send_message(shared: &Shared, params: &Value) -> Response {
     if text.is_empty() {
         return error(400, "Bad Request: message text is empty", None);
     }
-    if text.encode_utf16().count() > 4096 && params["parse_mode"].is_null() {
+    if visible_units(&text, params["parse_mode"].as_str() == Some("HTML")) > 4096 {
         return error(400, "Bad Request: message is too long", None);
     }
     let mut state = lock(shared);
@@ -392,6 +412,9 @@ fn edit_message_text(shared: &Shared, params: &Value) -> Response {
         return error(400, "Bad Request: message to edit not found", None);
     };
     let text = params["text"].as_str().unwrap_or_default().to_string();
+    if visible_units(&text, params["parse_mode"].as_str() == Some("HTML")) > 4096 {
+        return error(400, "Bad Request: MESSAGE_TOO_LONG", None);
+    }
     let mut state = lock(shared);
     let known = state.sent.iter().any(|sent| sent.chat_id == chat_id && sent.message_id == message_id);
     if !known {

@@ -8,7 +8,7 @@
 //! that message was deleted meanwhile.
 
 use crate::inbound::message_id_of;
-use crate::markdown::to_telegram_html;
+use crate::markdown::{to_telegram_html, visible_len};
 use bub_channel::{ChatRef, RateScope, SendError};
 use teloxide_core::payloads::{EditMessageTextSetters, SendChatActionSetters, SendMessageSetters};
 use teloxide_core::prelude::Requester;
@@ -36,12 +36,15 @@ pub(crate) async fn send_text(bot: &Bot, chat: &ChatRef, text: &str, reply_to: &
         }
         request
     };
-    let sent = match request(to_telegram_html(text), true).await {
-        Err(RequestError::Api(ApiError::CantParseEntities(reason))) => {
-            tracing::warn!(%reason, "Telegram refused the rendered HTML; sending plain text");
-            request(text.to_string(), false).await
-        }
-        other => other,
+    let sent = match rendered(text) {
+        None => request(text.to_string(), false).await,
+        Some(html) => match request(html, true).await {
+            Err(RequestError::Api(ApiError::CantParseEntities(reason))) => {
+                tracing::warn!(%reason, "Telegram refused the rendered HTML; sending plain text");
+                request(text.to_string(), false).await
+            }
+            other => other,
+        },
     };
     sent.map(|message| message.id.0).map_err(classify)
 }
@@ -55,14 +58,25 @@ pub(crate) async fn edit_text(bot: &Bot, chat: &ChatRef, message_id: &str, text:
         let request = bot.edit_message_text(chat_id, MessageId(id), body).link_preview_options(no_preview());
         if html { request.parse_mode(ParseMode::Html) } else { request }
     };
-    let edited = match request(to_telegram_html(text), true).await {
-        Err(RequestError::Api(ApiError::CantParseEntities(_))) => request(text.to_string(), false).await,
-        other => other,
+    let edited = match rendered(text) {
+        None => request(text.to_string(), false).await,
+        Some(html) => match request(html, true).await {
+            Err(RequestError::Api(ApiError::CantParseEntities(_))) => request(text.to_string(), false).await,
+            other => other,
+        },
     };
     match edited {
         Ok(_) | Err(RequestError::Api(ApiError::MessageNotModified)) => Ok(()),
         Err(error) => Err(classify(error)),
     }
+}
+
+/// `text` as Telegram HTML, unless rendering made it longer than Telegram takes
+/// (a wide table grows when its cells are spaced out): the gateway split the
+/// text itself to fit, so the plain text always does.
+fn rendered(text: &str) -> Option<String> {
+    let html = to_telegram_html(text);
+    (visible_len(&html) <= crate::MAX_MESSAGE_CHARS).then_some(html)
 }
 
 /// Shows "typing…" in `chat` for about five seconds (or until the next message).
@@ -135,6 +149,16 @@ mod tests {
     use super::*;
     use std::time::Duration;
     use teloxide_core::types::Seconds;
+
+    #[test]
+    fn text_that_rendering_would_push_over_the_limit_goes_plain() {
+        assert_eq!(rendered("**hi**").as_deref(), Some("<b>hi</b>"));
+        let row = "|a|b|c|d|e|f|g|h|\n";
+        let table = format!("{}{}{}", row, "|-|-|-|-|-|-|-|-|\n", row.repeat(220));
+        assert!(table.chars().count() <= crate::MAX_MESSAGE_CHARS, "{}", table.chars().count());
+        assert!(visible_len(&to_telegram_html(&table)) > crate::MAX_MESSAGE_CHARS, "the table grows when rendered");
+        assert_eq!(rendered(&table), None);
+    }
 
     #[test]
     fn failures_are_sorted_into_wait_retry_and_give_up() {

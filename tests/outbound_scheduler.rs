@@ -485,6 +485,30 @@ async fn a_channel_without_edits_gets_only_the_final_messages() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_refused_final_edit_sends_the_whole_reply_as_new_messages() {
+    let fake = FakeChannel::new("fake", 100, true);
+    let scheduler = scheduler_with(&fake, Budget::default());
+    let live = scheduler.live("fake", chat("a"), "k", "fake:a");
+    live.update("the");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    live.update("the start");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(fake.delivered().len(), 1, "the live message is up");
+    // The live message is gone (deleted in the chat): editing it fails for good.
+    fake.script("a", [Some(SendError::Permanent("message to edit not found".into()))]);
+
+    let final_text = "the start, and the end of the answer. ".repeat(4);
+    let delivered = live.finish(final_text.clone()).await.expect("the reply still arrives");
+
+    let parts = split_message(&final_text, 100);
+    let sent: Vec<Call> = fake.delivered().into_iter().skip(1).collect();
+    assert_eq!(sent.iter().map(|c| c.text.clone()).collect::<Vec<_>>(), parts, "the whole answer, as new messages");
+    assert!(sent.iter().all(|c| c.kind == Kind::Send));
+    assert_eq!(sent[0].key.as_deref(), Some("k#resent"), "under a key of its own");
+    assert_eq!(delivered.len(), parts.len());
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_live_reply_finished_before_any_update_is_sent_as_a_final() {
     let fake = FakeChannel::new("fake", 100, true);
     let scheduler = scheduler_with(&fake, Budget::default());

@@ -66,8 +66,9 @@ impl LiveReply {
     /// budget and pauses; this edit is never dropped) and the other parts
     /// follow as new messages (keys `<key>#<i>`); without a live message this
     /// is [`OutboundScheduler::send_final`](super::OutboundScheduler::send_final).
-    /// If the platform rejects the final edit (the message was deleted), the
-    /// error is returned and nothing is re-sent: part 0's key is already used.
+    /// If the platform rejects the final edit for good (the message was
+    /// deleted, say), the whole text is sent as new messages instead, under
+    /// the key `<key>#resent` (part 0's own key is already used).
     pub async fn finish(self, final_text: impl Into<String>) -> Result<Vec<Delivered>, OutboundError> {
         let final_text = final_text.into();
         self.stop.notify_one();
@@ -93,7 +94,18 @@ impl LiveReply {
         };
         if first != shown.text {
             let edit = Op::Edit { chat: &outbound.chat, message_id: &message_id, text: &first };
-            route.deliver(edit, &outbound.idempotency_key, 0).await?;
+            match route.deliver(edit, &outbound.idempotency_key, 0).await {
+                Ok(_) => {}
+                Err(OutboundError::Permanent { source, .. }) => {
+                    // The live message cannot take the answer (deleted meanwhile, say): the
+                    // whole answer goes as new messages, under keys of their own.
+                    warn!(channel = %self.channel, error = %source, "final edit refused; sending the reply as new messages");
+                    drop(_turn);
+                    let key = format!("{}#resent", outbound.idempotency_key);
+                    return route.send_final(Outbound { idempotency_key: key, ..outbound }).await;
+                }
+                Err(other) => return Err(other),
+            }
         }
         route.send_parts(&outbound, parts, delivered).await
     }

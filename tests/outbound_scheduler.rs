@@ -485,6 +485,18 @@ async fn a_channel_without_edits_gets_only_the_final_messages() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn the_first_text_of_a_live_reply_shows_without_waiting_for_a_second() {
+    let fake = FakeChannel::new("fake", 100, true);
+    let scheduler = scheduler_with(&fake, Budget::default());
+    let live = scheduler.live("fake", chat("a"), "k", "fake:a");
+    live.update("thinking about it");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let shown: Vec<String> = fake.visible().into_iter().map(|(_, text)| text).collect();
+    assert_eq!(shown, ["thinking about it"]);
+    live.finish("thinking about it: done").await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_refused_final_edit_sends_the_whole_reply_as_new_messages() {
     let fake = FakeChannel::new("fake", 100, true);
     let scheduler = scheduler_with(&fake, Budget::default());

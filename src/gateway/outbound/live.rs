@@ -124,7 +124,10 @@ impl LiveReply {
             key = %self.template.idempotency_key,
         );
         let editor = Editor { route: route.clone(), template: self.template.clone(), shown: Shown::default() };
-        *task = Some(tokio::spawn(editor.run(self.text.subscribe(), self.stop.clone()).instrument(span)));
+        // The text that started the editor is news to it too.
+        let mut text = self.text.subscribe();
+        text.mark_changed();
+        *task = Some(tokio::spawn(editor.run(text, self.stop.clone()).instrument(span)));
     }
 }
 

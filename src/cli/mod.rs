@@ -1,11 +1,11 @@
 //! The `bub` command line.
 //!
-//! - `bub run MESSAGE`: one turn, the reply streamed to stdout ([`agent`]).
-//! - `bub chat`: an interactive session ([`agent`]).
-//! - `bub tools`: the tools the agent has ([`agent`]).
-//! - `bub tape …`: inspect tapes ([`tape`]).
-//! - `bub gateway`: run the gateway ([`gateway`]).
-//! - `bub policy check [FILE]`: validate a gateway config ([`policy`]).
+//! - `bub run MESSAGE`: one turn, the reply streamed to stdout (`agent`).
+//! - `bub chat`: an interactive session (`agent`).
+//! - `bub tools`: the tools the agent has (`agent`).
+//! - `bub tape …`: inspect tapes (`tape`).
+//! - `bub gateway`: run the gateway (`gateway`).
+//! - `bub policy check [FILE]`: validate a gateway config (`policy`).
 
 mod agent;
 mod gateway;
@@ -37,7 +37,7 @@ pub enum Command {
         /// The config file (default: $BUB_HOME/bub.toml if it exists, else one webhook channel).
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
-        /// Listen here instead of the config's [http] listen (port 0 picks a free port).
+        /// Listen here instead of the config's `[http] listen` (port 0 picks a free port).
         #[arg(long, value_name = "ADDR")]
         listen: Option<std::net::SocketAddr>,
     },

@@ -11,15 +11,15 @@
 //!    recognised and need the sender to be an operator for that command;
 //!    group text that does not address the bot is recorded on the tape as
 //!    inactive context, not answered.
-//! 3. The session's worker ([`session`]): bursts are debounced, one turn runs
+//! 3. The session's worker (`session`): bursts are debounced, one turn runs
 //!    at a time, and a message arriving mid-turn steers it, queues behind it or
 //!    is dropped with a notice, as the policy says. Commands bypass both.
-//! 4. The turn ([`turn`]): the agent runs with the tools the policy offers and
+//! 4. The turn (`turn`): the agent runs with the tools the policy offers and
 //!    the policy's model; a waiting caller hears the reply as soon as the turn
-//!    is on the tape ([`told`] covers the moment until its outcome is stored);
+//!    is on the tape (`told` covers the moment until its outcome is stored);
 //!    a channel reply is stored in the outbox with the messages' outcome in one
 //!    transaction, then sent through the [`outbound`] scheduler.
-//! 5. On start, [`recovery`] finishes what a crash interrupted: turns already
+//! 5. On start, `recovery` finishes what a crash interrupted: turns already
 //!    on the tape get their reply, the others run again; undelivered replies go out.
 //!
 //! - [`split`]: splitting long replies under a platform's limit.

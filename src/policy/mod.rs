@@ -7,7 +7,7 @@
 //! - [`effective`]: one chat's resolved policy ([`EffectivePolicy`]) and the
 //!   tool rules (`tool_verdict`, `offered_tools`), each value remembering
 //!   which layer set it.
-//! - [`enforce`]: [`SessionPolicy`] in a run's turn state and the one
+//! - [`enforce`](mod@enforce): [`SessionPolicy`] in a run's turn state and the one
 //!   `BeforeToolCall` handler that enforces it ([`enforce()`]).
 //! - [`command`]: the `,policy show` / `,policy explain` command ([`policy_tool`]).
 //! - [`live`]: hot reload ([`LiveConfig`]).

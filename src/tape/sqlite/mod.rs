@@ -2,17 +2,17 @@
 //!
 //! SQLite is a library, not a server: each connection here belongs to a
 //! thread of its own and runs its statements synchronously there. All writes
-//! go through the one writing connection ([`writer`]), which commits the
+//! go through the one writing connection (`writer`), which commits the
 //! writes that queue up while it is busy in one transaction, so writes never
 //! race inside the process and never meet `SQLITE_BUSY`; other processes (an
 //! operator's `bub` beside the gateway) wait on the busy timeout. Reads run on
-//! a few read-only connections ([`readers`]), each statement a consistent
+//! a few read-only connections (`readers`), each statement a consistent
 //! snapshot. A read or a write is one hand-off to a thread and back, whatever
 //! it does there.
 //!
 //! Before migrating, the file is checked to be a SQLite database that is either
 //! empty or already bub's, so pointing `BUB_HOME` at the wrong file never adds
-//! tables to somebody else's database ([`open`]).
+//! tables to somebody else's database (`open`).
 
 mod checkpoint;
 mod open;

@@ -99,6 +99,15 @@ pub enum SubmitError {
     Invalid(String),
 }
 
+impl SubmitError {
+    /// The gateway could not take the message now: a platform that can offer
+    /// it again later (Telegram) should. A rate-limited or invalid message is
+    /// settled; offering it again changes nothing.
+    pub fn try_again_later(&self) -> bool {
+        matches!(self, SubmitError::Unavailable(_))
+    }
+}
+
 /// Where adapters hand messages to the gateway.
 #[async_trait]
 pub trait InboundSink: Send + Sync + 'static {

@@ -27,11 +27,11 @@ mod inbound;
 mod send;
 
 use async_trait::async_trait;
-use bub_channel::{Channel, ChannelError, ChatRef, Delivered, InboundSink, Limits, Outbound, SendError, SubmitError};
+use bub_channel::{Channel, ChannelError, ChatRef, Delivered, InboundSink, Limits, Outbound, SendError};
 use inbound::BotUser;
 use serenity::all::{Context, EventHandler, GatewayIntents, Message, Ready};
 use serenity::gateway::ShardManager;
-use serenity::http::{Http, HttpBuilder};
+use serenity::http::{Http, HttpBuilder, HttpError};
 use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -173,12 +173,11 @@ async fn hand_over(
                 continue;
             };
             let id = inbound.message_id.clone();
-            match inbox.submit(inbound, None).await {
-                Ok(_) | Err(SubmitError::RateLimited { .. }) | Err(SubmitError::Invalid(_)) => {}
-                // Discord does not deliver a message twice; one the gateway could not store is lost.
-                Err(SubmitError::Unavailable(reason)) => {
-                    tracing::error!(%channel, message = %id, %reason, "discord message lost: the gateway could not store it")
-                }
+            // Discord does not deliver a message twice; one the gateway could not store is lost.
+            if let Err(error) = inbox.submit(inbound, None).await
+                && error.try_again_later()
+            {
+                tracing::error!(%channel, message = %id, %error, "discord message lost: the gateway could not store it");
             }
         }
     }
@@ -200,11 +199,13 @@ impl Channel for DiscordChannel {
         let me = tokio::time::timeout(START_TIMEOUT, http.get_current_user())
             .await
             .map_err(|_| self.fail(format!("Discord did not answer within {START_TIMEOUT:?}")))?
-            .map_err(|error| match send::classify(error) {
-                SendError::Permanent(message) if message.contains(" 401") => self.fail(format!(
-                    "Discord rejects the bot token; check channels.{name}.token (Developer Portal → Bot → Reset Token)"
-                )),
-                other => self.fail(format!("cannot reach Discord: {other}")),
+            .map_err(|error| match error {
+                serenity::Error::Http(HttpError::UnsuccessfulRequest(response)) if response.status_code == 401 => {
+                    self.fail(format!(
+                        "Discord rejects the bot token; check channels.{name}.token (Developer Portal → Bot → Reset Token)"
+                    ))
+                }
+                other => self.fail(format!("cannot reach Discord: {}", send::classify(other))),
             })?;
         let bot = BotUser { id: me.id.get(), name: me.name.clone() };
         let (ready_tx, ready_rx) = oneshot::channel();
@@ -219,17 +220,16 @@ impl Channel for DiscordChannel {
             .await
             .map_err(|error| self.fail(format!("cannot set up the Discord client: {error}")))?;
         let (http, shards) = (client.http.clone(), client.shard_manager.clone());
-        let name_for_queue = name.clone();
-        let name_for_log = name.clone();
+        let task_name = name.clone();
         let (ended_tx, ended_rx) = oneshot::channel();
         let task = tokio::spawn(async move {
-            let handing_over = tokio::spawn(hand_over(name_for_queue, bot, inbox, queue));
+            let handing_over = tokio::spawn(hand_over(task_name.clone(), bot, inbox, queue));
             let ended = client.start().await;
             // Before READY `start` reports the failure; after it, only the log can.
             if let Err(returned) = ended_tx.send(ended)
                 && let Err(error) = returned
             {
-                tracing::error!(channel = %name_for_log, reason = %start_error(&name_for_log, &error), "the Discord connection ended; no more messages arrive until a restart");
+                tracing::error!(channel = %task_name, reason = %start_error(&task_name, &error), "the Discord connection ended; no more messages arrive until a restart");
             }
             // Messages already queued still reach the gateway.
             drop(client);

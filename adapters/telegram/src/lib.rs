@@ -127,44 +127,49 @@ impl TelegramChannel {
         Ok(TelegramChannel { name, bot, webhook, polling: Mutex::new(None) })
     }
 
+    fn fail(&self, message: String) -> ChannelError {
+        ChannelError::new(self.name.clone(), message)
+    }
+
+    /// One Bot API call at start, given [`START_TIMEOUT`] to answer.
+    async fn at_start<T>(
+        &self,
+        call: impl std::future::IntoFuture<Output = Result<T, RequestError>>,
+    ) -> Result<Result<T, RequestError>, ChannelError> {
+        tokio::time::timeout(START_TIMEOUT, call.into_future())
+            .await
+            .map_err(|_| self.fail(format!("Telegram did not answer within {START_TIMEOUT:?}")))
+    }
+
     /// Who the bot is; fails with a message that says what to fix.
     async fn whoami(&self) -> Result<Me, ChannelError> {
-        let fail = |message: String| ChannelError::new(self.name.clone(), message);
-        let me = tokio::time::timeout(START_TIMEOUT, self.bot.get_me())
-            .await
-            .map_err(|_| fail(format!("Telegram did not answer getMe within {START_TIMEOUT:?}")))?;
-        let me = me.map_err(|error| match error {
-            RequestError::Api(ApiError::InvalidToken) => {
-                fail(format!("Telegram rejects the bot token; check channels.{}.token (from @BotFather)", self.name))
-            }
-            other => fail(format!("cannot reach the Telegram Bot API at {}: {other}", self.bot.api_url())),
-        })?;
-        Ok(me)
+        self.at_start(self.bot.get_me()).await?.map_err(|error| match error {
+            RequestError::Api(ApiError::InvalidToken) => self
+                .fail(format!("Telegram rejects the bot token; check channels.{}.token (from @BotFather)", self.name)),
+            other => self.fail(format!("cannot reach the Telegram Bot API at {}: {other}", self.bot.api_url())),
+        })
     }
 
     /// Tells Telegram how updates reach bub: to the webhook, or (by removing
     /// any webhook, which would make `getUpdates` fail) to polling.
     async fn route_updates(&self) -> Result<(), ChannelError> {
-        let fail = |message: String| ChannelError::new(self.name.clone(), message);
-        let answered = match &self.webhook {
-            Some((url, _)) => {
-                let secret = self.webhook_secret();
-                let request =
-                    self.bot.set_webhook(url.clone()).secret_token(secret).allowed_updates([AllowedUpdate::Message]);
-                tokio::time::timeout(START_TIMEOUT, request.into_future()).await.map(|set| {
-                    set.map_err(|error| fail(format!("Telegram refused the webhook {url}: {error} (it must be HTTPS)")))
+        match &self.webhook {
+            Some((url, ingress)) => {
+                let request = self
+                    .bot
+                    .set_webhook(url.clone())
+                    .secret_token(ingress.secret().to_string())
+                    .allowed_updates([AllowedUpdate::Message]);
+                self.at_start(request).await?.map(|_| ()).map_err(|error| {
+                    self.fail(format!("Telegram refused the webhook {url}: {error} (it must be HTTPS)"))
                 })
             }
-            None => tokio::time::timeout(START_TIMEOUT, self.bot.delete_webhook().into_future()).await.map(|deleted| {
-                deleted.map_err(|error| fail(format!("cannot remove the bot's webhook (needed for polling): {error}")))
-            }),
-        };
-        answered.map_err(|_| fail(format!("Telegram did not answer within {START_TIMEOUT:?}")))??;
-        Ok(())
-    }
-
-    fn webhook_secret(&self) -> String {
-        self.webhook.as_ref().map(|(_, ingress)| ingress.secret().to_string()).unwrap_or_default()
+            None => {
+                self.at_start(self.bot.delete_webhook()).await?.map(|_| ()).map_err(|error| {
+                    self.fail(format!("cannot remove the bot's webhook (needed for polling): {error}"))
+                })
+            }
+        }
     }
 }
 

@@ -9,7 +9,7 @@
 //! unreachable), polling waits and asks again from the same offset.
 
 use crate::inbound::to_inbound;
-use bub_channel::{InboundSink, SubmitError};
+use bub_channel::InboundSink;
 use std::sync::Arc;
 use std::time::Duration;
 use teloxide_core::payloads::GetUpdatesSetters;
@@ -76,13 +76,11 @@ impl Poller {
     async fn hand_over(&self, inbound: bub_channel::Inbound) -> bool {
         let id = inbound.message_id.clone();
         match self.inbox.submit(inbound, None).await {
-            Ok(_) => true,
-            // The gateway told the sender (or chose not to); this message is done.
-            Err(SubmitError::RateLimited { .. }) | Err(SubmitError::Invalid(_)) => true,
-            Err(SubmitError::Unavailable(reason)) => {
-                tracing::warn!(channel = %self.channel, message = %id, %reason, "gateway cannot take the message yet");
+            Err(error) if error.try_again_later() => {
+                tracing::warn!(channel = %self.channel, message = %id, %error, "gateway cannot take the message yet");
                 false
             }
+            _ => true,
         }
     }
 

@@ -36,16 +36,7 @@ pub(crate) async fn send_text(bot: &Bot, chat: &ChatRef, text: &str, reply_to: &
         }
         request
     };
-    let sent = match rendered(text) {
-        None => request(text.to_string(), false).await,
-        Some(html) => match request(html, true).await {
-            Err(RequestError::Api(ApiError::CantParseEntities(reason))) => {
-                tracing::warn!(%reason, "Telegram refused the rendered HTML; sending plain text");
-                request(text.to_string(), false).await
-            }
-            other => other,
-        },
-    };
+    let sent = html_or_plain(text, request).await;
     sent.map(|message| message.id.0).map_err(classify)
 }
 
@@ -58,16 +49,25 @@ pub(crate) async fn edit_text(bot: &Bot, chat: &ChatRef, message_id: &str, text:
         let request = bot.edit_message_text(chat_id, MessageId(id), body).link_preview_options(no_preview());
         if html { request.parse_mode(ParseMode::Html) } else { request }
     };
-    let edited = match rendered(text) {
-        None => request(text.to_string(), false).await,
-        Some(html) => match request(html, true).await {
-            Err(RequestError::Api(ApiError::CantParseEntities(_))) => request(text.to_string(), false).await,
-            other => other,
-        },
-    };
-    match edited {
+    match html_or_plain(text, request).await {
         Ok(_) | Err(RequestError::Api(ApiError::MessageNotModified)) => Ok(()),
         Err(error) => Err(classify(error)),
+    }
+}
+
+/// Sends `text` through `request(body, is_html)`: as Telegram HTML, else as
+/// plain text when rendering made it too long or Telegram refuses the entities.
+async fn html_or_plain<T, R>(text: &str, request: impl Fn(String, bool) -> R) -> Result<T, RequestError>
+where
+    R: std::future::IntoFuture<Output = Result<T, RequestError>>,
+{
+    let Some(html) = rendered(text) else { return request(text.to_string(), false).await };
+    match request(html, true).await {
+        Err(RequestError::Api(ApiError::CantParseEntities(reason))) => {
+            tracing::warn!(%reason, "Telegram refused the rendered HTML; sending plain text");
+            request(text.to_string(), false).await
+        }
+        other => other,
     }
 }
 

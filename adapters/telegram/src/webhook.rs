@@ -20,7 +20,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use bub_channel::{InboundSink, SubmitError};
+use bub_channel::InboundSink;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 use teloxide_core::types::{Me, Update, UpdateKind};
@@ -98,11 +98,11 @@ async fn receive(State(ingress): State<Arc<WebhookIngress>>, headers: HeaderMap,
     let UpdateKind::Message(message) = &update.kind else { return StatusCode::OK.into_response() };
     let Some(inbound) = to_inbound(&ingress.channel, &me, message) else { return StatusCode::OK.into_response() };
     match inbox.submit(inbound, None).await {
-        Ok(_) | Err(SubmitError::RateLimited { .. }) | Err(SubmitError::Invalid(_)) => StatusCode::OK.into_response(),
-        Err(SubmitError::Unavailable(reason)) => {
-            tracing::warn!(channel = %ingress.channel, %reason, "cannot store a Telegram update; Telegram will send it again");
-            refuse(StatusCode::SERVICE_UNAVAILABLE, "unavailable", reason)
+        Err(error) if error.try_again_later() => {
+            tracing::warn!(channel = %ingress.channel, %error, "cannot store a Telegram update; Telegram will send it again");
+            refuse(StatusCode::SERVICE_UNAVAILABLE, "unavailable", error.to_string())
         }
+        _ => StatusCode::OK.into_response(),
     }
 }
 

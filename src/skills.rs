@@ -18,7 +18,7 @@
 //! [`SkillError`]) is skipped with a warning naming the file and the reason; a
 //! bad skill never stops the agent.
 
-use crate::tools::{Tool, ToolContext, ToolError};
+use crate::tools::{Capability, Tool, ToolContext, ToolError};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -174,6 +174,7 @@ pub fn skill_tool() -> Tool {
             Some(name) => show_skill(&skills, &name),
         })
     })
+    .with_capabilities([Capability::Read])
 }
 
 fn list_skills(skills: &[Skill]) -> String {

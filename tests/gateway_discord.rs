@@ -18,10 +18,13 @@ const DM_CHANNEL: u64 = 400_000_000_000_000_001;
 const GUILD: u64 = 500_000_000_000_000_001;
 const GUILD_CHANNEL: u64 = 600_000_000_000_000_001;
 
-/// A config with one Discord channel `dc` on the fake, debouncing briefly.
+/// A config with one Discord channel `dc` on the fake, debouncing briefly, answering
+/// everyone (these tests are about the channel; who is answered by default
+/// is `tests/red_team/pairing.rs`'s).
 fn config(discord: &FakeDiscord, token: &str) -> String {
     format!(
-        "[policy.defaults]\ndebounce = {{ quiet_seconds = 0.1 }}\n\n\
+        "[policy.defaults]\ndebounce = {{ quiet_seconds = 0.1 }}\n\
+         dm_policy = \"open\"\ngroup_policy = \"open\"\n\n\
          [channels.dc]\nkind = \"discord\"\ntoken = \"{token}\"\napi_url = \"{}\"\n",
         discord.proxy_url()
     )

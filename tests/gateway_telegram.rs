@@ -14,10 +14,13 @@ use support::gateway::{GatewayProcess, client, refused_start};
 /// Answers arrive within this (debug binary, loaded 2-core machine).
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// A config with one Telegram channel `tg` on the fake, debouncing briefly.
+/// A config with one Telegram channel `tg` on the fake, debouncing briefly, answering
+/// everyone (these tests are about the channel; who is answered by default
+/// is `tests/red_team/pairing.rs`'s).
 fn config(telegram: &FakeTelegram, token: &str, extra: &str) -> String {
     format!(
-        "[policy.defaults]\ndebounce = {{ quiet_seconds = 0.1 }}\n\n\
+        "[policy.defaults]\ndebounce = {{ quiet_seconds = 0.1 }}\n\
+         dm_policy = \"open\"\ngroup_policy = \"open\"\n\n\
          [channels.tg]\nkind = \"telegram\"\ntoken = \"{token}\"\napi_url = \"{}\"\n{extra}",
         telegram.api_url()
     )

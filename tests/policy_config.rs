@@ -10,6 +10,7 @@ use bub::home::BubHome;
 use bub::policy::{self, GatewayConfig, SessionPolicy};
 use bub::setup::Setup;
 use bub::tape::SqliteTapeStore;
+use bub::tools::{Capabilities, Capability};
 use bub_channel::ChatKind;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -41,6 +42,7 @@ async fn binary_tools() -> Vec<String> {
     let setup = Setup::build(&bub_home, home.path().to_path_buf(), store, Vec::new()).unwrap();
     let mut names: Vec<String> = setup.agent.tools().iter().map(|t| t.name().to_string()).collect();
     names.push(policy::policy_tool().name().to_string());
+    names.push(bub::gateway::pairing::command::NAME.to_string());
     setup.shutdown().await;
     names
 }
@@ -85,19 +87,25 @@ async fn the_example_file_loads_and_names_only_real_tools() {
     let config = GatewayConfig::load_checked(EXAMPLE, &binary_tools().await).unwrap();
     assert_eq!(config.channels.keys().collect::<Vec<_>>(), ["hooks", "tg", "discord"]);
     let room = config.effective("hooks", "room-1");
-    assert!(room.tool_verdict("bash", Some("hooks:alice"), true, true).allowed);
-    assert!(!room.tool_verdict("web.fetch", None, false, false).allowed);
+    let exec = Capabilities::of([Capability::Exec]);
+    assert!(room.tool_verdict("bash", exec, Some("hooks:alice"), true, true).allowed);
+    assert!(!room.tool_verdict("web.fetch", Capabilities::of([Capability::Network]), None, false, false).allowed);
 }
 
+/// Webhook senders hold the secret, so direct messages are open; but nobody
+/// is an operator until named, so the shell is never a command by default.
 #[test]
-fn the_default_webhook_config_has_one_channel_and_an_open_policy() {
+fn the_default_webhook_config_has_one_open_channel_and_no_operators() {
     let config = GatewayConfig::default_webhook("s".into());
     assert_eq!(config.http.listen.to_string(), "127.0.0.1:8080");
     let policy::ChannelKind::Webhook(hook) = &config.channels["webhook"].kind else { panic!("a webhook channel") };
     assert_eq!(hook.callback_url, None);
     let policy = config.effective("webhook", "any");
-    assert!(policy.tool_verdict("bash", Some("webhook:x"), false, true).allowed);
-    assert!(!policy.tool_verdict("bash", Some("webhook:x"), true, true).allowed, "still no shell in groups");
+    let exec = Capabilities::of([Capability::Exec]);
+    assert!(policy.tool_verdict("bash", exec, Some("webhook:x"), false, false).allowed, "the model has bash");
+    assert!(!policy.tool_verdict("bash", exec, Some("webhook:x"), false, true).allowed, "no shell command");
+    assert!(!policy.tool_verdict("bash", exec, Some("webhook:x"), true, false).allowed, "no shell in groups");
+    assert_eq!(policy.admission("webhook:x", ChatKind::Direct, "any"), policy::Admission::Admitted);
 }
 
 fn bub_policy_check(home: &Path, args: &[&str]) -> (bool, String, String) {
@@ -181,7 +189,7 @@ impl Fixture {
     }
 }
 
-const GROUP_DENIAL: &str = "bash is denied in group chats here: no policy allows it by name \
+const GROUP_DENIAL: &str = "bash is denied in group chats here: it can exec and no policy allows it by name \
                             (add \"bash\" to channels.hooks.chats.\"room-1\".policy.allowed_tools)";
 
 #[tokio::test]
@@ -242,14 +250,14 @@ async fn policy_explain_says_which_rule_decides() {
     assert_eq!(
         outcome.text,
         format!(
-            "bash for hooks:alice in this group chat (hooks/room-1):\n  model call: denied — {GROUP_DENIAL}\n  \
+            "bash (exec) for hooks:alice in this group chat (hooks/room-1):\n  model call: denied — {GROUP_DENIAL}\n  \
              command: denied — {GROUP_DENIAL}"
         )
     );
     let outcome = f.say(",policy explain bash hooks:eve", "hooks:alice", ChatKind::Direct).await;
     assert_eq!(
         outcome.text,
-        "bash for hooks:eve in this direct chat (hooks/room-1):\n  \
+        "bash (exec) for hooks:eve in this direct chat (hooks/room-1):\n  \
          model call: allowed — bash is allowed here by `*` in the built-in default\n  \
          command: denied — hooks:eve is not an operator here: commands are limited to channels.hooks.policy.operators"
     );

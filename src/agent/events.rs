@@ -150,6 +150,9 @@ pub enum ToolCallDecision {
 pub struct BeforeToolCall {
     pub run: RunContext,
     pub call: ToolCall,
+    /// What the called tool can do ([`Capabilities::ALL`](crate::tools::Capabilities::ALL)
+    /// when no such tool exists), for handlers that decide by capability.
+    pub capabilities: crate::tools::Capabilities,
     pub decision: Option<ToolCallDecision>,
 }
 

@@ -33,7 +33,8 @@ impl CallSite {
     pub async fn execute(&self, call: ToolCall, preset: Option<ToolError>) -> Result<ToolCallResult, HandlerError> {
         let bus = &self.agent.inner.events;
         let started = Instant::now();
-        let before = bus.emit(BeforeToolCall { run: self.run.clone(), call, decision: None }).await?;
+        let capabilities = self.tools.get(&call.tool).map_or(crate::tools::Capabilities::ALL, |t| t.capabilities());
+        let before = bus.emit(BeforeToolCall { run: self.run.clone(), call, capabilities, decision: None }).await?;
         let call = before.call;
         let tool = self.tools.get(&call.tool).cloned();
         let value = match (preset, before.decision) {
@@ -42,7 +43,7 @@ impl CallSite {
             (None, Some(ToolCallDecision::Replace(value))) => Ok(value),
             (None, None) => match &tool {
                 Some(tool) => tool.call(call.arguments.clone(), self.context(&call)).await,
-                None => Err(self.unknown_tool(&call.tool)),
+                None => Err(self.unknown_tool(&call.tool, &self.tools)),
             },
         };
         let rendered = match &value {
@@ -78,8 +79,10 @@ impl CallSite {
         }
     }
 
-    fn unknown_tool(&self, name: &str) -> ToolError {
-        let close = self.tools.suggest(name);
+    /// The error for a call naming no tool of `offered`, with close names from it.
+    pub(crate) fn unknown_tool(&self, name: &str, offered: &ToolRegistry) -> ToolError {
+        let close: Vec<String> =
+            offered.suggest(name).into_iter().filter(|n| offered.get(n).is_some_and(|t| t.agent_use())).collect();
         let message = if close.is_empty() {
             format!("unknown tool `{name}`; no tool has a similar name (the `skill` tool lists skills that may help)")
         } else {

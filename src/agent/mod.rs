@@ -45,7 +45,7 @@ pub mod stream;
 
 pub use bus::{AgentEvent, EventBus, HandlerError, HandlerId};
 pub use prompt::{PromptContext, SectionId, SystemPrompt, ToolSummary};
-pub use run::{OVERFLOW_ANCHOR, RunOptions};
+pub use run::{MessageMeta, OVERFLOW_ANCHOR, PinnedModel, RunOptions, RunTools};
 pub use runtime::{Agent, AgentBuilder, DEFAULT_MAX_STEPS};
 pub(crate) use settings::{session_model, session_reasoning_effort};
 pub use state::TurnState;

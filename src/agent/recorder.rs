@@ -4,7 +4,7 @@
 //! | event | entries |
 //! |---|---|
 //! | `RunStarted` | event `loop.start {model, prompt, allowed_tools}` |
-//! | `StepStarted` | event `loop.step.start {step}`, then the step's user messages |
+//! | `StepStarted` | event `loop.step.start {step}`, then the step's user messages (with the run's [`MessageMeta`](super::MessageMeta)) |
 //! | `AfterLlmCall` | the system prompt (only when it differs from the last one on the tape), the assistant text, the tool calls, event `run {status, provider, model, usage, elapsed_ms}`, and an `error` entry on failure |
 //! | `ChatCompleted` | one `tool_result` entry, results in call order |
 //! | `StepFinished` | event `loop.step {step, status, elapsed_ms, error?}` |
@@ -29,8 +29,15 @@ pub fn register(bus: &EventBus) {
     });
     bus.on(|event: StepStarted| async move {
         let mut entries = vec![NewEntry::event("loop.step.start", json!({"step": event.step}))];
+        let extra = event.run.state.extension::<super::run::MessageMeta>();
         for message in &event.messages {
-            entries.push(NewEntry::message(message.clone())?);
+            let mut entry = NewEntry::message(message.clone())?;
+            if let Some(extra) = &extra {
+                for (key, value) in &extra.0 {
+                    entry = entry.with_meta(key.clone(), value.clone());
+                }
+            }
+            entries.push(entry);
         }
         write(&event.run, entries).await?;
         Ok(event)

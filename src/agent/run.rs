@@ -64,6 +64,10 @@ pub struct RunOptions {
     pub allowed_tools: Option<Vec<String>>,
     /// Overrides the agent's workspace.
     pub workspace: Option<PathBuf>,
+    /// A prompt starting with the command prefix runs as a comma command
+    /// (default true). False for prompts that did not come from a person,
+    /// such as a subagent's: text the model wrote must never become a command.
+    pub commands: bool,
 }
 
 impl RunOptions {
@@ -78,6 +82,7 @@ impl RunOptions {
             options: Map::new(),
             allowed_tools: None,
             workspace: None,
+            commands: true,
         }
     }
 
@@ -111,7 +116,29 @@ impl RunOptions {
         self.workspace = Some(workspace.into());
         self
     }
+
+    /// The prompt is never a comma command, whatever it starts with; see [`RunOptions::commands`].
+    pub fn no_commands(mut self) -> Self {
+        self.commands = false;
+        self
+    }
 }
+
+/// The `provider:model` a run's caller chose for it ([`RunOptions::model`]),
+/// kept on the turn state so a nested run (a subagent) cannot pick another.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PinnedModel(pub String);
+
+/// Extra `meta` for the user messages a run records (its prompt, and what is
+/// steered in): a caller that knows where the text came from puts it here
+/// (the gateway writes `provenance`), so the tape keeps it beside the text.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct MessageMeta(pub serde_json::Map<String, Value>);
+
+/// The tools the model of the current run may call, by registry name, kept on
+/// the turn state so a nested run (a subagent) gets at most these.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunTools(pub Vec<String>);
 
 /// Why a run stopped early.
 pub(crate) struct RunFailure {
@@ -237,7 +264,7 @@ impl Agent {
         let site = CallSite { agent: self.clone(), run: run.clone(), tools: Arc::new(tools), workspace, environment };
         let tools = site.tools.clone();
 
-        if let Some(prefix) = self.inner.command_prefix.as_deref()
+        if let Some(prefix) = self.inner.command_prefix.as_deref().filter(|_| options.commands)
             && crate::command::is_command(&prompt, prefix)
         {
             let allowed = tools.iter().map(|t| t.name().to_string()).collect();
@@ -268,6 +295,10 @@ impl Agent {
         };
         let spec = self.model_spec(settings.model, options)?;
         run.state.set("model", json!(spec));
+        if let Some(pinned) = &options.model {
+            run.state.insert_extension(PinnedModel(pinned.clone()));
+        }
+        run.state.insert_extension(RunTools(site.tools.model_tools().map(|t| t.name().to_string()).collect()));
         // A caller's own `reasoning_effort` on the turn state wins over the session's switch.
         if let Some(effort) = settings.reasoning_effort
             && run.state.get("reasoning_effort").is_none()
@@ -327,7 +358,7 @@ impl Agent {
                     }
                 }
                 Ok(answer) => {
-                    let results = run_calls(&site, &answer.calls, out).await?;
+                    let results = run_calls(&site, &tools, &answer.calls, out).await?;
                     self.inner
                         .events
                         .emit(ChatCompleted { run: run.clone(), step, calls: answer.calls, results })
@@ -498,7 +529,15 @@ struct ModelAnswer {
 }
 
 /// Runs a step's calls concurrently; results come back in call order.
-async fn run_calls(site: &CallSite, calls: &[ToolCallRequest], out: &Output) -> Result<Vec<String>, RunFailure> {
+/// `offered` is what the model was shown: a call naming anything else (a
+/// command-only tool such as `code_mode`, a tool code mode keeps inside
+/// `run_code`) is an unknown tool, even if the run could reach it otherwise.
+async fn run_calls(
+    site: &CallSite,
+    offered: &ToolRegistry,
+    calls: &[ToolCallRequest],
+    out: &Output,
+) -> Result<Vec<String>, RunFailure> {
     for call in calls {
         let event = StreamEvent::ToolCall {
             call_id: call.id.clone(),
@@ -508,11 +547,17 @@ async fn run_calls(site: &CallSite, calls: &[ToolCallRequest], out: &Output) -> 
         out.send(event).await;
     }
     let runs = calls.iter().map(|request| async move {
-        let (arguments, preset) = match parse_arguments(&request.arguments) {
+        let (arguments, mut preset) = match parse_arguments(&request.arguments) {
             Ok(arguments) => (arguments, None),
             Err(error) => (Value::String(request.arguments.clone()), Some(error)),
         };
-        let tool = site.tools.get(&request.name).map_or_else(|| request.name.clone(), |t| t.name().to_string());
+        let tool = match offered.get(&request.name).filter(|tool| tool.agent_use()) {
+            Some(tool) => tool.name().to_string(),
+            None => {
+                preset = Some(site.unknown_tool(&request.name, offered));
+                request.name.clone()
+            }
+        };
         let call = ToolCall { tool, call_id: request.id.clone(), arguments, command: false, code_mode: false };
         site.execute(call, preset).await
     });

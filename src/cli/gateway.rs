@@ -30,6 +30,8 @@ pub(crate) async fn run_gateway(home: &BubHome, config: Option<PathBuf>, listen:
     let setup = Setup::build_with(home, home.workspaces_dir(), store, vars, Some(provider))?;
     crate::policy::enforce(&setup.agent);
     setup.agent.add_tool(crate::policy::policy_tool());
+    let store = GatewayStore::new((*setup.store).clone());
+    setup.agent.add_tool(crate::gateway::pairing::command::pairing_tool(store.pairing()));
     // A config file is read, checked against the agent's tools and watched in one go.
     let (live, reloads) = match &config_path {
         Some(path) => {
@@ -40,9 +42,13 @@ pub(crate) async fn run_gateway(home: &BubHome, config: Option<PathBuf>, listen:
         None => (LiveConfig::fixed(default_config(home)?), None),
     };
     let config = live.current();
+    // Where the config opens access wider than the closed defaults: always shown.
+    for warning in config.warnings() {
+        tracing::warn!(%warning, "config opens access");
+        eprintln!("{warning}");
+    }
     let adapters = channels::from_config(&config)?;
     let addr = listen.unwrap_or(config.http.listen);
-    let store = GatewayStore::new((*setup.store).clone());
     let live_config = live.clone();
     let gateway = Gateway::new(setup.agent.clone(), store, live, adapters, confinement);
     let listener = tokio::net::TcpListener::bind(addr)

@@ -6,9 +6,11 @@
 //! - `bub tape …`: inspect tapes (`tape`).
 //! - `bub gateway`: run the gateway (`gateway`).
 //! - `bub policy check [FILE]`: validate a gateway config (`policy`).
+//! - `bub pairing list|approve|revoke`: who the chat bots answer beyond the config (`pairing`).
 
 mod agent;
 mod gateway;
+mod pairing;
 mod policy;
 mod tape;
 
@@ -65,6 +67,9 @@ pub enum Command {
     /// Gateway policy: check a config file.
     #[command(subcommand)]
     Policy(policy::PolicyCommand),
+    /// Pairing: approve, list or revoke the users and groups a chat bot answers beyond its config.
+    #[command(subcommand)]
+    Pairing(pairing::PairingCommand),
 }
 
 /// Runs a parsed command line.
@@ -77,5 +82,6 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Tools { json } => agent::list_tools(&home, json).await,
         Command::Tape(command) => tape::run_tape(&home, command).await,
         Command::Policy(command) => policy::run_policy(&home, command).await,
+        Command::Pairing(command) => pairing::run_pairing(&home, command).await,
     }
 }

@@ -28,6 +28,9 @@ async fn check(home: &BubHome, file: PathBuf) -> Result<()> {
     let known = known_tools(home).await?;
     match GatewayConfig::load_checked(&file, &known) {
         Ok(config) => {
+            for warning in config.warnings() {
+                eprintln!("{warning}");
+            }
             let count = config.channels.len();
             println!("{}: ok ({count} channel{})", file.display(), if count == 1 { "" } else { "s" });
             Ok(())
@@ -42,6 +45,7 @@ async fn known_tools(home: &BubHome) -> Result<Vec<String>> {
     let setup = Setup::from_env(home, workspace_or_cwd(None)).await.context("cannot list the agent's tools")?;
     let mut names: Vec<String> = setup.agent.tools().iter().map(|tool| tool.name().to_string()).collect();
     names.push(crate::policy::policy_tool().name().to_string());
+    names.push(crate::gateway::pairing::command::NAME.to_string());
     setup.shutdown().await;
     Ok(names)
 }

@@ -7,8 +7,11 @@
 //!    messages are dropped, the sender's inbound rate is checked, and the
 //!    message is stored in the durable inbox ([`store`]) — deduplicated by
 //!    channel and platform message id — before the channel acknowledges it.
-//! 2. Admission ([`admission`]): chat and user allowlists; comma commands are
-//!    recognised and need the sender to be an operator for that command;
+//! 2. Admission ([`admission`], [`pairing`]): who is answered in direct and
+//!    group chats, with pairing for senders and groups the config leaves to
+//!    it (a code, and nothing else, until approved); comma commands are
+//!    recognised and need the sender to be an operator for that command
+//!    (where none are named, only the read-only ones run);
 //!    group text that does not address the bot is recorded on the tape as
 //!    inactive context, not answered.
 //! 3. The session's worker (`session`): bursts are debounced, one turn runs
@@ -29,6 +32,7 @@ pub mod channels;
 pub mod confinement;
 mod limiter;
 pub mod outbound;
+pub mod pairing;
 mod recovery;
 mod running;
 mod session;
@@ -69,6 +73,9 @@ pub(crate) struct Message {
     pub session: String,
     /// Picked up again after a restart: it may already be on the tape.
     pub recovered: bool,
+    /// Where its text comes from, decided at admission (until then the
+    /// closed side: a stranger's).
+    pub provenance: crate::policy::Provenance,
 }
 
 /// The running gateway. Cheap to clone.
@@ -80,6 +87,7 @@ pub struct Gateway {
 pub(crate) struct Inner {
     pub agent: Agent,
     pub store: GatewayStore,
+    pub pairing: pairing::PairingStore,
     pub config: Arc<LiveConfig>,
     pub channels: HashMap<String, Arc<dyn Channel>>,
     pub scheduler: Arc<OutboundScheduler>,
@@ -118,6 +126,7 @@ impl Gateway {
         let scheduler = OutboundScheduler::new();
         let inner = Arc::new(Inner {
             agent,
+            pairing: store.pairing(),
             store,
             config,
             channels,
@@ -283,7 +292,9 @@ impl InboundSink for Gateway {
         let storing = (chrono::Utc::now() - inbound.received_at).to_std().unwrap_or_default();
         metrics::histogram!("bub_inbound_store_seconds", "channel" => inbound.channel.clone())
             .record(storing.as_secs_f64());
-        session::dispatch(inner, Message { seq, inbound, sink, policy, user, session, recovered: false }).await;
+        let provenance = crate::policy::Provenance::Stranger;
+        session::dispatch(inner, Message { seq, inbound, sink, policy, user, session, recovered: false, provenance })
+            .await;
         Ok(Submitted::Accepted)
     }
 }

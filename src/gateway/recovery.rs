@@ -102,7 +102,8 @@ fn message(inner: &Arc<Inner>, row: Unfinished) -> Message {
     let policy = inner.policy(&row.inbound.channel, &row.inbound.chat.id);
     let user = admission::user_name(&row.inbound);
     let session = row.session.unwrap_or_else(|| admission::session_id(&row.inbound, policy.session_scope.value));
-    Message { seq: row.seq, inbound: row.inbound, sink: None, policy, user, session, recovered: true }
+    let provenance = crate::policy::Provenance::Stranger;
+    Message { seq: row.seq, inbound: row.inbound, sink: None, policy, user, session, recovered: true, provenance }
 }
 
 /// The reply of a turn that is on the tape: the assistant text (or the

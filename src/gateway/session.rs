@@ -102,20 +102,20 @@ impl Sessions {
 /// once, prompts go to their session's worker.
 pub(crate) async fn dispatch(inner: &Arc<Inner>, message: Message) {
     let policy = message.policy.clone();
-    let admitted = policy.admits_chat(&message.inbound.chat.id).and_then(|()| policy.admits_user(&message.user));
-    if let Err(denial) = admitted {
-        tracing::info!(channel = %message.inbound.channel, user = %message.user, %denial, "message refused");
-        // Strangers get no reply in the chat; a waiting caller gets the reason.
-        turn::conclude(inner, vec![message], outcome(OutcomeStatus::Refused, denial.to_string(), ""), false).await;
-        return;
-    }
+    let Some(message) = super::pairing::admit(inner, message).await else { return };
     let session = message.session.clone();
     inner.note_operator_chat(&message);
     if let Some(prefix) = inner.agent.command_prefix()
         && let Some(line) = crate::command::parse_command(&message.inbound.text, prefix)
     {
         let name = line.map(|line| line.name).unwrap_or_default();
-        if let Err(denial) = policy.may_run_command(&message.user, &name) {
+        // An unknown name is the shell fallback: it can do what `bash` does.
+        let tools = inner.agent.tools();
+        let capabilities = tools
+            .get(&name)
+            .or_else(|| tools.get("bash"))
+            .map_or(crate::tools::Capabilities::ALL, |t| t.capabilities());
+        if let Err(denial) = policy.may_run_command(&message.user, &name, capabilities) {
             tracing::info!(session = %session, user = %message.user, command = %name, "command refused");
             turn::conclude(inner, vec![message], outcome(OutcomeStatus::Refused, denial.to_string(), &session), true)
                 .await;
@@ -241,20 +241,18 @@ impl Worker {
         let debounce = policy.debounce_enabled.value.unwrap_or(channel_debounces) && !quiet.is_zero();
         let now = Instant::now();
         if !addressed {
+            // Never a turn of its own: only a message that addresses the bot
+            // starts one. A follow-up to an addressed message still waiting in
+            // the batch joins it; anything else is kept on the tape as context.
             let in_window = self.last_active.is_some_and(|at| now.duration_since(at) < active_window);
-            if !in_window {
-                turn::record_inactive(&self.inner, &self.session, message).await;
-                return;
-            }
-            if debounce {
-                // A follow-up in an active conversation joins the batch, flushed at the latest after max_wait.
+            if debounce && in_window && !self.batch.is_empty() {
                 self.batch.push(message);
-                self.flush_by.get_or_insert(now + max_wait);
-                return;
+            } else {
+                turn::record_inactive(&self.inner, &self.session, message).await;
             }
-        } else {
-            self.last_active = Some(now);
+            return;
         }
+        self.last_active = Some(now);
         if !debounce {
             self.ready(vec![message]).await;
             return;

@@ -24,9 +24,11 @@ pub struct StoreError {
     source: Box<dyn std::error::Error + Send + Sync>,
 }
 
-type StoreResult<T> = Result<T, StoreError>;
+pub(crate) type StoreResult<T> = Result<T, StoreError>;
 
-fn failed<E: std::error::Error + Send + Sync + 'static>(operation: &'static str) -> impl Fn(E) -> StoreError {
+pub(crate) fn failed<E: std::error::Error + Send + Sync + 'static>(
+    operation: &'static str,
+) -> impl Fn(E) -> StoreError {
     move |source| StoreError { operation, source: Box::new(source) }
 }
 
@@ -62,7 +64,7 @@ pub struct GatewayStore {
     db: SqliteTapeStore,
 }
 
-fn now() -> String {
+pub(crate) fn now() -> String {
     Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
 }
 
@@ -70,6 +72,11 @@ impl GatewayStore {
     /// The gateway tables of this database (created by its migrations).
     pub fn new(db: SqliteTapeStore) -> GatewayStore {
         GatewayStore { db }
+    }
+
+    /// The pairing table of the same database.
+    pub fn pairing(&self) -> super::pairing::PairingStore {
+        super::pairing::PairingStore::new(self.db.clone())
     }
 
     /// Stores `inbound`, as a message of `session`, unless its channel

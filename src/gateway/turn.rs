@@ -9,6 +9,7 @@ use super::{Inner, Message, outcome};
 use crate::agent::{RunOptions, StreamEvent, TurnState};
 use crate::policy::SessionPolicy;
 use crate::tape::NewEntry;
+use crate::tools::Capabilities;
 use bub_channel::{Delivery, Outbound, Outcome, OutcomeStatus};
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
@@ -81,9 +82,10 @@ async fn run(inner: &Arc<Inner>, share: &TurnShare) {
     let started = Instant::now();
     // No write here: the turn's marker on the tape names its messages, which
     // is how a restart knows whether the turn landed.
-    let (prompt, ids, last) = {
+    let (prompt, ids, last, provenance) = {
         let members = share.members.lock().unwrap_or_else(|p| p.into_inner());
         let Some(last) = members.last() else { return };
+        let provenance = crate::policy::provenance::least_trusted(members.iter().map(|m| m.provenance));
         (
             match (members.as_slice(), inner.agent.command_prefix()) {
                 // A command runs as typed: no writer's name in front of the prefix.
@@ -94,6 +96,7 @@ async fn run(inner: &Arc<Inner>, share: &TurnShare) {
             },
             members.iter().map(|m| m.inbound.message_id.clone()).collect::<Vec<_>>(),
             (last.policy.clone(), last.user.clone(), last.inbound.chat.clone(), last.inbound.channel.clone()),
+            provenance,
         )
     };
     let (policy, user, chat, channel) = last;
@@ -104,12 +107,14 @@ async fn run(inner: &Arc<Inner>, share: &TurnShare) {
     let state = TurnState::new();
     state.insert_extension(SessionPolicy { policy: policy.clone(), user, chat_kind: chat.kind });
     state.insert_extension(TurnMarker { turn: share.id.clone(), messages: ids });
-    let names: Vec<String> = inner.agent.tools().iter().map(|tool| tool.name().to_string()).collect();
+    state.insert_extension(crate::agent::MessageMeta(provenance.meta()));
+    let tools: Vec<(String, Capabilities)> =
+        inner.agent.tools().iter().map(|tool| (tool.name().to_string(), tool.capabilities())).collect();
     // A turn abandoned by a stop leaves no trace, so the next start runs it again.
     let mut options = RunOptions::new(share.session.clone())
         .discard_if_cancelled()
         .state(state)
-        .allowed_tools(policy.offered_tools(&names, chat.kind.is_shared()));
+        .allowed_tools(policy.offered_tools(&tools, chat.kind.is_shared()));
     if let Some(model) = &policy.model.value {
         options = options.model(model.clone());
     }
@@ -304,6 +309,7 @@ pub(crate) async fn record_on_tape(
 ) -> Result<(), crate::tape::TapeError> {
     let entry = NewEntry::chat("user", admission::compose_prompt([&message.inbound]))
         .with_meta("inactive", json!(true))
+        .with_meta(crate::policy::provenance::META_KEY, json!(message.provenance.as_str()))
         .with_meta("message_id", json!(message.inbound.message_id));
     let tape = inner.agent.tape(session)?;
     if message.recovered && already_recorded(&tape, &message.inbound.message_id).await? {

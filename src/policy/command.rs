@@ -9,7 +9,7 @@
 //! Command-only: the model never sees it.
 
 use super::enforce::SessionPolicy;
-use crate::tools::{Tool, ToolContext, ToolError};
+use crate::tools::{Capability, Tool, ToolContext, ToolError};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -45,21 +45,22 @@ pub fn policy_tool() -> Tool {
         }
     })
     .command_only()
+    .with_capabilities([Capability::Read])
 }
 
 /// Two verdicts, model call and command, for one tool and user.
 fn explain(session: &SessionPolicy, ctx: &ToolContext, tool: &str, user: &str) -> String {
     // Accept model names (`fs_write`) the way tool lookups do.
-    let tool =
-        ctx.agent.as_ref().and_then(|a| a.tools().get(tool).map(|t| t.name().to_string())).unwrap_or(tool.into());
+    let found = ctx.agent.as_ref().and_then(|a| a.tools().get(tool).map(|t| (t.name().to_string(), t.capabilities())));
+    let (tool, capabilities) = found.unwrap_or((tool.to_string(), crate::tools::Capabilities::ALL));
     let shared = session.chat_kind.is_shared();
     let policy = &session.policy;
     let kind = if shared { "group" } else { "direct" };
-    let as_model = policy.tool_verdict(&tool, Some(user), shared, false);
-    let as_command = policy.tool_verdict(&tool, Some(user), shared, true);
+    let as_model = policy.tool_verdict(&tool, capabilities, Some(user), shared, false);
+    let as_command = policy.tool_verdict(&tool, capabilities, Some(user), shared, true);
     let word = |allowed: bool| if allowed { "allowed" } else { "denied" };
     format!(
-        "{tool} for {user} in this {kind} chat ({}/{}):\n  model call: {} — {}\n  command: {} — {}",
+        "{tool} ({capabilities}) for {user} in this {kind} chat ({}/{}):\n  model call: {} — {}\n  command: {} — {}",
         policy.channel,
         policy.chat_id,
         word(as_model.allowed),

@@ -149,6 +149,14 @@ impl ChannelKind {
             ChannelKind::Discord(_) => "discord",
         }
     }
+
+    /// A chat platform, where anyone who finds the bot can write to it (as
+    /// opposed to a webhook, whose senders hold its secret). Such channels
+    /// are closed by default: pairing for direct messages, allowlisted
+    /// groups, the sandbox.
+    pub fn is_chat_platform(&self) -> bool {
+        !matches!(self, ChannelKind::Webhook(_))
+    }
 }
 
 /// `kind = "webhook"`: systems that POST signed messages to `/webhook/NAME`.
@@ -215,6 +223,53 @@ pub struct PolicyLayer {
     pub rate: Option<RateLayer>,
     pub model: Option<Spanned<String>>,
     pub confine_fs: Option<bool>,
+    pub dm_policy: Option<Spanned<DmPolicy>>,
+    pub group_policy: Option<Spanned<GroupPolicy>>,
+    pub environment: Option<Spanned<EnvironmentKind>>,
+    pub sandbox_network: Option<Spanned<bool>>,
+    pub allow_with_untrusted_context: Option<Vec<Spanned<ToolPattern>>>,
+}
+
+/// Who may talk to the bot in a direct chat, besides the users `allow_users`
+/// and `operators` name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DmPolicy {
+    /// An unknown sender gets a one-time code and nothing else until an admin
+    /// (`bub pairing approve`) or an operator (`,pairing approve`) approves it.
+    /// The default on chat platforms.
+    Pairing,
+    /// Only the users named; everyone else is ignored.
+    Allowlist,
+    /// Anyone (when `allow_users` is unset). The default on webhooks, whose
+    /// senders prove themselves with the channel's HMAC secret.
+    Open,
+}
+
+/// Which group chats (and their threads) the bot answers in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GroupPolicy {
+    /// Only the chats `allow_chats` lists or an admin or operator approved.
+    /// The default on chat platforms.
+    Allowlist,
+    /// Every group (or those `allow_chats` lists, when set). The default on webhooks.
+    Open,
+    /// No group at all.
+    Disabled,
+}
+
+/// Where a session's shell and code run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EnvironmentKind {
+    /// In a sandbox: the workspace read-write, the system read-only, no
+    /// `$BUB_HOME`, no network unless `sandbox_network`, resource limits. The
+    /// default on chat platforms; a channel that needs it and cannot have it
+    /// refuses to start.
+    Sandbox,
+    /// On the host, as the gateway's user.
+    Local,
 }
 
 /// `addressing = { ... }`: when a group message counts as addressed to the bot.
@@ -309,7 +364,7 @@ macro_rules! display_as_serde {
         }
     )*};
 }
-display_as_serde!(SessionScope, BusyRule);
+display_as_serde!(SessionScope, BusyRule, DmPolicy, GroupPolicy, EnvironmentKind);
 
 /// A user name in a policy: `<channel>:<user id>`, `<channel>:*` (everyone on
 /// that channel) or `*` (everyone).
@@ -542,9 +597,13 @@ impl GatewayConfig {
                 .iter()
                 .flatten()
                 .chain(layer.denied_tools.iter().flatten())
+                .chain(layer.allow_with_untrusted_context.iter().flatten())
                 .chain(operator_commands);
             for pattern in patterns {
-                if known.iter().any(|tool| pattern.get_ref().matches(tool)) {
+                // A capability is checked when parsed; it may match no tool yet.
+                if pattern.get_ref().capability().is_some()
+                    || known.iter().any(|tool| pattern.get_ref().matches(tool, crate::tools::Capabilities::NONE))
+                {
                     continue;
                 }
                 let text = pattern.get_ref().as_str();
@@ -556,6 +615,143 @@ impl GatewayConfig {
             }
         }
         Ok(())
+    }
+
+    /// Where this config opens access wider than its channels' closed
+    /// defaults, one line each as `FILE:LINE:COL: warning: …`: operator
+    /// rights or chat-platform access given to `*` or a whole channel, open
+    /// direct messages or groups on a chat platform, the shell on the host.
+    /// Nothing here is an error (an admin may mean it); `bub policy check`
+    /// and the gateway's start print them so it is always seen.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut warnings = Vec::new();
+        for (layer, policy) in self.layers() {
+            let platforms = self.chat_platforms_under(&layer);
+            for operator in policy.operators.iter().flatten() {
+                let user = &operator.get_ref().user;
+                if user.as_str() == "*" || user.as_str().ends_with(":*") {
+                    let whom = match user.channel() {
+                        Some(channel) => format!("everyone on {channel}"),
+                        None => "everyone".to_string(),
+                    };
+                    let what = match &operator.get_ref().commands {
+                        None => "every command, the shell included".to_string(),
+                        Some(_) => "the commands listed".to_string(),
+                    };
+                    warnings.push(
+                        self.warning(operator.span(), format!("operators: `{user}` makes {whom} an operator ({what})")),
+                    );
+                }
+            }
+            for user in policy.allow_users.iter().flatten() {
+                let pattern = user.get_ref();
+                let wide = pattern.as_str() == "*" || pattern.as_str().ends_with(":*");
+                let on_platform = match pattern.channel() {
+                    Some(channel) => platforms.iter().any(|p| p == channel),
+                    None => !platforms.is_empty(),
+                };
+                if wide && on_platform {
+                    warnings.push(self.warning(
+                        user.span(),
+                        format!(
+                            "allow_users: `{pattern}` lets everyone who finds the bot on {} talk to it, \
+                             without pairing{}",
+                            platforms.join(", "),
+                            self.tools_note(&platforms)
+                        ),
+                    ));
+                }
+            }
+            if platforms.is_empty() {
+                continue;
+            }
+            if let Some(dm) = policy.dm_policy.as_ref().filter(|dm| *dm.get_ref() == DmPolicy::Open) {
+                warnings.push(self.warning(
+                    dm.span(),
+                    format!(
+                        "dm_policy = \"open\": anyone who finds the bot on {} can talk to it in direct \
+                         messages{}",
+                        platforms.join(", "),
+                        self.tools_note(&platforms)
+                    ),
+                ));
+            }
+            if let Some(group) = policy.group_policy.as_ref().filter(|g| *g.get_ref() == GroupPolicy::Open) {
+                warnings.push(self.warning(
+                    group.span(),
+                    format!(
+                        "group_policy = \"open\": every group the bot is added to on {} is answered",
+                        platforms.join(", ")
+                    ),
+                ));
+            }
+            if let Some(environment) = policy.environment.as_ref().filter(|e| *e.get_ref() == EnvironmentKind::Local) {
+                warnings.push(self.warning(
+                    environment.span(),
+                    format!(
+                        "environment = \"local\": on {} the shell and code run on the host as the gateway's \
+                         user, with its files, secrets and network",
+                        platforms.join(", ")
+                    ),
+                ));
+            }
+            if let Some(network) = policy.sandbox_network.as_ref().filter(|n| *n.get_ref()) {
+                warnings.push(self.warning(
+                    network.span(),
+                    format!(
+                        "sandbox_network = true: the shell and code on {} may reach the network",
+                        platforms.join(", ")
+                    ),
+                ));
+            }
+        }
+        warnings
+    }
+
+    /// The chat-platform channels a layer applies to.
+    fn chat_platforms_under(&self, layer: &super::Layer) -> Vec<String> {
+        let platform = |name: &String| self.channels.get(name).is_some_and(|c| c.kind.is_chat_platform());
+        match layer {
+            super::Layer::BuiltIn | super::Layer::Defaults => {
+                self.channels.keys().filter(|name| platform(name)).cloned().collect()
+            }
+            super::Layer::Channel(name) | super::Layer::Chat { channel: name, .. } => {
+                if platform(name) {
+                    vec![name.clone()]
+                } else {
+                    Vec::new()
+                }
+            }
+        }
+    }
+
+    /// `, and use bash, fs.write…` when those channels' direct chats allow them.
+    fn tools_note(&self, channels: &[String]) -> String {
+        let mut risky: Vec<&str> = Vec::new();
+        for channel in channels {
+            let policy = self.effective(channel, "");
+            for tool in super::SHARED_CHAT_GUARDED {
+                let can = match *tool {
+                    "fs.write" | "fs.edit" => crate::tools::Capability::Write,
+                    _ => crate::tools::Capability::Exec,
+                };
+                let capabilities = crate::tools::Capabilities::of([can]);
+                if policy.tool_verdict(tool, capabilities, None, false, false).allowed && !risky.contains(tool) {
+                    risky.push(tool);
+                }
+            }
+        }
+        if risky.is_empty() { String::new() } else { format!(", and use {}", risky.join(", ")) }
+    }
+
+    fn warning(&self, span: std::ops::Range<usize>, message: String) -> String {
+        match &self.source {
+            Some(source) => {
+                let (line, column) = super::error::line_column(&source.text, span.start);
+                format!("{}:{line}:{column}: warning: {message}", source.path.display())
+            }
+            None => format!("(built-in config): warning: {message}"),
+        }
     }
 
     fn error(&self, span: Option<std::ops::Range<usize>>, message: String) -> ConfigError {

@@ -3,26 +3,66 @@
 //! remembering which layer set it, so `,policy show` and `,policy explain`
 //! can say where a value comes from and where to change it.
 //!
+//! # Who is answered ([`EffectivePolicy::admission`])
+//! - Direct chats are decided by the sender: a user `allow_users` or
+//!   `operators` name is answered; anyone else as `dm_policy` says —
+//!   `pairing` (default on chat platforms: a one-time code, answered once an
+//!   admin or operator approved it), `allowlist` (ignored) or `open` (default
+//!   on webhooks: anyone, unless `allow_users` is set).
+//! - Group chats and threads are decided by the chat, then the sender: the
+//!   chat must be in `allow_chats` or approved (`group_policy = "allowlist"`,
+//!   default on chat platforms), or any chat when `group_policy = "open"`
+//!   (default on webhooks; `allow_chats`, when set, still limits it), never
+//!   with `"disabled"`; inside, when `allow_users` is set, only the users it
+//!   or `operators` name.
+//!
 //! # Tool rules, in the order they are applied
 //! 1. A comma command (`as_command`) needs its user to be an operator allowed
-//!    that command ([`EffectivePolicy::may_run_command`]).
+//!    that command ([`EffectivePolicy::may_run_command`]); where no
+//!    `operators` are named, everyone admitted may run the read-only
+//!    [`READ_ONLY_COMMANDS`] and nothing else (no shell fallback).
 //! 2. A tool matched by `denied_tools` is denied (deny wins over allow).
 //! 3. A tool matched by no pattern of `allowed_tools` is denied
 //!    (built-in default: `["*"]`).
-//! 4. In shared chats (groups, threads), the shell (`bash`, `bash.output`,
-//!    `bash.kill`), file writes (`fs.write`, `fs.edit`) and `run_code` are
-//!    denied unless `allowed_tools` lists them **by their exact name** (in
-//!    any layer that is in effect): a glob such as `*`, `fs.*` or `bash*` never
+//! 4. In shared chats (groups, threads), tools that can run processes or
+//!    write files (capability `exec` or `write`: the shell, `fs.write`,
+//!    `fs.edit`, `run_code`, and any undeclared tool) are denied unless
+//!    `allowed_tools` lists them **by their exact name** (in any layer that is
+//!    in effect): a glob such as `*`, `fs.*` or `bash*`, or `cap:exec`, never
 //!    opens them, so "allow everything" in defaults cannot hand a shell to a
 //!    group by accident. Direct chats follow rules 1–3 only.
+//!
+//! Patterns are names, globs or capabilities (`cap:write`): `denied_tools =
+//! ["cap:write"]` denies every tool that can write, those added later too.
 
-use super::config::{BusyRule, GatewayConfig, Operator, PolicyLayer, Seconds, SessionScope, UserPattern};
+use super::config::{
+    BusyRule, DmPolicy, EnvironmentKind, GatewayConfig, GroupPolicy, Operator, PolicyLayer, Seconds, SessionScope,
+    UserPattern,
+};
 use super::pattern::ToolPattern;
+use super::provenance::Provenance;
 use super::rate::Rate;
+use crate::tools::{Capabilities, Capability};
+use bub_channel::ChatKind;
 use std::fmt;
 
-/// Tools a shared chat gets only when a policy names them exactly (rule 4).
+/// The commands everyone admitted may run where no `operators` are named:
+/// they read this session's tape and policy, and change nothing.
+pub const READ_ONLY_COMMANDS: &[&str] = &["help", "tape.info", "tape.anchors", "tape.search", "policy"];
+
+/// The builtin tools a shared chat gets only when a policy names them
+/// exactly (rule 4: they can `exec` or `write`).
 pub const SHARED_CHAT_GUARDED: &[&str] = &["bash", "bash.output", "bash.kill", "fs.write", "fs.edit", "run_code"];
+
+/// Capabilities denied while untrusted text is in the context ([`super::provenance`]).
+fn untrusted_sensitive() -> Capabilities {
+    Capabilities::of([Capability::Exec, Capability::Write, Capability::Network])
+}
+
+/// Capabilities a shared chat gets only by a tool's exact name (rule 4).
+fn guarded_in_shared_chats() -> Capabilities {
+    Capabilities::of([Capability::Exec, Capability::Write])
+}
 
 /// Where a value was set.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,6 +119,26 @@ impl Denial {
     }
 }
 
+/// Whether a message is answered ([`EffectivePolicy::admission`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Admission {
+    Admitted,
+    Refused(Denial),
+    /// Answered once this sender (a direct chat) or this chat (a group) is
+    /// approved through pairing; until then the sender of a direct message
+    /// gets a pairing code and nothing else, and a group is not answered.
+    NeedsPairing(PairingSubject),
+}
+
+/// What pairing approves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PairingSubject {
+    /// A user, for direct messages.
+    User,
+    /// A group chat (and its threads).
+    Chat,
+}
+
 /// Whether a tool may run, and the sentence that says which rule decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verdict {
@@ -104,7 +164,8 @@ pub struct EffectivePolicy {
     pub allow_users: Sourced<Option<Vec<UserPattern>>>,
     /// Which chats the bot answers in (`None`: any).
     pub allow_chats: Sourced<Option<Vec<String>>>,
-    /// Who may run comma commands (`None`: anyone admitted).
+    /// Who may run comma commands (`None`: nobody; everyone admitted may run
+    /// the [`READ_ONLY_COMMANDS`]).
     pub operators: Sourced<Option<Vec<Operator>>>,
     /// Built-in default `["*"]`.
     pub allowed_tools: Sourced<Vec<ToolPattern>>,
@@ -135,6 +196,30 @@ pub struct EffectivePolicy {
     /// File tools and `cwd` stay inside the session's workspace (default true:
     /// a chat's agent should not wander the host unless the admin says so).
     pub confine_fs: Sourced<bool>,
+    /// Direct messages from users no list names (default: `pairing` on chat
+    /// platforms, `open` on webhooks).
+    pub dm_policy: Sourced<DmPolicy>,
+    /// Which groups are answered (default: `allowlist` on chat platforms,
+    /// `open` on webhooks).
+    pub group_policy: Sourced<GroupPolicy>,
+    /// Where the shell and code run (default: `sandbox` on chat platforms,
+    /// `local` on webhooks).
+    pub environment: Sourced<EnvironmentKind>,
+    /// The sandbox may reach the network (default false).
+    pub sandbox_network: Sourced<bool>,
+    /// Tools that can exec, write or reach the network and still run while
+    /// untrusted text is in the context (default none; see [`super::provenance`]).
+    pub allow_with_untrusted_context: Sourced<Vec<ToolPattern>>,
+    /// A chat platform (anyone may write), not a webhook (senders hold its secret).
+    pub chat_platform: bool,
+}
+
+/// ` (the capability rule `cap:write`)` when a capability pattern decided.
+fn by_capability(pattern: &ToolPattern) -> String {
+    match pattern.capability() {
+        Some(capability) => format!(" (a capability rule: it can {capability})"),
+        None => String::new(),
+    }
 }
 
 /// The built-in `allowed_tools = ["*"]`, compiled once.
@@ -171,6 +256,12 @@ impl GatewayConfig {
     pub fn effective(&self, channel: &str, chat_id: &str) -> EffectivePolicy {
         let layers = applicable(self, channel, chat_id);
         let l = layers.as_slice();
+        // A channel that is not configured gets the closed side.
+        let platform = self.channels.get(channel).is_none_or(|c| c.kind.is_chat_platform());
+        let (dm, group, environment) = match platform {
+            true => (DmPolicy::Pairing, GroupPolicy::Allowlist, EnvironmentKind::Sandbox),
+            false => (DmPolicy::Open, GroupPolicy::Open, EnvironmentKind::Local),
+        };
         let patterns = |list: &Option<Vec<toml::Spanned<ToolPattern>>>| {
             list.as_ref().map(|list| list.iter().map(|p| p.get_ref().clone()).collect::<Vec<_>>())
         };
@@ -200,6 +291,12 @@ impl GatewayConfig {
             outbound_per_channel: resolve(l, None, |p| p.rate.as_ref()?.outbound_per_channel.map(Some)),
             model: resolve(l, None, |p| p.model.as_ref().map(|m| Some(m.get_ref().clone()))),
             confine_fs: resolve(l, true, |p| p.confine_fs),
+            dm_policy: resolve(l, dm, |p| p.dm_policy.as_ref().map(|v| *v.get_ref())),
+            group_policy: resolve(l, group, |p| p.group_policy.as_ref().map(|v| *v.get_ref())),
+            environment: resolve(l, environment, |p| p.environment.as_ref().map(|v| *v.get_ref())),
+            sandbox_network: resolve(l, false, |p| p.sandbox_network.as_ref().map(|v| *v.get_ref())),
+            allow_with_untrusted_context: resolve(l, Vec::new(), |p| patterns(&p.allow_with_untrusted_context)),
+            chat_platform: platform,
         }
     }
 }
@@ -211,25 +308,59 @@ impl EffectivePolicy {
         Layer::Chat { channel: self.channel.clone(), chat: self.chat_id.clone() }
     }
 
-    /// May `user` (`<channel>:<id>`) talk to the bot here?
-    pub fn admits_user(&self, user: &str) -> Result<(), Denial> {
-        match &self.allow_users.value {
-            Some(users) if !users.iter().any(|u| u.matches(user)) => Err(Denial::new(format!(
-                "{user} may not talk to the bot here: not in {}",
-                self.allow_users.origin("allow_users")
-            ))),
-            _ => Ok(()),
-        }
+    /// Is `user` named by `allow_users` (unset: nobody is named by it)?
+    fn names_user(&self, user: &str) -> bool {
+        self.allow_users.value.as_ref().is_some_and(|users| users.iter().any(|u| u.matches(user)))
     }
 
-    /// Does the bot answer in this chat at all?
-    pub fn admits_chat(&self, chat_id: &str) -> Result<(), Denial> {
-        match &self.allow_chats.value {
-            Some(chats) if !chats.iter().any(|c| c == chat_id || c == "*") => Err(Denial::new(format!(
+    /// Is `user` one of the `operators` (for some command at least)?
+    pub fn is_operator(&self, user: &str) -> bool {
+        self.operators.value.as_ref().is_some_and(|operators| operators.iter().any(|op| op.user.matches(user)))
+    }
+
+    /// Is `user` (`<channel>:<id>`) writing in chat `chat_id` answered? See
+    /// the module docs for the rules; pairing approvals are the caller's to
+    /// look up when the answer is [`Admission::NeedsPairing`].
+    pub fn admission(&self, user: &str, chat_kind: ChatKind, chat_id: &str) -> Admission {
+        let named = self.names_user(user) || self.is_operator(user);
+        if !chat_kind.is_shared() {
+            if named {
+                return Admission::Admitted;
+            }
+            let origin = self.dm_policy.origin("dm_policy");
+            return match self.dm_policy.value {
+                DmPolicy::Open if self.allow_users.value.is_none() => Admission::Admitted,
+                DmPolicy::Pairing => Admission::NeedsPairing(PairingSubject::User),
+                DmPolicy::Open => Admission::Refused(Denial::new(format!(
+                    "{user} may not talk to the bot here: not in {}",
+                    self.allow_users.origin("allow_users")
+                ))),
+                DmPolicy::Allowlist => Admission::Refused(Denial::new(format!(
+                    "{user} may not talk to the bot in direct messages here: not named in {} or {} \
+                     (dm_policy = \"allowlist\" in {origin})",
+                    self.allow_users.origin("allow_users"),
+                    self.operators.origin("operators"),
+                ))),
+            };
+        }
+        if self.allow_users.value.is_some() && !named {
+            return Admission::Refused(Denial::new(format!(
+                "{user} may not talk to the bot here: not in {}",
+                self.allow_users.origin("allow_users")
+            )));
+        }
+        let listed = self.allow_chats.value.as_ref().map(|chats| chats.iter().any(|c| c == chat_id || c == "*"));
+        match (self.group_policy.value, listed) {
+            (GroupPolicy::Disabled, _) => Admission::Refused(Denial::new(format!(
+                "the bot does not answer in group chats here (group_policy = \"disabled\" in {})",
+                self.group_policy.origin("group_policy")
+            ))),
+            (_, Some(true)) | (GroupPolicy::Open, None) => Admission::Admitted,
+            (GroupPolicy::Allowlist, _) => Admission::NeedsPairing(PairingSubject::Chat),
+            (GroupPolicy::Open, Some(false)) => Admission::Refused(Denial::new(format!(
                 "the bot does not answer in chat {chat_id}: not in {}",
                 self.allow_chats.origin("allow_chats")
             ))),
-            _ => Ok(()),
         }
     }
 
@@ -245,10 +376,21 @@ impl EffectivePolicy {
     }
 
     /// May `user` run the command tool `command` (`bash` for the shell
-    /// fallback)? Only the operators rule; the tool rules come on top.
-    pub fn may_run_command(&self, user: &str, command: &str) -> Result<(), Denial> {
-        let Some(operators) = &self.operators.value else { return Ok(()) };
+    /// fallback), which can do `capabilities`? Only the operators rule; the
+    /// tool rules come on top.
+    pub fn may_run_command(&self, user: &str, command: &str, capabilities: Capabilities) -> Result<(), Denial> {
         let origin = self.operators.origin("operators");
+        let Some(operators) = &self.operators.value else {
+            if READ_ONLY_COMMANDS.contains(&command) {
+                return Ok(());
+            }
+            return Err(Denial::new(format!(
+                "no operators are named here, so commands are limited to {} (name operators in {}.operators \
+                 to run others)",
+                READ_ONLY_COMMANDS.join(", "),
+                self.chat_layer()
+            )));
+        };
         let mine: Vec<&Operator> = operators.iter().filter(|op| op.user.matches(user)).collect();
         if mine.is_empty() {
             let who = if user.is_empty() { "this user" } else { user };
@@ -256,7 +398,7 @@ impl EffectivePolicy {
         }
         let allowed = |op: &&Operator| match &op.commands {
             None => true,
-            Some(patterns) => patterns.iter().any(|p| p.get_ref().matches(command)),
+            Some(patterns) => patterns.iter().any(|p| p.get_ref().matches(command, capabilities)),
         };
         if mine.iter().any(allowed) {
             return Ok(());
@@ -269,43 +411,97 @@ impl EffectivePolicy {
         )))
     }
 
-    /// May `tool` run? `user` is who asked (for commands), `shared_chat` is a
-    /// group or thread, `as_command` a comma command. See the module docs for
-    /// the rules and their order.
-    pub fn tool_verdict(&self, tool: &str, user: Option<&str>, shared_chat: bool, as_command: bool) -> Verdict {
-        if as_command && let Err(denial) = self.may_run_command(user.unwrap_or_default(), tool) {
+    /// May `tool`, which can do `capabilities`, run? `user` is who asked (for
+    /// commands), `shared_chat` is a group or thread, `as_command` a comma
+    /// command. See the module docs for the rules and their order.
+    pub fn tool_verdict(
+        &self,
+        tool: &str,
+        capabilities: Capabilities,
+        user: Option<&str>,
+        shared_chat: bool,
+        as_command: bool,
+    ) -> Verdict {
+        if as_command && let Err(denial) = self.may_run_command(user.unwrap_or_default(), tool, capabilities) {
             return Verdict::deny(denial.message);
         }
-        if let Some(pattern) = self.denied_tools.value.iter().find(|p| p.matches(tool)) {
+        if let Some(pattern) = self.denied_tools.value.iter().find(|p| p.matches(tool, capabilities)) {
             let origin = self.denied_tools.origin("denied_tools");
-            return Verdict::deny(format!("{tool} is denied here by `{pattern}` in {origin}"));
+            return Verdict::deny(format!(
+                "{tool} is denied here by `{pattern}` in {origin}{}",
+                by_capability(pattern)
+            ));
         }
         let origin = self.allowed_tools.origin("allowed_tools");
-        let allowing: Vec<&ToolPattern> = self.allowed_tools.value.iter().filter(|p| p.matches(tool)).collect();
+        let allowing: Vec<&ToolPattern> =
+            self.allowed_tools.value.iter().filter(|p| p.matches(tool, capabilities)).collect();
         let Some(first) = allowing.first() else {
             return Verdict::deny(format!("{tool} is not allowed here: no pattern in {origin} matches it"));
         };
-        if shared_chat && SHARED_CHAT_GUARDED.contains(&tool) {
+        if shared_chat && capabilities.intersects(guarded_in_shared_chats()) {
+            let guarded: Vec<&str> =
+                capabilities.iter().filter(|c| guarded_in_shared_chats().contains(*c)).map(Capability::name).collect();
             return match allowing.iter().find(|p| p.is_exact()) {
                 Some(exact) => {
                     Verdict::allow(format!("{tool} is allowed in group chats here by `{exact}` in {origin}"))
                 }
                 None => Verdict::deny(format!(
-                    "{tool} is denied in group chats here: no policy allows it by name \
+                    "{tool} is denied in group chats here: it can {} and no policy allows it by name \
                      (add \"{tool}\" to {}.allowed_tools)",
+                    guarded.join(" and "),
                     self.chat_layer()
                 )),
             };
         }
-        Verdict::allow(format!("{tool} is allowed here by `{first}` in {origin}"))
+        Verdict::allow(format!("{tool} is allowed here by `{first}` in {origin}{}", by_capability(first)))
     }
 
-    /// The tools the model may see here, in the order given.
-    pub fn offered_tools(&self, all_tool_names: &[String], shared_chat: bool) -> Vec<String> {
-        all_tool_names
+    /// Where a message of `user` in a chat of `chat_kind` comes from, for
+    /// the provenance rule: `paired` when pairing admitted them. Webhook
+    /// senders proved themselves with the channel's secret.
+    pub fn provenance(&self, user: &str, chat_kind: ChatKind, paired: bool, forwarded: bool) -> Provenance {
+        if forwarded {
+            Provenance::Forwarded
+        } else if self.is_operator(user) {
+            Provenance::Operator
+        } else if self.names_user(user) || (paired && !chat_kind.is_shared()) || !self.chat_platform {
+            Provenance::User
+        } else {
+            Provenance::Stranger
+        }
+    }
+
+    /// While untrusted text is in the context: may `tool` (which can do
+    /// `capabilities`) still run? `Ok` with no rule when the rule does not
+    /// apply (the tool cannot exec, write or reach the network).
+    pub fn untrusted_context_verdict(&self, tool: &str, capabilities: Capabilities) -> Option<Verdict> {
+        if !capabilities.intersects(untrusted_sensitive()) {
+            return None;
+        }
+        let origin = self.allow_with_untrusted_context.origin("allow_with_untrusted_context");
+        Some(match self.allow_with_untrusted_context.value.iter().find(|p| p.matches(tool, capabilities)) {
+            Some(pattern) => {
+                Verdict::allow(format!("{tool} may run with untrusted text in the context by `{pattern}` in {origin}"))
+            }
+            None => {
+                let can: Vec<&str> =
+                    capabilities.iter().filter(|c| untrusted_sensitive().contains(*c)).map(Capability::name).collect();
+                Verdict::deny(format!(
+                    "{tool} can {} and is denied while untrusted text is in the context (add \"{tool}\" to \
+                     {}.allow_with_untrusted_context to allow it)",
+                    can.join(" and "),
+                    self.chat_layer()
+                ))
+            }
+        })
+    }
+
+    /// The tools the model may see here, in the order given: `(name, capabilities)`.
+    pub fn offered_tools(&self, tools: &[(String, Capabilities)], shared_chat: bool) -> Vec<String> {
+        tools
             .iter()
-            .filter(|name| self.tool_verdict(name, None, shared_chat, false).allowed)
-            .cloned()
+            .filter(|(name, capabilities)| self.tool_verdict(name, *capabilities, None, shared_chat, false).allowed)
+            .map(|(name, _)| name.clone())
             .collect()
     }
 
@@ -335,7 +531,7 @@ impl EffectivePolicy {
         let rows: Vec<(&str, String, &Layer)> = vec![
             ("allow_users", self.allow_users.value.as_deref().map_or("anyone".into(), list), &self.allow_users.layer),
             ("allow_chats", self.allow_chats.value.as_deref().map_or("any".into(), list), &self.allow_chats.layer),
-            ("operators", opt(&operators, "anyone admitted"), &self.operators.layer),
+            ("operators", opt(&operators, "nobody (read-only commands only)"), &self.operators.layer),
             ("allowed_tools", list(&self.allowed_tools.value), &self.allowed_tools.layer),
             ("denied_tools", list(&self.denied_tools.value), &self.denied_tools.layer),
             ("addressing.mention", self.address_by_mention.value.to_string(), &self.address_by_mention.layer),
@@ -360,6 +556,15 @@ impl EffectivePolicy {
             ),
             ("model", opt(&self.model.value, "agent default"), &self.model.layer),
             ("confine_fs", self.confine_fs.value.to_string(), &self.confine_fs.layer),
+            ("dm_policy", self.dm_policy.value.to_string(), &self.dm_policy.layer),
+            ("group_policy", self.group_policy.value.to_string(), &self.group_policy.layer),
+            ("environment", self.environment.value.to_string(), &self.environment.layer),
+            ("sandbox_network", self.sandbox_network.value.to_string(), &self.sandbox_network.layer),
+            (
+                "allow_with_untrusted_context",
+                list(&self.allow_with_untrusted_context.value),
+                &self.allow_with_untrusted_context.layer,
+            ),
         ];
         let mut lines = vec![format!("policy for chat {:?} on channel {}:", self.chat_id, self.channel)];
         for (key, value, layer) in rows {
@@ -397,6 +602,18 @@ busy = "drop"
 allowed_tools = ["fs.*", "bash*"]
 "#;
 
+    /// What the builtin tools of these tests declare.
+    fn caps(tool: &str) -> Capabilities {
+        let capability = match tool {
+            "bash" | "bash.output" | "bash.kill" | "run_code" => Capability::Exec,
+            "fs.write" | "fs.edit" => Capability::Write,
+            "web.fetch" => Capability::Network,
+            "tape.reset" | "tape.handoff" | "code_mode" | "model" => Capability::Session,
+            _ => Capability::Read,
+        };
+        Capabilities::of([capability])
+    }
+
     fn config() -> GatewayConfig {
         GatewayConfig::parse(FILE, "bub.toml").unwrap()
     }
@@ -428,33 +645,42 @@ allowed_tools = ["fs.*", "bash*"]
         let config = config();
         let plain = config.effective("hooks", "room-9");
         for tool in SHARED_CHAT_GUARDED {
-            assert!(!plain.tool_verdict(tool, None, true, false).allowed, "{tool} in a group");
-            assert!(plain.tool_verdict(tool, None, false, false).allowed, "{tool} in a direct chat");
+            assert!(!plain.tool_verdict(tool, caps(tool), None, true, false).allowed, "{tool} in a group");
+            assert!(plain.tool_verdict(tool, caps(tool), None, false, false).allowed, "{tool} in a direct chat");
         }
         assert_eq!(
-            plain.tool_verdict("bash", None, true, false).rule,
-            "bash is denied in group chats here: no policy allows it by name \
+            plain.tool_verdict("bash", caps("bash"), None, true, false).rule,
+            "bash is denied in group chats here: it can exec and no policy allows it by name \
              (add \"bash\" to channels.hooks.chats.\"room-9\".policy.allowed_tools)"
         );
         let named = config.effective("hooks", "room-1");
-        let verdict = named.tool_verdict("bash", None, true, false);
+        let verdict = named.tool_verdict("bash", caps("bash"), None, true, false);
         assert!(verdict.allowed);
         assert_eq!(
             verdict.rule,
             "bash is allowed in group chats here by `bash` in channels.hooks.chats.\"room-1\".policy.allowed_tools"
         );
-        assert!(!named.tool_verdict("fs.write", None, true, false).allowed, "naming bash opens only bash");
+        assert!(
+            !named.tool_verdict("fs.write", caps("fs.write"), None, true, false).allowed,
+            "naming bash opens only bash"
+        );
         let globbed = config.effective("hooks", "room-2");
-        assert!(!globbed.tool_verdict("bash", None, true, false).allowed, "`bash*` is a glob, not a name");
-        assert!(!globbed.tool_verdict("fs.write", None, true, false).allowed, "`fs.*` is a glob, not a name");
-        assert!(globbed.tool_verdict("fs.read", None, true, false).allowed);
+        assert!(
+            !globbed.tool_verdict("bash", caps("bash"), None, true, false).allowed,
+            "`bash*` is a glob, not a name"
+        );
+        assert!(
+            !globbed.tool_verdict("fs.write", caps("fs.write"), None, true, false).allowed,
+            "`fs.*` is a glob, not a name"
+        );
+        assert!(globbed.tool_verdict("fs.read", caps("fs.read"), None, true, false).allowed);
     }
 
     #[test]
     fn denied_tools_win_over_allowed_tools_and_unmatched_tools_are_denied() {
         let config = config();
         let policy = config.effective("hooks", "room-1");
-        let verdict = policy.tool_verdict("tape.reset", None, false, false);
+        let verdict = policy.tool_verdict("tape.reset", caps("tape.reset"), None, false, false);
         assert_eq!(
             verdict,
             Verdict {
@@ -464,34 +690,66 @@ allowed_tools = ["fs.*", "bash*"]
         );
         let narrow = config.effective("hooks", "room-2");
         assert_eq!(
-            narrow.tool_verdict("tape.info", None, false, false).rule,
+            narrow.tool_verdict("tape.info", caps("tape.info"), None, false, false).rule,
             "tape.info is not allowed here: no pattern in channels.hooks.chats.\"room-2\".policy.allowed_tools matches it"
         );
-        let all: Vec<String> =
-            ["bash", "fs.read", "fs.write", "tape.info", "tape.reset", "web.fetch"].map(String::from).into();
+        let all: Vec<(String, Capabilities)> = ["bash", "fs.read", "fs.write", "tape.info", "tape.reset", "web.fetch"]
+            .map(|name| (name.to_string(), caps(name)))
+            .into();
         assert_eq!(policy.offered_tools(&all, true), ["bash", "fs.read", "tape.info", "web.fetch"]);
         assert_eq!(policy.offered_tools(&all, false), ["bash", "fs.read", "fs.write", "tape.info", "web.fetch"]);
     }
 
     #[test]
+    fn capability_rules_cover_every_tool_that_declares_the_capability() {
+        let text = "[channels.hooks]\nkind = \"webhook\"\nsecrets = [\"s\"]\n[channels.hooks.policy]\n\
+                    denied_tools = [\"cap:write\"]\noperators = [{ user = \"hooks:ro\", commands = [\"cap:read\"] }]\n";
+        let policy = GatewayConfig::parse(text, "bub.toml").unwrap().effective("hooks", "c");
+        let verdict = policy.tool_verdict("fs.edit", caps("fs.edit"), None, false, false);
+        assert_eq!(
+            verdict.rule,
+            "fs.edit is denied here by `cap:write` in channels.hooks.policy.denied_tools (a capability rule: it can write)"
+        );
+        assert!(!policy.tool_verdict("mcp.new_tool", Capabilities::ALL, None, false, false).allowed, "undeclared");
+        assert!(policy.tool_verdict("fs.read", caps("fs.read"), None, false, false).allowed);
+        assert_eq!(policy.may_run_command("hooks:ro", "tape.search", caps("tape.search")), Ok(()));
+        assert!(policy.may_run_command("hooks:ro", "bash", caps("bash")).is_err());
+        let verdict = policy.tool_verdict("mcp.new_tool", Capabilities::ALL, None, true, false);
+        assert!(!verdict.allowed);
+    }
+
+    #[test]
     fn commands_are_limited_to_operators_and_their_commands() {
         let policy = config().effective("hooks", "room-1");
-        assert_eq!(policy.may_run_command("hooks:alice", "bash"), Ok(()));
-        assert_eq!(policy.may_run_command("hooks:bob", "tape.info"), Ok(()));
+        assert_eq!(policy.may_run_command("hooks:alice", "bash", caps("bash")), Ok(()));
+        assert_eq!(policy.may_run_command("hooks:bob", "tape.info", caps("tape.info")), Ok(()));
         assert_eq!(
-            policy.may_run_command("hooks:bob", "bash").unwrap_err().message,
+            policy.may_run_command("hooks:bob", "bash", caps("bash")).unwrap_err().message,
             "hooks:bob may not run the bash command here: their commands in channels.hooks.policy.operators are \
              `tape.*`, `help`"
         );
         assert_eq!(
-            policy.may_run_command("hooks:eve", "help").unwrap_err().message,
+            policy.may_run_command("hooks:eve", "help", caps("help")).unwrap_err().message,
             "hooks:eve is not an operator here: commands are limited to channels.hooks.policy.operators"
         );
-        let verdict = policy.tool_verdict("help", Some("hooks:eve"), false, true);
+        let verdict = policy.tool_verdict("help", caps("help"), Some("hooks:eve"), false, true);
         assert!(!verdict.allowed);
-        assert!(policy.tool_verdict("help", Some("hooks:eve"), false, false).allowed, "model calls need no operator");
-        let open = GatewayConfig::default_webhook("s".into()).effective("webhook", "c");
-        assert_eq!(open.may_run_command("webhook:anyone", "bash"), Ok(()));
+        assert!(
+            policy.tool_verdict("help", caps("help"), Some("hooks:eve"), false, false).allowed,
+            "model calls need no operator"
+        );
+        let unnamed = GatewayConfig::default_webhook("s".into()).effective("webhook", "c");
+        for command in READ_ONLY_COMMANDS {
+            assert_eq!(unnamed.may_run_command("webhook:anyone", command, caps(command)), Ok(()), "{command}");
+        }
+        for command in ["bash", "tape.reset", "tape.handoff", "code_mode", "model", "fs.write", "ls"] {
+            let denial = unnamed.may_run_command("webhook:anyone", command, caps(command)).unwrap_err();
+            assert!(denial.message.starts_with("no operators are named here"), "{command}: {denial}");
+        }
+    }
+
+    fn admitted(policy: &EffectivePolicy, user: &str, kind: ChatKind, chat: &str) -> Admission {
+        policy.admission(user, kind, chat)
     }
 
     #[test]
@@ -500,17 +758,41 @@ allowed_tools = ["fs.*", "bash*"]
                     [channels.hooks]\nkind = \"webhook\"\nsecrets = [\"s\"]\n\
                     [channels.tg]\nkind = \"telegram\"\ntoken = \"t\"\n";
         let policy = GatewayConfig::parse(text, "bub.toml").unwrap().effective("hooks", "1");
-        assert_eq!(policy.admits_user("hooks:alice"), Ok(()));
-        assert_eq!(policy.admits_user("tg:99"), Ok(()));
-        assert_eq!(
-            policy.admits_user("hooks:bob").unwrap_err().to_string(),
-            "hooks:bob may not talk to the bot here: not in policy.defaults.allow_users"
-        );
-        assert_eq!(policy.admits_chat("1"), Ok(()));
-        assert!(policy.admits_chat("2").is_err());
+        assert_eq!(admitted(&policy, "hooks:alice", ChatKind::Group, "1"), Admission::Admitted);
+        assert_eq!(admitted(&policy, "tg:99", ChatKind::Direct, "1"), Admission::Admitted);
+        let Admission::Refused(denial) = admitted(&policy, "hooks:bob", ChatKind::Direct, "1") else {
+            panic!("bob is not named")
+        };
+        assert_eq!(denial.to_string(), "hooks:bob may not talk to the bot here: not in policy.defaults.allow_users");
+        assert!(matches!(admitted(&policy, "hooks:alice", ChatKind::Group, "2"), Admission::Refused(_)));
         let open = GatewayConfig::default_webhook("s".into()).effective("webhook", "c");
-        assert_eq!(open.admits_user("webhook:x"), Ok(()));
-        assert_eq!(open.admits_chat("c"), Ok(()));
+        assert_eq!(admitted(&open, "webhook:x", ChatKind::Direct, "c"), Admission::Admitted);
+        assert_eq!(admitted(&open, "webhook:x", ChatKind::Group, "c"), Admission::Admitted);
+    }
+
+    /// The shortest bot config is closed: strangers pair in direct chats and
+    /// groups are answered only once approved; named users and operators
+    /// need no pairing.
+    #[test]
+    fn chat_platforms_pair_strangers_and_answer_only_approved_groups() {
+        let text = "[channels.tg]\nkind = \"telegram\"\ntoken = \"t\"\n";
+        let policy = GatewayConfig::parse(text, "bub.toml").unwrap().effective("tg", "42");
+        assert_eq!(policy.dm_policy.value, DmPolicy::Pairing);
+        assert_eq!(policy.environment.value, EnvironmentKind::Sandbox);
+        assert_eq!(admitted(&policy, "tg:42", ChatKind::Direct, "42"), Admission::NeedsPairing(PairingSubject::User));
+        assert_eq!(admitted(&policy, "tg:7", ChatKind::Group, "-100"), Admission::NeedsPairing(PairingSubject::Chat));
+        let text = "[channels.tg]\nkind = \"telegram\"\ntoken = \"t\"\n[channels.tg.policy]\n\
+                    operators = [\"tg:1\"]\nallow_chats = [\"-100\"]\ndm_policy = \"allowlist\"\n";
+        let policy = GatewayConfig::parse(text, "bub.toml").unwrap().effective("tg", "1");
+        assert_eq!(admitted(&policy, "tg:1", ChatKind::Direct, "1"), Admission::Admitted, "an operator is named");
+        assert_eq!(admitted(&policy, "tg:7", ChatKind::Group, "-100"), Admission::Admitted, "a listed group");
+        let Admission::Refused(denial) = admitted(&policy, "tg:7", ChatKind::Direct, "7") else { panic!() };
+        assert!(denial.message.contains("dm_policy = \"allowlist\" in channels.tg.policy.dm_policy"), "{denial}");
+        let text = "[channels.tg]\nkind = \"telegram\"\ntoken = \"t\"\n[channels.tg.policy]\n\
+                    dm_policy = \"open\"\ngroup_policy = \"disabled\"\nallow_chats = [\"-100\"]\n";
+        let policy = GatewayConfig::parse(text, "bub.toml").unwrap().effective("tg", "-100");
+        assert_eq!(admitted(&policy, "tg:7", ChatKind::Direct, "7"), Admission::Admitted);
+        assert!(matches!(admitted(&policy, "tg:7", ChatKind::Group, "-100"), Admission::Refused(_)));
     }
 
     #[test]

@@ -7,11 +7,18 @@
 //! fallback for unknown commands (a `bash` call with `command = true`) and
 //! calls made by code under `run_code` (`call.code_mode`). Runs without a
 //! `SessionPolicy` (the CLI, library users) are left alone.
+//!
+//! The same handler applies the provenance rule ([`super::provenance`]): a
+//! model's call (direct or from code) of a tool that can exec, write or
+//! reach the network is denied while untrusted text is in the context,
+//! unless `allow_with_untrusted_context` names it.
 
 use super::config::GatewayConfig;
-use super::effective::EffectivePolicy;
+use super::effective::{EffectivePolicy, Verdict};
+use super::provenance;
 use crate::agent::events::{BeforeToolCall, ToolCallDecision};
 use crate::agent::{Agent, HandlerId};
+use crate::tools::Capability;
 use bub_channel::ChatKind;
 use std::sync::Arc;
 
@@ -42,11 +49,40 @@ impl SessionPolicy {
 /// Registers the policy handler on `agent`'s bus. Register it before
 /// handlers that replace results, so a denied call never reaches them.
 pub fn enforce(agent: &Agent) -> HandlerId {
-    agent.events().on_sync(|event: &mut BeforeToolCall| {
-        let Some(session) = event.run.state.extension::<SessionPolicy>() else { return Ok(()) };
+    agent.events().on(|mut event: BeforeToolCall| async move {
+        let Some(session) = event.run.state.extension::<SessionPolicy>() else { return Ok(event) };
         let call = &event.call;
-        let verdict =
-            session.policy.tool_verdict(&call.tool, Some(&session.user), session.chat_kind.is_shared(), call.command);
+        let shared = session.chat_kind.is_shared();
+        let mut verdict =
+            session.policy.tool_verdict(&call.tool, event.capabilities, Some(&session.user), shared, call.command);
+        // The provenance rule: not for commands (an operator typed them).
+        let guarded = match (
+            verdict.allowed && !call.command,
+            session.policy.untrusted_context_verdict(&call.tool, event.capabilities),
+        ) {
+            (true, Some(rule)) => Some(rule),
+            _ => None,
+        };
+        if let Some(rule) = guarded {
+            match provenance::untrusted_context(&event.run).await {
+                Ok(Some(reason)) if !rule.allowed => {
+                    verdict = Verdict { allowed: false, rule: format!("the context holds {reason}: {}", rule.rule) };
+                }
+                Ok(_) => {}
+                Err(error) => {
+                    verdict = Verdict {
+                        allowed: false,
+                        rule: format!(
+                            "{} is denied: where this conversation's text came from cannot be read ({error})",
+                            call.tool
+                        ),
+                    };
+                }
+            }
+            if verdict.allowed && event.capabilities.contains(Capability::Network) {
+                provenance::outside_text_enters(&event.run, &call.tool).await?;
+            }
+        }
         if !verdict.allowed {
             tracing::info!(
                 run_id = %event.run.run_id,
@@ -61,6 +97,6 @@ pub fn enforce(agent: &Agent) -> HandlerId {
             );
             event.decision = Some(ToolCallDecision::Deny(verdict.rule));
         }
-        Ok(())
+        Ok(event)
     })
 }

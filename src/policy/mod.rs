@@ -11,6 +11,8 @@
 //!   `BeforeToolCall` handler that enforces it ([`enforce()`]).
 //! - [`command`]: the `,policy show` / `,policy explain` command ([`policy_tool`]).
 //! - [`live`]: hot reload ([`LiveConfig`]).
+//! - [`provenance`]: where text came from, and the rule that keeps exec,
+//!   write and network tools away from untrusted text.
 //! - [`rate`], [`pattern`]: `20/min` rates and `fs.*` tool globs.
 //!
 //! The example file `config/bub.example.toml` documents every key.
@@ -22,16 +24,21 @@ pub mod enforce;
 mod error;
 pub mod live;
 pub mod pattern;
+pub mod provenance;
 pub mod rate;
 
 pub use command::policy_tool;
 pub use config::{
-    BotChannel, BusyRule, ChannelConfig, ChannelKind, ChatConfig, GatewayConfig, HttpConfig, Operator, PolicyLayer,
-    Seconds, Secret, SessionScope, UserPattern, WebhookChannel,
+    BotChannel, BusyRule, ChannelConfig, ChannelKind, ChatConfig, DmPolicy, EnvironmentKind, GatewayConfig,
+    GroupPolicy, HttpConfig, Operator, PolicyLayer, Seconds, Secret, SessionScope, UserPattern, WebhookChannel,
 };
-pub use effective::{Denial, EffectivePolicy, Layer, SHARED_CHAT_GUARDED, Sourced, Verdict};
+pub use effective::{
+    Admission, Denial, EffectivePolicy, Layer, PairingSubject, READ_ONLY_COMMANDS, SHARED_CHAT_GUARDED, Sourced,
+    Verdict,
+};
 pub use enforce::{SessionPolicy, enforce};
 pub use error::ConfigError;
 pub use live::{LiveConfig, ReloadOutcome};
 pub use pattern::ToolPattern;
+pub use provenance::Provenance;
 pub use rate::{Rate, RateError};

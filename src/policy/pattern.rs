@@ -1,18 +1,31 @@
-//! [`ToolPattern`]: a glob over registry tool names (`fs.*`, `tape.{info,search}`, `bash`).
+//! [`ToolPattern`]: a glob over registry tool names (`fs.*`, `tape.{info,search}`,
+//! `bash`), or a capability (`cap:write`).
 //!
-//! Patterns match registry names (with dots); `*` matches any run of
+//! Globs match registry names (with dots); `*` matches any run of
 //! characters, dots included, so `*` is every tool and `fs.*` every file tool.
+//! `cap:NAME` matches every tool that declares that capability (see
+//! [`Capability`]; a tool that declares none is taken to have them all).
 
+use crate::tools::{Capabilities, Capability};
 use globset::{Glob, GlobMatcher};
 use serde::{Deserialize, Deserializer};
 use std::fmt;
 
-/// One glob from `allowed_tools`, `denied_tools` or an operator's `commands`.
+/// One entry of `allowed_tools`, `denied_tools` or an operator's `commands`.
 #[derive(Clone)]
 pub struct ToolPattern {
     text: String,
-    matcher: GlobMatcher,
+    matcher: Matcher,
 }
+
+#[derive(Clone)]
+enum Matcher {
+    Glob(GlobMatcher),
+    Capability(Capability),
+}
+
+/// The prefix of capability patterns.
+const CAPABILITY_PREFIX: &str = "cap:";
 
 impl ToolPattern {
     pub fn new(text: &str) -> Result<ToolPattern, String> {
@@ -20,22 +33,42 @@ impl ToolPattern {
         if text.is_empty() {
             return Err("empty tool pattern".to_string());
         }
+        if let Some(name) = text.strip_prefix(CAPABILITY_PREFIX) {
+            let capability = Capability::from_name(name.trim()).ok_or_else(|| {
+                let names: Vec<&str> = Capability::EVERY.iter().map(|c| c.name()).collect();
+                format!("unknown capability `{name}` in `{text}`; capabilities are {}", names.join(", "))
+            })?;
+            return Ok(ToolPattern { text: text.to_string(), matcher: Matcher::Capability(capability) });
+        }
         let glob = Glob::new(text).map_err(|e| format!("invalid tool pattern `{text}`: {}", e.kind()))?;
-        Ok(ToolPattern { text: text.to_string(), matcher: glob.compile_matcher() })
+        Ok(ToolPattern { text: text.to_string(), matcher: Matcher::Glob(glob.compile_matcher()) })
     }
 
     pub fn as_str(&self) -> &str {
         &self.text
     }
 
-    pub fn matches(&self, tool: &str) -> bool {
-        self.matcher.is_match(tool)
+    /// Does the tool named `tool`, which can do `capabilities`, match?
+    pub fn matches(&self, tool: &str, capabilities: Capabilities) -> bool {
+        match &self.matcher {
+            Matcher::Glob(glob) => glob.is_match(tool),
+            Matcher::Capability(capability) => capabilities.contains(*capability),
+        }
     }
 
-    /// True when the pattern is a plain name (no `*`, `?`, `[` or `{`): it
-    /// names exactly one tool. Shell and write tools in shared chats need this.
+    /// The capability a `cap:NAME` pattern stands for.
+    pub fn capability(&self) -> Option<Capability> {
+        match &self.matcher {
+            Matcher::Capability(capability) => Some(*capability),
+            Matcher::Glob(_) => None,
+        }
+    }
+
+    /// True when the pattern is a plain name (no `*`, `?`, `[` or `{`, not a
+    /// capability): it names exactly one tool. Shell and write tools in
+    /// shared chats need this.
     pub fn is_exact(&self) -> bool {
-        !self.text.contains(['*', '?', '[', '{'])
+        matches!(self.matcher, Matcher::Glob(_)) && !self.text.contains(['*', '?', '[', '{'])
     }
 }
 
@@ -68,17 +101,34 @@ impl<'de> Deserialize<'de> for ToolPattern {
 mod tests {
     use super::*;
 
+    fn name_matches(pattern: &ToolPattern, tool: &str) -> bool {
+        pattern.matches(tool, Capabilities::NONE)
+    }
+
     #[test]
     fn globs_match_registry_names_across_dots() {
         let fs = ToolPattern::new("fs.*").unwrap();
-        assert!(fs.matches("fs.read") && fs.matches("fs.write"));
-        assert!(!fs.matches("fsck") && !fs.matches("bash"));
+        assert!(name_matches(&fs, "fs.read") && name_matches(&fs, "fs.write"));
+        assert!(!name_matches(&fs, "fsck") && !name_matches(&fs, "bash"));
         let all = ToolPattern::new("*").unwrap();
-        assert!(all.matches("bash") && all.matches("tape.info"));
+        assert!(name_matches(&all, "bash") && name_matches(&all, "tape.info"));
         let two = ToolPattern::new("tape.{info,search}").unwrap();
-        assert!(two.matches("tape.search") && !two.matches("tape.reset"));
-        assert!(ToolPattern::new("bash").unwrap().matches("bash"));
-        assert!(!ToolPattern::new("bash").unwrap().matches("bash.output"));
+        assert!(name_matches(&two, "tape.search") && !name_matches(&two, "tape.reset"));
+        assert!(name_matches(&ToolPattern::new("bash").unwrap(), "bash"));
+        assert!(!name_matches(&ToolPattern::new("bash").unwrap(), "bash.output"));
+    }
+
+    #[test]
+    fn capability_patterns_match_by_what_a_tool_declares() {
+        let writes = ToolPattern::new("cap:write").unwrap();
+        assert!(writes.matches("fs.edit", Capabilities::of([Capability::Write])));
+        assert!(!writes.matches("fs.read", Capabilities::of([Capability::Read])));
+        assert!(writes.matches("mcp.anything", Capabilities::ALL), "an undeclared tool is on the closed side");
+        assert!(!writes.is_exact());
+        assert_eq!(
+            ToolPattern::new("cap:root").unwrap_err(),
+            "unknown capability `root` in `cap:root`; capabilities are read, write, exec, network, session"
+        );
     }
 
     #[test]

@@ -29,6 +29,7 @@
 //! assert_eq!(tool.parameters()["required"][0], "order_id");
 //! ```
 
+use super::capability::{Capabilities, Capability};
 use super::context::ToolContext;
 use super::error::ToolError;
 use futures::future::BoxFuture;
@@ -57,6 +58,8 @@ struct ToolSpec {
     output_schema: Option<Value>,
     agent_use: bool,
     preserve: bool,
+    /// `None`: undeclared, taken as [`Capabilities::ALL`].
+    capabilities: Option<Capabilities>,
     handler: Handler,
     renderer: Renderer,
     /// [`Tool::definition`], built on first use and shared by every request
@@ -70,6 +73,7 @@ impl std::fmt::Debug for Tool {
             .field("name", &self.inner.name)
             .field("agent_use", &self.inner.agent_use)
             .field("preserve", &self.inner.preserve)
+            .field("capabilities", &self.capabilities())
             .finish_non_exhaustive()
     }
 }
@@ -89,6 +93,7 @@ impl Tool {
             output_schema: None,
             agent_use: true,
             preserve: false,
+            capabilities: None,
             handler: Arc::new(move |args, ctx| Box::pin(handler(args, ctx))),
             renderer: Arc::new(default_render),
             definition: std::sync::OnceLock::new(),
@@ -146,6 +151,13 @@ impl Tool {
         self
     }
 
+    /// Declares what the tool can do, for capability rules in policies
+    /// (`denied_tools = ["cap:write"]`). Undeclared: everything.
+    pub fn with_capabilities(mut self, capabilities: impl IntoIterator<Item = Capability>) -> Tool {
+        self.spec_mut().capabilities = Some(Capabilities::of(capabilities));
+        self
+    }
+
     pub fn with_output_schema(mut self, schema: Value) -> Tool {
         self.spec_mut().output_schema = Some(schema);
         self
@@ -181,6 +193,11 @@ impl Tool {
 
     pub fn preserve(&self) -> bool {
         self.inner.preserve
+    }
+
+    /// What the tool can do: as declared, else [`Capabilities::ALL`].
+    pub fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities.unwrap_or(Capabilities::ALL)
     }
 
     /// The name the model sees: dots become underscores.

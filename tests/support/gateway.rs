@@ -179,6 +179,21 @@ pub fn refused_start(home: &Path, config_text: &str) -> String {
     stderr
 }
 
+/// Runs `bub <args>` (another process, as an admin would beside a running
+/// gateway) on `home`; returns (success, stdout, stderr).
+pub fn bub_cli(home: &Path, args: &[&str]) -> (bool, String, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_bub"))
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("BUB_HOME", home)
+        .env("HOME", home)
+        .args(args)
+        .output()
+        .expect("run bub");
+    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+    (output.status.success(), text(&output.stdout), text(&output.stderr))
+}
+
 impl Drop for GatewayProcess {
     fn drop(&mut self) {
         self.kill_hard();

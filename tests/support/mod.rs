@@ -85,4 +85,5 @@ pub fn fake_bash(seen: Arc<std::sync::Mutex<Vec<String>>>) -> bub::tools::Tool {
             }
         },
     )
+    .with_capabilities([bub::tools::Capability::Exec])
 }

@@ -89,7 +89,7 @@ async fn check_schema_owner(conn: &mut SqliteConnection) -> Result<(), String> {
             .fetch_all(conn)
             .await
             .map_err(|e| describe_open_error(&e))?;
-    let ours = ["_sqlx_migrations", "tapes", "tape_entries", "gateway_inbox", "gateway_outbox"];
+    let ours = ["_sqlx_migrations", "tapes", "tape_entries", "gateway_inbox", "gateway_outbox", "gateway_pairing"];
     if tables.is_empty() || tables.iter().any(|t| t == "tapes") && tables.iter().all(|t| ours.contains(&t.as_str())) {
         return Ok(());
     }

@@ -4,7 +4,7 @@
 use crate::agent::code_mode::{CodeModeSession, RUN_CODE};
 use crate::codemode::runner::{CallTool, CodeError, OutputSink};
 use crate::tape::NewEntry;
-use crate::tools::{Tool, ToolContext, ToolError};
+use crate::tools::{Capability, Tool, ToolContext, ToolError};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
@@ -55,6 +55,7 @@ pub fn run_code_tool() -> Tool {
     .with_description(
         "Run Python code that calls tools as `await tools.<name>(key=value)`; returns what the code printed.",
     )
+    .with_capabilities([Capability::Exec])
 }
 
 fn code_error(error: CodeError) -> ToolError {
@@ -87,4 +88,5 @@ pub fn code_mode_tool() -> Tool {
         ))
     })
     .command_only()
+    .with_capabilities([Capability::Session])
 }

@@ -8,7 +8,7 @@
 //! actually looked.
 
 use crate::environment::{Environment, EnvironmentError};
-use crate::tools::{Tool, ToolContext, ToolError};
+use crate::tools::{Capability, Tool, ToolContext, ToolError};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use std::fmt;
@@ -163,6 +163,7 @@ pub fn fs_read_tool() -> Tool {
         Ok::<_, ToolError>(page_lines(&text, args.offset, args.limit).to_string())
     })
     .preserved()
+    .with_capabilities([Capability::Read])
 }
 
 /// Write a UTF-8 text file, replacing it if it exists and creating missing
@@ -187,6 +188,7 @@ pub fn fs_write_tool() -> Tool {
         },
     )
     .preserved()
+    .with_capabilities([Capability::Write])
 }
 
 /// Replace text in a UTF-8 file: every occurrence of `old` from line `start`
@@ -223,6 +225,7 @@ pub fn fs_edit_tool() -> Tool {
         ))
     })
     .preserved()
+    .with_capabilities([Capability::Write])
 }
 
 #[cfg(test)]

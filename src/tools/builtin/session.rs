@@ -4,7 +4,7 @@
 use super::ShellManager;
 use crate::model::ModelSpec;
 use crate::tape::NewEntry;
-use crate::tools::{Tool, ToolContext, ToolError};
+use crate::tools::{Capability, Tool, ToolContext, ToolError};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
@@ -33,6 +33,7 @@ pub fn help_tool() -> Tool {
         Ok::<_, ToolError>(lines.join("\n"))
     })
     .command_only()
+    .with_capabilities([Capability::Read])
 }
 
 /// Switch this session's model from the next turn on.
@@ -70,6 +71,7 @@ pub fn model_tool() -> Tool {
         })
     })
     .command_only()
+    .with_capabilities([Capability::Session])
 }
 
 /// Set how hard this session's model reasons, from the next turn on.
@@ -106,6 +108,7 @@ pub fn reasoning_effort_tool() -> Tool {
         })
     })
     .command_only()
+    .with_capabilities([Capability::Session])
 }
 
 /// End the session's work: kill its background shells.
@@ -125,6 +128,7 @@ pub fn quit_tool(shells: Arc<ShellManager>) -> Tool {
         }
     })
     .command_only()
+    .with_capabilities([Capability::Session])
 }
 
 /// The first sentence of a description, on one line.

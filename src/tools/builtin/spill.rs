@@ -5,7 +5,7 @@
 //! error) comes back as a plain successful text: the messages are written for
 //! the model, which reads them and retries with a better handle or cursor.
 
-use crate::tools::{Tool, ToolContext, ToolError};
+use crate::tools::{Capability, Tool, ToolContext, ToolError};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -45,4 +45,5 @@ pub fn spill_read_tool() -> Tool {
         })
     })
     .preserved()
+    .with_capabilities([Capability::Read])
 }

@@ -11,7 +11,7 @@
 use crate::tape::entry::{format_date, parse_date};
 use crate::tape::query::TextMatcher;
 use crate::tape::{Entry, EntryKind, TapeQuery};
-use crate::tools::{Tool, ToolContext, ToolError};
+use crate::tools::{Capability, Tool, ToolContext, ToolError};
 use chrono::{DateTime, NaiveDate, Utc};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -32,6 +32,7 @@ pub fn tape_info_tool() -> Tool {
     Tool::typed("tape.info", |_: TapeInfoArgs, ctx: ToolContext| async move {
         Ok::<_, ToolError>(ctx.tape.info().await?.to_string())
     })
+    .with_capabilities([Capability::Read])
 }
 
 fn default_limit() -> usize {
@@ -97,6 +98,7 @@ pub fn tape_search_tool() -> Tool {
         }
         Ok(text)
     })
+    .with_capabilities([Capability::Read])
 }
 
 /// Up to `limit` entries with earlier search results removed, and how many
@@ -180,6 +182,7 @@ pub fn tape_anchors_tool() -> Tool {
             .collect();
         Ok(lines.join("\n"))
     })
+    .with_capabilities([Capability::Read])
 }
 
 fn default_handoff_name() -> String {
@@ -210,6 +213,7 @@ pub fn tape_handoff_tool() -> Tool {
         tracing::info!(tool = "tape.handoff", session = %ctx.tape.name(), anchor = name, "handoff");
         Ok(format!("handoff created: {name}"))
     })
+    .with_capabilities([Capability::Session])
 }
 
 /// Clear this session's tape (its whole history) and start it again. With
@@ -231,6 +235,7 @@ pub fn tape_reset_tool() -> Tool {
             None => "tape reset".to_string(),
         })
     })
+    .with_capabilities([Capability::Session])
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ pub mod process;
 
 use crate::environment::Environment;
 use crate::tape::TapeName;
-use crate::tools::{Tool, ToolContext, ToolError};
+use crate::tools::{Capability, Tool, ToolContext, ToolError};
 use indexmap::IndexMap;
 use output::DEFAULT_OUTPUT_CAP;
 use process::{ShellProcess, ShellStatus};
@@ -134,6 +134,7 @@ pub fn bash_tool(shells: Arc<ShellManager>) -> Tool {
         async move { run_bash(&shells, args, ctx).await }
     })
     .preserved()
+    .with_capabilities([Capability::Exec])
 }
 
 async fn run_bash(shells: &ShellManager, args: BashArgs, ctx: ToolContext) -> Result<String, ToolError> {
@@ -237,6 +238,7 @@ pub fn bash_output_tool(shells: Arc<ShellManager>) -> Tool {
         }
     })
     .preserved()
+    .with_capabilities([Capability::Exec])
 }
 
 /// Stop a background shell started by `bash`, and everything it started:
@@ -259,6 +261,7 @@ pub fn bash_kill_tool(shells: Arc<ShellManager>) -> Tool {
         }
     })
     .preserved()
+    .with_capabilities([Capability::Exec])
 }
 
 fn status_block(id: &str, status: ShellStatus) -> String {

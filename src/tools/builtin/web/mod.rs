@@ -16,7 +16,7 @@ pub mod address;
 
 pub use address::blocked_reason;
 
-use crate::tools::{Tool, ToolContext, ToolError};
+use crate::tools::{Capability, Tool, ToolContext, ToolError};
 use reqwest::header::{ACCEPT, HeaderMap, HeaderName, HeaderValue, LOCATION};
 use reqwest::{Client, Response, Url};
 use schemars::JsonSchema;
@@ -262,6 +262,7 @@ pub fn web_fetch_tool(settings: WebFetchSettings) -> Tool {
             Ok(result?)
         }
     })
+    .with_capabilities([Capability::Network])
 }
 
 fn header_map(headers: BTreeMap<String, String>) -> Result<HeaderMap, ToolError> {

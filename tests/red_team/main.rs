@@ -1,0 +1,20 @@
+//! The red-team suite: every route by which a user without rights once
+//! reached a shell, a tool or another chat, each pinned so it cannot come
+//! back. Each module is one route; its tests drive the real agent (or the
+//! real gateway binary against the fake platforms) the way an attacker
+//! would, and assert what that attacker gets.
+//!
+//! - `model_tools`: a model call (or an injected prompt) naming a tool that is
+//!   not for the model: `code_mode`, `model`, `quit`, `policy`.
+//! - `subagent`: a subagent reaching another session, a tool its caller lacks,
+//!   or a model the policy did not pick.
+//! - `pairing`: a stranger reaching the agent (and a shell) with the shortest
+//!   chat-platform config.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod agent;
+mod model_tools;
+mod pairing;
+mod subagent;

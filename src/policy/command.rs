@@ -3,8 +3,9 @@
 //! - `,policy show`: every key of this chat's policy, its value and the layer
 //!   that set it.
 //! - `,policy explain TOOL [USER]`: whether `TOOL` may run here as a model
-//!   call and as a comma command (for `USER`, default: whoever asks), and the
-//!   rule that decided.
+//!   call (and, for tools that can exec, write or reach the network, as one
+//!   while untrusted text is in the context) and as a comma command (for
+//!   `USER`, default: whoever asks), and the rule that decided.
 //!
 //! Command-only: the model never sees it.
 
@@ -59,8 +60,14 @@ fn explain(session: &SessionPolicy, ctx: &ToolContext, tool: &str, user: &str) -
     let as_model = policy.tool_verdict(&tool, capabilities, Some(user), shared, false);
     let as_command = policy.tool_verdict(&tool, capabilities, Some(user), shared, true);
     let word = |allowed: bool| if allowed { "allowed" } else { "denied" };
+    let untrusted = match policy.untrusted_context_verdict(&tool, capabilities) {
+        Some(rule) if as_model.allowed => {
+            format!("\n  model call with untrusted text in the context: {} — {}", word(rule.allowed), rule.rule)
+        }
+        _ => String::new(),
+    };
     format!(
-        "{tool} ({capabilities}) for {user} in this {kind} chat ({}/{}):\n  model call: {} — {}\n  command: {} — {}",
+        "{tool} ({capabilities}) for {user} in this {kind} chat ({}/{}):\n  model call: {} — {}{untrusted}\n  command: {} — {}",
         policy.channel,
         policy.chat_id,
         word(as_model.allowed),

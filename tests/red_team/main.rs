@@ -10,6 +10,8 @@
 //!   or a model the policy did not pick.
 //! - `pairing`: a stranger reaching the agent (and a shell) with the shortest
 //!   chat-platform config.
+//! - `provenance`: text nobody vouched for (a stranger's message, a fetched
+//!   page) steering the model into the shell.
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -17,4 +19,5 @@ mod support;
 mod agent;
 mod model_tools;
 mod pairing;
+mod provenance;
 mod subagent;

@@ -158,14 +158,8 @@ pub fn blueprint(workspace: &Path, settings: &SandboxSettings, exposed: &Exposed
         sources.retain(|s| !s.starts_with(&canonical));
         sources.push(canonical);
     }
-    sources.sort_by_key(|s| s.components().count());
-    for source in &sources {
-        plan.mount_point(source, source.is_dir())?;
-        plan.push(Op::Bind { source: old(source)?, target: cp(source)?, recursive: true });
-        plan.push(Op::ReadOnly { target: cp(source)?, recursive: true });
-    }
-
-    // A fresh /tmp, a minimal /dev, a /proc of the sandbox's own PID namespace.
+    // A fresh /tmp, a minimal /dev, a /proc of the sandbox's own PID namespace,
+    // first, so that what is shown below /tmp lands on the fresh one.
     let tmp_options = |mode: &str| c(&format!("mode={mode},size={}", settings.limits.tmp_bytes.max(4096)));
     plan.mount_point(Path::new("/tmp"), true)?;
     plan.push(Op::Tmpfs { target: c("/tmp")?, options: tmp_options("1777")?, flags: libc::MS_NOSUID | libc::MS_NODEV });
@@ -194,6 +188,13 @@ pub fn blueprint(workspace: &Path, settings: &SandboxSettings, exposed: &Exposed
     });
     plan.mount_point(Path::new("/proc"), true)?;
     plan.push(Op::Proc(c("/proc")?));
+
+    sources.sort_by_key(|s| s.components().count());
+    for source in &sources {
+        plan.mount_point(source, source.is_dir())?;
+        plan.push(Op::Bind { source: old(source)?, target: cp(source)?, recursive: true });
+        plan.push(Op::ReadOnly { target: cp(source)?, recursive: true });
+    }
 
     // Hidden paths inside what is shown are covered.
     let mut masks = Vec::new();

@@ -372,6 +372,10 @@ async fn host_side_file_access_stays_in_the_workspace() {
     assert!(env.read_text("dir/bub.toml").await.is_err());
     assert!(env.write_text("dir/planted", "x").await.is_err());
     assert!(!home.path("planted").exists());
+    // A FIFO under a file's name would hang a reader: refused at once.
+    assert_eq!(home.sh("mkfifo trap").await.1, 0);
+    let read = tokio::time::timeout(Duration::from_secs(5), env.read_text("trap")).await;
+    assert!(matches!(read, Ok(Err(_))), "{read:?}");
 }
 
 #[tokio::test]

@@ -5,7 +5,9 @@
 //! Every open therefore goes through `openat2` from the workspace's directory
 //! with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS`: the
 //! kernel refuses any step that leaves the workspace, whatever changed since
-//! [`crate::environment::path::resolve_path`] looked. When the gateway runs as
+//! [`crate::environment::path::resolve_path`] looked. Opens are non-blocking
+//! and anything but a regular file is refused, so a FIFO planted under a
+//! file's name cannot hang the host. When the gateway runs as
 //! root, what it creates is given to the sandbox's host uid so the command
 //! can change it too.
 
@@ -22,7 +24,9 @@ const MAX_DEPTH: usize = 64;
 /// Reads the file at `relative` (inside the workspace `root`) as UTF-8.
 pub fn read(root: &Path, relative: &Path) -> std::io::Result<String> {
     let root = open_root(root)?;
-    let fd = rustix::fs::openat2(&root, relative, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty(), RESOLVE)?;
+    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let fd = rustix::fs::openat2(&root, relative, flags, Mode::empty(), RESOLVE)?;
+    regular(&fd)?;
     let mut text = String::new();
     File::from(fd).read_to_string(&mut text)?;
     Ok(text)
@@ -60,8 +64,10 @@ pub fn write(root: &Path, relative: &Path, content: &str, owner: Option<u32>) ->
         }
         dir = next;
     }
-    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::CLOEXEC;
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::NONBLOCK | OFlags::CLOEXEC;
     let fd = rustix::fs::openat2(&dir, *name, flags, Mode::from_raw_mode(0o644), RESOLVE)?;
+    regular(&fd)?;
+    rustix::fs::ftruncate(&fd, 0)?;
     give(&fd, owner)?;
     File::from(fd).write_all(content.as_bytes())
 }
@@ -98,6 +104,16 @@ fn chown_below(dir: &OwnedFd, owner: u32, depth: usize) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Refuses what is not a regular file (a FIFO, a socket, a directory).
+fn regular(fd: &OwnedFd) -> std::io::Result<()> {
+    let stat = rustix::fs::fstat(fd)?;
+    if FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile {
+        Ok(())
+    } else {
+        Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file"))
+    }
+}
+
 fn open_root(root: &Path) -> std::io::Result<OwnedFd> {
     Ok(rustix::fs::open(root, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?)
 }
@@ -126,7 +142,23 @@ mod tests {
         assert!(read(&workspace, Path::new("up/secret")).is_err());
         assert!(write(&workspace, Path::new("up/new"), "x", None).is_err());
         assert!(!dir.path().join("new").exists());
+        write(&workspace, Path::new("sub/deeper/file.txt"), "hello", None).unwrap();
         write(&workspace, Path::new("sub/deeper/file.txt"), "hi", None).unwrap();
-        assert_eq!(read(&workspace, Path::new("sub/deeper/file.txt")).unwrap(), "hi");
+        assert_eq!(read(&workspace, Path::new("sub/deeper/file.txt")).unwrap(), "hi", "rewritten, not appended");
+    }
+
+    #[test]
+    fn a_fifo_under_a_files_name_is_refused_without_blocking() {
+        let workspace = tempfile::tempdir().unwrap();
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            workspace.path().join("pipe"),
+            FileType::Fifo,
+            Mode::from_raw_mode(0o644),
+            0,
+        )
+        .unwrap();
+        assert!(read(workspace.path(), Path::new("pipe")).is_err());
+        assert!(write(workspace.path(), Path::new("pipe"), "x", None).is_err());
     }
 }

@@ -117,12 +117,15 @@ impl SandboxProvider {
         if missing {
             return Err(SandboxError::Unavailable(report));
         }
-        let python = match &settings.python {
-            Some(python) => Some(python::resolve(python)?),
-            None => python::resolve(Path::new("python3"))
+        let configured = settings.python.clone();
+        let python = tokio::task::spawn_blocking(move || match configured {
+            Some(python) => python::resolve(&python).map(Some),
+            None => Ok(python::resolve(Path::new("python3"))
                 .inspect_err(|error| tracing::warn!(%error, "code mode will not find python3 in the sandbox"))
-                .ok(),
-        };
+                .ok()),
+        })
+        .await
+        .map_err(|e| SandboxError::Setup { step: "resolving Python".into(), source: std::io::Error::other(e) })??;
         let provider = SandboxProvider { settings, python };
         provider.check().await?;
         Ok(provider)
@@ -148,7 +151,7 @@ impl SandboxProvider {
     }
 
     async fn trial(&self, scratch: &Path) -> Result<(), SandboxError> {
-        let environment = self.environment(scratch)?;
+        let environment = self.prepare(scratch.to_path_buf()).await?;
         let failed = |reason: String| SandboxError::Setup {
             step: "running a trial command".into(),
             source: std::io::Error::other(reason),
@@ -168,7 +171,18 @@ impl SandboxProvider {
         Ok(())
     }
 
+    /// [`SandboxProvider::environment`] off the runtime's threads (it walks
+    /// the workspace to give it to the sandbox's uid when the gateway is root).
+    async fn prepare(&self, workspace: PathBuf) -> Result<SandboxEnvironment, SandboxError> {
+        let provider = self.clone();
+        tokio::task::spawn_blocking(move || provider.environment(workspace)).await.map_err(|e| SandboxError::Setup {
+            step: "preparing the workspace".into(),
+            source: std::io::Error::other(e),
+        })?
+    }
+
     /// The sandbox of a session working in `workspace` (created if missing).
+    /// Blocking: it may walk the workspace (see the module docs).
     pub fn environment(&self, workspace: impl Into<PathBuf>) -> Result<SandboxEnvironment, SandboxError> {
         let workspace = workspace.into();
         let workspace_error = |source| SandboxError::Workspace { path: workspace.clone(), source };
@@ -190,7 +204,7 @@ impl SandboxProvider {
 #[async_trait]
 impl EnvironmentProvider for SandboxProvider {
     async fn provide(&self, session: &str, workspace: PathBuf) -> Result<Arc<dyn Environment>, EnvironmentError> {
-        let environment = self.environment(&workspace).map_err(|error| EnvironmentError::Spawn {
+        let environment = self.prepare(workspace).await.map_err(|error| EnvironmentError::Spawn {
             command: format!("the sandbox of session {session}"),
             source: std::io::Error::other(error),
         })?;

@@ -12,10 +12,13 @@
 //! - [`process_group`]: signalling and liveness of whole process trees.
 //! - [`local`]: `LocalEnvironment` and its `LocalProcess`.
 //! - [`sessions`]: `Environments`, the per-session registry.
+//! - [`sandbox`]: `SandboxEnvironment`, the session in Linux namespaces that
+//!   hide the gateway and the host.
 
 pub mod local;
 pub mod path;
 pub mod process_group;
+pub mod sandbox;
 pub mod sessions;
 
 pub use local::{LocalEnvironment, LocalProcess, LocalProvider};

@@ -1,0 +1,278 @@
+//! [`SandboxEnvironment`]: one session's sandbox, implementing [`Environment`].
+
+use super::child::{self, Step, Wiring};
+use super::error::SandboxError;
+use super::files;
+use super::plan::{self, Blueprint};
+use super::process::{Capped, SandboxGroup, SandboxProcess};
+use crate::environment::path::resolve_path;
+use crate::environment::process_group::{group_is_alive, signal_group};
+use crate::environment::{Command, Environment, EnvironmentError, Process, ProcessIo, SpawnOptions};
+use async_trait::async_trait;
+use rustix::process::{Pid, Signal};
+use std::ffi::OsString;
+use std::io::Read;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+
+/// The `PATH` inside, after the interpreter's own directory.
+const SYSTEM_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// A session's sandbox: every spawn runs in namespaces of its own built from
+/// one blueprint (every mount as data). Made by [`super::SandboxProvider::environment`].
+///
+/// Guarantees, for every process a spawn starts, however deep: it sees the
+/// workspace read-write at its host path (the working directory), the system
+/// directories and the interpreter read-only, a fresh `/tmp`, its own `/proc`
+/// and a minimal `/dev`, and nothing else of the host; it runs as an
+/// unprivileged uid without capabilities or `no_new_privs` escapes; it has no
+/// network but its own loopback unless the settings allow it; it gets only
+/// the variables given (`PATH`, `HOME` = the workspace, `TMPDIR`, `LANG` and
+/// the spawn's own), none of the gateway's; it dies when the spawn's tree is
+/// killed or the environment is closed.
+pub struct SandboxEnvironment {
+    workspace: PathBuf,
+    python: String,
+    path_variable: String,
+    blueprint: Arc<Blueprint>,
+    max_output_bytes: u64,
+    /// The host uid created files are given to (when the gateway is root).
+    owner: Option<u32>,
+    groups: Mutex<Vec<Pid>>,
+}
+
+impl std::fmt::Debug for SandboxEnvironment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SandboxEnvironment")
+            .field("workspace", &self.workspace)
+            .field("network", &self.blueprint.network)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SandboxEnvironment {
+    pub(super) fn new(
+        workspace: PathBuf,
+        python: String,
+        python_dir: Option<&Path>,
+        blueprint: Blueprint,
+    ) -> Result<SandboxEnvironment, SandboxError> {
+        let owner = blueprint.outer_root.then_some(blueprint.outer_id);
+        if let Some(owner) = owner {
+            files::chown_tree(&workspace, owner)
+                .map_err(|source| SandboxError::Workspace { path: workspace.clone(), source })?;
+        }
+        let path_variable = match python_dir {
+            Some(dir) => format!("{}:{SYSTEM_PATH}", dir.display()),
+            None => SYSTEM_PATH.to_string(),
+        };
+        Ok(SandboxEnvironment {
+            workspace,
+            python,
+            path_variable,
+            max_output_bytes: blueprint.limits.max_output_bytes,
+            blueprint: Arc::new(blueprint),
+            owner,
+            groups: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Whether processes inside share the host's network.
+    pub fn network(&self) -> bool {
+        self.blueprint.network
+    }
+
+    fn path(&self, path: &str) -> Result<PathBuf, EnvironmentError> {
+        Ok(resolve_path(&self.workspace, path, true)?)
+    }
+
+    /// The path relative to the workspace, for `openat2` from its directory.
+    fn relative(&self, path: &str) -> Result<(PathBuf, PathBuf), EnvironmentError> {
+        let resolved = self.path(path)?;
+        let relative = resolved.strip_prefix(&self.workspace).map(Path::to_path_buf).map_err(|_| {
+            EnvironmentError::Path(crate::environment::PathError::OutsideWorkspace {
+                path: path.to_string(),
+                workspace: self.workspace.clone(),
+            })
+        })?;
+        Ok((resolved, relative))
+    }
+
+    /// A program name as the host finds it on the sandbox's `PATH` (the
+    /// directories are the same inside), so the exec needs no search.
+    fn program(&self, name: &str) -> OsString {
+        if name.contains('/') {
+            return name.into();
+        }
+        std::env::split_paths(&self.path_variable)
+            .map(|dir| dir.join(name))
+            .find(|candidate| candidate.is_file())
+            .map_or_else(|| name.into(), PathBuf::into_os_string)
+    }
+
+    /// Starts `command` in a new sandbox: see [`super::child`]. A sandbox
+    /// that cannot be built is an error naming the failed step; the command
+    /// never runs outside.
+    pub(super) async fn start(
+        &self,
+        command: &Command,
+        options: &SpawnOptions,
+    ) -> Result<SandboxProcess, (String, SpawnFailure)> {
+        let (label, program, args) = match command {
+            Command::Shell(line) => {
+                let shell = if Path::new("/bin/bash").exists() { "/bin/bash" } else { "/bin/sh" };
+                (line.clone(), OsString::from(shell), vec!["-c".to_string(), line.clone()])
+            }
+            Command::Argv(argv) => {
+                let Some((program, args)) = argv.split_first() else {
+                    return Err((String::new(), SpawnFailure::Io(std::io::Error::other("empty argument list"))));
+                };
+                (argv.join(" "), self.program(program), args.to_vec())
+            }
+        };
+        let fail = |failure| (label.clone(), failure);
+        let cwd = match &options.cwd {
+            Some(cwd) => self.path(cwd).map_err(|e| fail(SpawnFailure::Environment(e)))?,
+            None => self.workspace.clone(),
+        };
+        let cwd_c = plan::cp(&cwd).map_err(|e| fail(SpawnFailure::Sandbox(e)))?;
+        let pipe = || rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(std::io::Error::from);
+        let (report_read, report_write) = pipe().map_err(|e| fail(SpawnFailure::Io(e)))?;
+        let (sync_read, sync_write) = pipe().map_err(|e| fail(SpawnFailure::Io(e)))?;
+        let wiring = Wiring {
+            report: report_write.as_raw_fd(),
+            sync_read: sync_read.as_raw_fd(),
+            sync_write: sync_write.as_raw_fd(),
+            cwd: cwd_c,
+        };
+
+        let mut process = tokio::process::Command::new(program);
+        process
+            .args(&args)
+            .env_clear()
+            .env("PATH", &self.path_variable)
+            .env("HOME", &self.workspace)
+            .env("TMPDIR", "/tmp")
+            .env("LANG", "C.UTF-8")
+            .env("USER", "sandbox")
+            .envs(options.env.iter().map(|(k, v)| (k, v)))
+            .current_dir(&cwd)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(false);
+        let blueprint = self.blueprint.clone();
+        // SAFETY: `child::enter` does only async-signal-safe work (raw
+        // syscalls on data prepared here) and is made for this place.
+        unsafe {
+            process.pre_exec(move || child::enter(&blueprint, &wiring));
+        }
+        // The child is built before std's spawn returns, which blocks: off the runtime's threads.
+        let spawned = tokio::task::spawn_blocking(move || {
+            let spawned = process.spawn();
+            drop((report_write, sync_read, sync_write));
+            spawned
+        })
+        .await
+        .map_err(|e| fail(SpawnFailure::Io(std::io::Error::other(e))))?;
+        let mut child = match spawned {
+            Ok(child) => child,
+            Err(error) => {
+                let report = tokio::task::spawn_blocking(move || read_report(report_read)).await.ok().flatten();
+                return Err(fail(match report {
+                    Some((code, errno)) => SpawnFailure::Sandbox(SandboxError::Setup {
+                        step: Step::describe(code, &self.blueprint),
+                        source: std::io::Error::from_raw_os_error(errno),
+                    }),
+                    None => SpawnFailure::Io(error),
+                }));
+            }
+        };
+        let pgid = child
+            .id()
+            .and_then(|id| Pid::from_raw(i32::try_from(id).ok()?))
+            .ok_or_else(|| fail(SpawnFailure::Io(std::io::Error::other("exited at once"))))?;
+        self.groups.lock().unwrap_or_else(|p| p.into_inner()).push(pgid);
+        let cap = self.max_output_bytes;
+        let io = ProcessIo {
+            stdin: child.stdin.take().map(|p| Box::new(p) as _),
+            stdout: child.stdout.take().map(|p| Box::new(Capped::new(p, cap)) as _),
+            stderr: child.stderr.take().map(|p| Box::new(Capped::new(p, cap)) as _),
+        };
+        Ok(SandboxProcess { child, group: Arc::new(SandboxGroup(pgid)), io })
+    }
+}
+
+/// Why a spawn failed, before it becomes an [`EnvironmentError`].
+#[derive(Debug)]
+pub(super) enum SpawnFailure {
+    Environment(EnvironmentError),
+    Sandbox(SandboxError),
+    Io(std::io::Error),
+}
+
+/// The step the child reported, if it reported one.
+fn read_report(pipe: OwnedFd) -> Option<(u32, i32)> {
+    let mut bytes = Vec::new();
+    std::fs::File::from(pipe).read_to_end(&mut bytes).ok()?;
+    child::decode_report(&bytes)
+}
+
+#[async_trait]
+impl Environment for SandboxEnvironment {
+    fn workspace(&self) -> &Path {
+        &self.workspace
+    }
+
+    fn python(&self) -> &str {
+        &self.python
+    }
+
+    /// Always confined to the workspace.
+    fn resolve_path(&self, path: &str) -> Result<PathBuf, EnvironmentError> {
+        self.path(path)
+    }
+
+    async fn spawn(&self, command: Command, options: SpawnOptions) -> Result<Box<dyn Process>, EnvironmentError> {
+        match self.start(&command, &options).await {
+            Ok(process) => Ok(Box::new(process)),
+            Err((_, SpawnFailure::Environment(error))) => Err(error),
+            Err((command, SpawnFailure::Sandbox(error))) => {
+                tracing::warn!(%error, "a sandboxed command could not start");
+                Err(EnvironmentError::Spawn { command, source: std::io::Error::other(error) })
+            }
+            Err((command, SpawnFailure::Io(source))) => Err(EnvironmentError::Spawn { command, source }),
+        }
+    }
+
+    async fn read_text(&self, path: &str) -> Result<String, EnvironmentError> {
+        let (resolved, relative) = self.relative(path)?;
+        let root = self.workspace.clone();
+        tokio::task::spawn_blocking(move || files::read(&root, &relative))
+            .await
+            .map_err(std::io::Error::other)
+            .and_then(|read| read)
+            .map_err(|source| EnvironmentError::File { path: resolved, source })
+    }
+
+    async fn write_text(&self, path: &str, content: &str) -> Result<PathBuf, EnvironmentError> {
+        let (resolved, relative) = self.relative(path)?;
+        let (root, content, owner) = (self.workspace.clone(), content.to_string(), self.owner);
+        tokio::task::spawn_blocking(move || files::write(&root, &relative, &content, owner))
+            .await
+            .map_err(std::io::Error::other)
+            .and_then(|written| written)
+            .map_err(|source| EnvironmentError::File { path: resolved.clone(), source })?;
+        Ok(resolved)
+    }
+
+    async fn close(&self) {
+        let groups = std::mem::take(&mut *self.groups.lock().unwrap_or_else(|p| p.into_inner()));
+        for pgid in groups.into_iter().filter(|pgid| group_is_alive(*pgid)) {
+            signal_group(pgid, Signal::KILL);
+        }
+    }
+}

@@ -1,0 +1,71 @@
+//! [`SandboxSettings`]: what a sandboxed session may see and use.
+
+use std::path::PathBuf;
+
+/// What a sandboxed session may see and use. The defaults are the safe side:
+/// no network, modest limits, nothing of the host but its system directories.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SandboxSettings {
+    /// Share the host's network. Off (the default), the sandbox has a network
+    /// namespace of its own with only its own loopback, so neither the
+    /// internet nor the gateway's own ports on the host's 127.0.0.1 are
+    /// reachable.
+    pub network: bool,
+    /// Resource limits of every process started inside.
+    pub limits: SandboxLimits,
+    /// Host paths that must not be visible inside at all (`$BUB_HOME`, a
+    /// config directory under `/etc`, …). Everything outside the system
+    /// directories is invisible anyway; a hidden path inside a visible
+    /// directory is covered by an empty, read-only directory (or an empty
+    /// file). The session's own workspace stays visible even when it lies
+    /// under a hidden path, and nothing else of that path does.
+    pub hidden: Vec<PathBuf>,
+    /// Extra host paths made visible read-only, beyond `/usr`, `/bin`,
+    /// `/sbin`, `/lib*`, `/etc` and the Python installation.
+    pub read_only: Vec<PathBuf>,
+    /// The Python interpreter code mode runs (default: `python3` on the
+    /// gateway's `PATH`). It is resolved once, on the host, to the real
+    /// executable (past pyenv shims and symlinks), and its installation
+    /// prefix is made visible read-only.
+    pub python: Option<PathBuf>,
+}
+
+/// Resource limits, applied as rlimits to the command and inherited by
+/// everything it starts. Each spawn gets a user namespace of its own, so the
+/// process limit counts the processes of that one command tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SandboxLimits {
+    /// Address space of each process, in bytes (`RLIMIT_AS`): an allocation
+    /// beyond it fails, so a memory hog dies of its own out-of-memory error
+    /// instead of pressing on the host. Default 1 GiB.
+    pub memory_bytes: u64,
+    /// Processes (and threads) of one command tree (`RLIMIT_NPROC`, counted
+    /// per user namespace): a fork bomb hits the ceiling. Default 128.
+    pub max_processes: u64,
+    /// CPU time of each process, in seconds (`RLIMIT_CPU`). Default 300.
+    pub cpu_seconds: u64,
+    /// Largest file a process may write, in bytes (`RLIMIT_FSIZE`). Default 256 MiB.
+    pub max_file_bytes: u64,
+    /// Output read back from a process's stdout and stderr, each, in bytes;
+    /// past it the pipe is closed (the writer gets `EPIPE`). Default 64 MiB.
+    pub max_output_bytes: u64,
+    /// Size of the fresh `/tmp` (and `/dev/shm`), in bytes. Default 256 MiB.
+    pub tmp_bytes: u64,
+    /// Open files of each process (`RLIMIT_NOFILE`). Default 1024.
+    pub open_files: u64,
+}
+
+impl Default for SandboxLimits {
+    fn default() -> SandboxLimits {
+        const MIB: u64 = 1024 * 1024;
+        SandboxLimits {
+            memory_bytes: 1024 * MIB,
+            max_processes: 128,
+            cpu_seconds: 300,
+            max_file_bytes: 256 * MIB,
+            max_output_bytes: 64 * MIB,
+            tmp_bytes: 256 * MIB,
+            open_files: 1024,
+        }
+    }
+}

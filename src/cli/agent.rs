@@ -142,6 +142,7 @@ pub(crate) async fn list_tools(home: &BubHome, json: bool) -> Result<()> {
                 "model_name": tool.model_name(),
                 "agent_use": tool.agent_use(),
                 "preserve": tool.preserve(),
+                "capabilities": tool.capabilities().iter().map(|c| c.name()).collect::<Vec<_>>(),
                 "description": tool.description(),
                 "parameters": tool.parameters(),
             });
@@ -149,7 +150,8 @@ pub(crate) async fn list_tools(home: &BubHome, json: bool) -> Result<()> {
         } else {
             let flags = if tool.preserve() { format!("{audience},preserve") } else { audience.to_string() };
             let summary = tool.description().lines().next().unwrap_or_default();
-            writeln!(out, "{:<14} {:<14} {:<24} {summary}", tool.name(), tool.model_name(), flags)?;
+            let can = tool.capabilities().to_string();
+            writeln!(out, "{:<14} {:<14} {:<24} {:<10} {summary}", tool.name(), tool.model_name(), flags, can)?;
         }
     }
     setup.store.close().await;

@@ -47,6 +47,12 @@ pub(crate) async fn run_gateway(home: &BubHome, config: Option<PathBuf>, listen:
         tracing::warn!(%warning, "config opens access");
         eprintln!("{warning}");
     }
+    // Fail closed: the sandboxes the policies ask for are built and tried before anything starts.
+    let mut hidden = vec![home.root().to_path_buf()];
+    hidden.extend(config_path.iter().filter_map(|path| std::path::absolute(path).ok()));
+    if let Some(report) = confinement.prepare(&config, hidden).await? {
+        eprintln!("bub gateway: the shell and code run in the sandbox; kernel features:\n{report}");
+    }
     let adapters = channels::from_config(&config)?;
     let addr = listen.unwrap_or(config.http.listen);
     let live_config = live.clone();

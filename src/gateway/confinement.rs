@@ -1,20 +1,88 @@
-//! Session environments confined (or not) as each chat's policy says.
+//! Session environments as each chat's policy says: in the sandbox
+//! (`environment = "sandbox"`, the default on chat platforms) or on the host
+//! (`"local"`, confined to the workspace with `confine_fs`).
 //!
-//! The gateway notes a session's `confine_fs` before each turn; the
-//! environment is created with it on the session's first turn and kept until
-//! it is closed for idleness, so a policy change reaches an open session when
-//! its environment is next created.
+//! The gateway notes a session's choice before each turn; the environment
+//! is created with it on the session's first turn and kept until it is
+//! closed for idleness, so a policy change reaches an open session when its
+//! environment is next created.
+//!
+//! Fail closed: the sandboxes a config needs are built (and tried) at start
+//! ([`PolicyConfinement::prepare`]); a gateway whose channels need one it
+//! cannot build does not start. A session whose policy asks for a sandbox
+//! that was not built (a reload switched it on) gets an error, never the
+//! host. A session nobody noted (a subagent's tape) gets the strictest
+//! environment there is: a sandbox without network when one was built, else
+//! the host confined to the workspace.
 
+use crate::environment::sandbox::{SandboxError, SandboxProvider, SandboxSettings};
 use crate::environment::{Environment, EnvironmentError, EnvironmentProvider, LocalEnvironment};
+use crate::policy::{EnvironmentKind, GatewayConfig};
 use async_trait::async_trait;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-/// Local environments whose confinement follows the session's policy.
+/// Where one session's shell and code run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EnvironmentChoice {
+    /// In a sandbox (else on the host).
+    pub sandbox: bool,
+    /// The sandbox may reach the network.
+    pub network: bool,
+    /// On the host: file tools and `cwd` stay inside the workspace.
+    pub confined: bool,
+}
+
+impl EnvironmentChoice {
+    /// What `policy` asks for.
+    pub fn of(policy: &crate::policy::EffectivePolicy) -> EnvironmentChoice {
+        EnvironmentChoice {
+            sandbox: policy.environment.value == EnvironmentKind::Sandbox,
+            network: policy.sandbox_network.value,
+            confined: policy.confine_fs.value,
+        }
+    }
+}
+
+/// The sandboxes `config`'s policies ask for, as (channel, network), channel
+/// defaults and chat layers alike.
+pub fn sandbox_needs(config: &GatewayConfig) -> Vec<(String, bool)> {
+    let mut needs = Vec::new();
+    for (name, channel) in &config.channels {
+        let chats = std::iter::once(String::new()).chain(channel.chats.keys().cloned());
+        for chat in chats {
+            let policy = config.effective(name, &chat);
+            if policy.environment.value == EnvironmentKind::Sandbox {
+                let need = (name.clone(), policy.sandbox_network.value);
+                if !needs.contains(&need) {
+                    needs.push(need);
+                }
+            }
+        }
+    }
+    needs
+}
+
+/// Environments whose kind and confinement follow the session's policy.
 #[derive(Default)]
 pub struct PolicyConfinement {
-    sessions: Mutex<HashMap<String, bool>>,
+    sessions: Mutex<HashMap<String, EnvironmentChoice>>,
+    /// Built at start: without network, with network.
+    sandboxes: Mutex<(Option<SandboxProvider>, Option<SandboxProvider>)>,
+}
+
+/// A channel needs a sandbox that cannot be built here.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "channel {channel} runs the shell and code in the sandbox (environment = \"sandbox\", the default on chat \
+     platforms), but {source}\nEnable what is missing, or set environment = \"local\" in [channels.{channel}.policy] \
+     to run them on the host as the gateway's user."
+)]
+pub struct SandboxUnavailable {
+    pub channel: String,
+    #[source]
+    pub source: SandboxError,
 }
 
 impl PolicyConfinement {
@@ -22,21 +90,75 @@ impl PolicyConfinement {
         Arc::new(PolicyConfinement::default())
     }
 
-    /// Records whether `session`'s file tools stay inside its workspace.
-    pub fn set(&self, session: &str, confined: bool) {
-        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
-        if sessions.get(session) != Some(&confined) {
-            sessions.insert(session.to_string(), confined);
+    /// Builds and tries the sandboxes `config` needs, each hiding `hidden`
+    /// (`$BUB_HOME`, the config file). Returns the probe's report when a
+    /// sandbox was built (for the start-up output).
+    pub async fn prepare(
+        &self,
+        config: &GatewayConfig,
+        hidden: Vec<PathBuf>,
+    ) -> Result<Option<String>, SandboxUnavailable> {
+        let needs = sandbox_needs(config);
+        let mut built = (None, None);
+        for (channel, network) in &needs {
+            let slot = if *network { &mut built.1 } else { &mut built.0 };
+            if slot.is_some() {
+                continue;
+            }
+            let settings = SandboxSettings { network: *network, hidden: hidden.clone(), ..SandboxSettings::default() };
+            let provider = SandboxProvider::new(settings)
+                .await
+                .map_err(|source| SandboxUnavailable { channel: channel.clone(), source })?;
+            *slot = Some(provider);
         }
+        let report = match needs.is_empty() {
+            true => None,
+            false => Some(
+                tokio::task::spawn_blocking(crate::environment::sandbox::probe)
+                    .await
+                    .map_or_else(|error| format!("(the probe failed: {error})"), |report| report.to_string()),
+            ),
+        };
+        *self.sandboxes.lock().unwrap_or_else(|p| p.into_inner()) = built;
+        Ok(report)
+    }
+
+    /// Records where `session`'s shell and code run.
+    pub fn set(&self, session: &str, choice: EnvironmentChoice) {
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        if sessions.get(session) != Some(&choice) {
+            sessions.insert(session.to_string(), choice);
+        }
+    }
+
+    /// The choice for a session nobody noted: the strictest there is.
+    fn strictest(&self) -> EnvironmentChoice {
+        let built = self.sandboxes.lock().unwrap_or_else(|p| p.into_inner());
+        EnvironmentChoice { sandbox: built.0.is_some(), network: false, confined: true }
     }
 }
 
 #[async_trait]
 impl EnvironmentProvider for PolicyConfinement {
     async fn provide(&self, session: &str, workspace: PathBuf) -> Result<Arc<dyn Environment>, EnvironmentError> {
-        // Unknown sessions (a command line run) are confined: the safe side.
-        let confined = self.sessions.lock().unwrap_or_else(|p| p.into_inner()).get(session).copied().unwrap_or(true);
-        let environment = LocalEnvironment::new(&workspace, confined)
+        let noted = self.sessions.lock().unwrap_or_else(|p| p.into_inner()).get(session).copied();
+        let choice = noted.unwrap_or_else(|| self.strictest());
+        if choice.sandbox {
+            let provider = {
+                let built = self.sandboxes.lock().unwrap_or_else(|p| p.into_inner());
+                if choice.network { built.1.clone() } else { built.0.clone() }
+            };
+            let Some(provider) = provider else {
+                return Err(EnvironmentError::Spawn {
+                    command: format!("the sandbox of session {session}"),
+                    source: std::io::Error::other(
+                        "this sandbox was not built when the gateway started (a reload asked for it): restart the gateway",
+                    ),
+                });
+            };
+            return provider.provide(session, workspace).await;
+        }
+        let environment = LocalEnvironment::new(&workspace, choice.confined)
             .map_err(|source| EnvironmentError::File { path: workspace, source })?;
         Ok(Arc::new(environment))
     }

@@ -103,7 +103,7 @@ async fn run(inner: &Arc<Inner>, share: &TurnShare) {
     let span = tracing::info_span!("turn", session = %share.session, turn = %share.id, channel = %channel);
     let _enter = span.enter();
 
-    inner.confinement.set(&share.session, policy.confine_fs.value);
+    inner.confinement.set(&share.session, super::confinement::EnvironmentChoice::of(&policy));
     let state = TurnState::new();
     state.insert_extension(SessionPolicy { policy: policy.clone(), user, chat_kind: chat.kind });
     state.insert_extension(TurnMarker { turn: share.id.clone(), messages: ids });

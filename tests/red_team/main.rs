@@ -10,6 +10,8 @@
 //!   or a model the policy did not pick.
 //! - `pairing`: a stranger reaching the agent (and a shell) with the shortest
 //!   chat-platform config.
+//! - `sandbox`: the shell of a chat bot reading the gateway's secrets,
+//!   writing the host, reaching its port, forking or eating memory.
 //! - `provenance`: text nobody vouched for (a stranger's message, a fetched
 //!   page) steering the model into the shell.
 
@@ -20,4 +22,5 @@ mod agent;
 mod model_tools;
 mod pairing;
 mod provenance;
+mod sandbox;
 mod subagent;

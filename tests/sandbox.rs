@@ -85,6 +85,8 @@ async fn the_gateways_files_and_other_sessions_are_invisible() {
         assert!(!out.contains("secret\""), "{out}");
         assert!(!out.contains("-secret"), "{secret}: {out}");
     }
+    let (processes, _) = home.sh("ls /proc | grep -c '^[0-9]'").await;
+    assert!(processes.trim().parse::<u32>().is_ok_and(|n| n <= 5), "the host's processes show: {processes}");
     let (listing, _) =
         home.sh(&format!("ls -A '{}' '{}'", home.path("").display(), home.path("workspaces").display())).await;
     assert!(!listing.contains("bub.db") && !listing.contains("two"), "{listing}");

@@ -133,6 +133,9 @@ pub unsafe fn enter(blueprint: &Blueprint, wiring: &Wiring) -> io::Result<()> {
             // The helper reported its own failure.
             return Err(io::Error::from_raw_os_error(libc::EPERM));
         }
+        // A and B keep capabilities in the new namespace and never exec: not
+        // dumpable, so nothing inside can ptrace them (C's exec resets it).
+        libc::prctl(libc::PR_SET_DUMPABLE, 0 as libc::c_ulong);
         let mut namespaces = libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
         if !blueprint.network {
             namespaces |= libc::CLONE_NEWNET;

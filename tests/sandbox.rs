@@ -402,3 +402,18 @@ async fn the_probe_finds_what_the_sandbox_needs() {
     assert!(report.is_ready(), "{report}");
     assert!(report.to_string().contains("user namespaces: ok"), "{report}");
 }
+
+#[tokio::test]
+async fn namespaces_and_mounts_are_refused_inside_but_threads_work() {
+    let home = Home::new().await;
+    let (out, code) = home.sh("unshare -U true").await;
+    assert_ne!(code, 0, "a nested user namespace: {out}");
+    assert!(out.contains("Operation not permitted"), "{out}");
+    let (out, code) = home.sh("mount -t tmpfs none /tmp").await;
+    assert_ne!(code, 0, "{out}");
+    let threads = "import threading\nt = threading.Thread(target=print, args=('from a thread',))\nt.start(); t.join()";
+    let (out, code) = home.sh(&format!("python3 -c \"{threads}\"")).await;
+    assert_eq!((out.as_str(), code), ("from a thread\n", 0));
+    let (out, code) = home.sh("grep Seccomp: /proc/self/status").await;
+    assert_eq!((out.as_str(), code), ("Seccomp:\t2\n", 0), "filter mode");
+}

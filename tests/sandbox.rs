@@ -417,3 +417,33 @@ async fn namespaces_and_mounts_are_refused_inside_but_threads_work() {
     let (out, code) = home.sh("grep Seccomp: /proc/self/status").await;
     assert_eq!((out.as_str(), code), ("Seccomp:\t2\n", 0), "filter mode");
 }
+
+#[tokio::test]
+async fn a_run_code_timeout_kills_the_sandboxed_interpreter() {
+    let home = Home::new().await;
+    let call_tool: CallTool = Arc::new(|_, _| async { Ok(Value::Null) }.boxed());
+    let sink: OutputSink = Arc::new(|_| {});
+    let code = "import subprocess\nsubprocess.Popen(['sleep', '1004'])\nimport time\ntime.sleep(1004)\n";
+    let result = home.environment.run_code(code, &[], call_tool, sink, Duration::from_secs(2)).await;
+    assert!(matches!(result, Err(bub::codemode::runner::CodeError::Timeout { .. })), "{result:?}");
+    let (left, _) = run(
+        &bub::environment::LocalEnvironment::new(home.path(""), false).unwrap(),
+        Command::Shell("sleep 0.5; pgrep -f '100[4]' || echo none".into()),
+    )
+    .await;
+    assert_eq!(left.trim(), "none");
+}
+
+#[tokio::test]
+async fn the_provider_serves_the_per_session_registry() {
+    let home = tempfile::tempdir().unwrap();
+    let settings = SandboxSettings { hidden: vec![home.path().to_path_buf()], ..SandboxSettings::default() };
+    let provider = Arc::new(SandboxProvider::new(settings).await.expect("a provider"));
+    let environments =
+        bub::environment::Environments::new(provider, home.path().join("workspaces"), Duration::from_secs(60));
+    let environment = environments.get("telegram:42", None).await.expect("an environment");
+    let (out, code) = run(environment.as_ref(), Command::Shell("echo hi > f && id -u".into())).await;
+    assert_eq!((out.trim(), code), ("1000", 0));
+    assert!(environment.workspace().join("f").is_file());
+    environments.close_all().await;
+}

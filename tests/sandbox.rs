@@ -447,3 +447,19 @@ async fn the_provider_serves_the_per_session_registry() {
     assert!(environment.workspace().join("f").is_file());
     environments.close_all().await;
 }
+
+#[tokio::test]
+async fn a_sandbox_that_cannot_be_built_runs_nothing() {
+    let shown = tempfile::tempdir().unwrap();
+    let settings = SandboxSettings { read_only: vec![shown.path().to_path_buf()], ..SandboxSettings::default() };
+    let home = Home::with(settings).await;
+    // What the sandbox shows vanishes after its blueprint was made: the bind fails.
+    std::fs::remove_dir_all(shown.path()).unwrap();
+    let marker = home.environment.workspace().join("ran");
+    let command = Command::Shell(format!("touch '{}'", marker.display()));
+    let error = home.environment.spawn(command, SpawnOptions::default()).await.err().expect("refused");
+    assert!(matches!(error, EnvironmentError::Spawn { .. }), "{error}");
+    let message = error.to_string();
+    assert!(message.contains("building the sandbox failed while binding"), "{message}");
+    assert!(!marker.exists(), "the command ran without its sandbox");
+}

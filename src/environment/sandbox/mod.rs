@@ -8,6 +8,21 @@
 //! and so does every spawn whose sandbox cannot be built. [`probe`] reports
 //! which kernel features work and what to enable for each missing one.
 //!
+//! ```no_run
+//! # async fn gateway(bub_home: std::path::PathBuf) -> Result<(), Box<dyn std::error::Error>> {
+//! use bub::environment::sandbox::{SandboxProvider, SandboxSettings};
+//! use std::sync::Arc;
+//! let settings = SandboxSettings { hidden: vec![bub_home.clone()], ..SandboxSettings::default() };
+//! // Fails (SandboxError) where no sandbox can be built: refuse to start, do not fall back.
+//! let provider = Arc::new(SandboxProvider::new(settings).await?);
+//! let environments = bub::environment::Environments::new(
+//!     provider,
+//!     bub_home.join("workspaces"),
+//!     bub::environment::sessions::DEFAULT_IDLE,
+//! );
+//! # let _ = environments; Ok(()) }
+//! ```
+//!
 //! # What a sandboxed process gets
 //! - the workspace read-write at its host path, as its working directory
 //!   (when the gateway is root, the workspace is given to uid 65534, the

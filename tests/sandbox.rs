@@ -85,6 +85,8 @@ async fn the_gateways_files_and_other_sessions_are_invisible() {
         assert!(!out.contains("secret\""), "{out}");
         assert!(!out.contains("-secret"), "{secret}: {out}");
     }
+    let (processes, _) = home.sh("ls /proc | grep -c '^[0-9]'").await;
+    assert!(processes.trim().parse::<u32>().is_ok_and(|n| n <= 5), "the host's processes show: {processes}");
     let (listing, _) =
         home.sh(&format!("ls -A '{}' '{}'", home.path("").display(), home.path("workspaces").display())).await;
     assert!(!listing.contains("bub.db") && !listing.contains("two"), "{listing}");
@@ -399,4 +401,65 @@ async fn the_probe_finds_what_the_sandbox_needs() {
     let report = bub::environment::sandbox::probe();
     assert!(report.is_ready(), "{report}");
     assert!(report.to_string().contains("user namespaces: ok"), "{report}");
+}
+
+#[tokio::test]
+async fn namespaces_and_mounts_are_refused_inside_but_threads_work() {
+    let home = Home::new().await;
+    let (out, code) = home.sh("unshare -U true").await;
+    assert_ne!(code, 0, "a nested user namespace: {out}");
+    assert!(out.contains("Operation not permitted"), "{out}");
+    let (out, code) = home.sh("mount -t tmpfs none /tmp").await;
+    assert_ne!(code, 0, "{out}");
+    let threads = "import threading\nt = threading.Thread(target=print, args=('from a thread',))\nt.start(); t.join()";
+    let (out, code) = home.sh(&format!("python3 -c \"{threads}\"")).await;
+    assert_eq!((out.as_str(), code), ("from a thread\n", 0));
+    let (out, code) = home.sh("grep Seccomp: /proc/self/status").await;
+    assert_eq!((out.as_str(), code), ("Seccomp:\t2\n", 0), "filter mode");
+}
+
+#[tokio::test]
+async fn a_run_code_timeout_kills_the_sandboxed_interpreter() {
+    let home = Home::new().await;
+    let call_tool: CallTool = Arc::new(|_, _| async { Ok(Value::Null) }.boxed());
+    let sink: OutputSink = Arc::new(|_| {});
+    let code = "import subprocess\nsubprocess.Popen(['sleep', '1004'])\nimport time\ntime.sleep(1004)\n";
+    let result = home.environment.run_code(code, &[], call_tool, sink, Duration::from_secs(2)).await;
+    assert!(matches!(result, Err(bub::codemode::runner::CodeError::Timeout { .. })), "{result:?}");
+    let (left, _) = run(
+        &bub::environment::LocalEnvironment::new(home.path(""), false).unwrap(),
+        Command::Shell("sleep 0.5; pgrep -f '100[4]' || echo none".into()),
+    )
+    .await;
+    assert_eq!(left.trim(), "none");
+}
+
+#[tokio::test]
+async fn the_provider_serves_the_per_session_registry() {
+    let home = tempfile::tempdir().unwrap();
+    let settings = SandboxSettings { hidden: vec![home.path().to_path_buf()], ..SandboxSettings::default() };
+    let provider = Arc::new(SandboxProvider::new(settings).await.expect("a provider"));
+    let environments =
+        bub::environment::Environments::new(provider, home.path().join("workspaces"), Duration::from_secs(60));
+    let environment = environments.get("telegram:42", None).await.expect("an environment");
+    let (out, code) = run(environment.as_ref(), Command::Shell("echo hi > f && id -u".into())).await;
+    assert_eq!((out.trim(), code), ("1000", 0));
+    assert!(environment.workspace().join("f").is_file());
+    environments.close_all().await;
+}
+
+#[tokio::test]
+async fn a_sandbox_that_cannot_be_built_runs_nothing() {
+    let shown = tempfile::tempdir().unwrap();
+    let settings = SandboxSettings { read_only: vec![shown.path().to_path_buf()], ..SandboxSettings::default() };
+    let home = Home::with(settings).await;
+    // What the sandbox shows vanishes after its blueprint was made: the bind fails.
+    std::fs::remove_dir_all(shown.path()).unwrap();
+    let marker = home.environment.workspace().join("ran");
+    let command = Command::Shell(format!("touch '{}'", marker.display()));
+    let error = home.environment.spawn(command, SpawnOptions::default()).await.err().expect("refused");
+    assert!(matches!(error, EnvironmentError::Spawn { .. }), "{error}");
+    let message = error.to_string();
+    assert!(message.contains("building the sandbox failed while binding"), "{message}");
+    assert!(!marker.exists(), "the command ran without its sandbox");
 }

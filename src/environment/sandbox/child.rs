@@ -25,8 +25,8 @@
 //!   nothing a command starts survives it, `setsid` or not.
 //! - **C**: drops to the unprivileged inside uid and gid (which lose every
 //!   capability at `exec`), sets `no_new_privs` and the rlimits, marks
-//!   inherited descriptors close-on-exec and returns to `std`, which execs
-//!   the command.
+//!   inherited descriptors close-on-exec, installs the seccomp filter and
+//!   returns to `std`, which execs the command.
 
 use super::plan::{Blueprint, INSIDE_ID, Op};
 use std::ffi::{CStr, CString};
@@ -62,10 +62,11 @@ pub enum Step {
     NoNewPrivileges,
     Limits,
     Descriptors,
+    Seccomp,
 }
 
 impl Step {
-    const ALL: [Step; 12] = [
+    const ALL: [Step; 13] = [
         Step::Groups,
         Step::Fork,
         Step::UserNamespace,
@@ -78,6 +79,7 @@ impl Step {
         Step::NoNewPrivileges,
         Step::Limits,
         Step::Descriptors,
+        Step::Seccomp,
     ];
 
     /// What a reported step code was about.
@@ -101,6 +103,7 @@ impl Step {
             Step::NoNewPrivileges => "setting no_new_privs",
             Step::Limits => "setting resource limits",
             Step::Descriptors => "closing inherited file descriptors",
+            Step::Seccomp => "installing the seccomp filter",
         }
         .to_string()
     }
@@ -133,6 +136,9 @@ pub unsafe fn enter(blueprint: &Blueprint, wiring: &Wiring) -> io::Result<()> {
             // The helper reported its own failure.
             return Err(io::Error::from_raw_os_error(libc::EPERM));
         }
+        // A and B keep capabilities in the new namespace and never exec: not
+        // dumpable, so nothing inside can ptrace them (C's exec resets it).
+        libc::prctl(libc::PR_SET_DUMPABLE, 0 as libc::c_ulong);
         let mut namespaces = libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
         if !blueprint.network {
             namespaces |= libc::CLONE_NEWNET;
@@ -179,6 +185,11 @@ pub unsafe fn enter(blueprint: &Blueprint, wiring: &Wiring) -> io::Result<()> {
             step(wiring, Step::Limits as u32, lower_limit(resource, soft, hard))?;
         }
         step(wiring, Step::Descriptors as u32, cloexec_from(3))?;
+        for filter in &blueprint.filters {
+            let program = libc::sock_fprog { len: filter.len() as libc::c_ushort, filter: filter.as_ptr() as *mut _ };
+            let installed = libc::syscall(libc::SYS_seccomp, libc::SECCOMP_SET_MODE_FILTER, 0, &raw const program);
+            step(wiring, Step::Seccomp as u32, installed)?;
+        }
         Ok(())
     }
 }

@@ -8,6 +8,21 @@
 //! and so does every spawn whose sandbox cannot be built. [`probe`] reports
 //! which kernel features work and what to enable for each missing one.
 //!
+//! ```no_run
+//! # async fn gateway(bub_home: std::path::PathBuf) -> Result<(), Box<dyn std::error::Error>> {
+//! use bub::environment::sandbox::{SandboxProvider, SandboxSettings};
+//! use std::sync::Arc;
+//! let settings = SandboxSettings { hidden: vec![bub_home.clone()], ..SandboxSettings::default() };
+//! // Fails (SandboxError) where no sandbox can be built: refuse to start, do not fall back.
+//! let provider = Arc::new(SandboxProvider::new(settings).await?);
+//! let environments = bub::environment::Environments::new(
+//!     provider,
+//!     bub_home.join("workspaces"),
+//!     bub::environment::sessions::DEFAULT_IDLE,
+//! );
+//! # let _ = environments; Ok(()) }
+//! ```
+//!
 //! # What a sandboxed process gets
 //! - the workspace read-write at its host path, as its working directory
 //!   (when the gateway is root, the workspace is given to uid 65534, the
@@ -21,6 +36,9 @@
 //! - uid and gid 1000 inside (mapped to the gateway's uid, or to 65534 when
 //!   the gateway is root, so `RLIMIT_NPROC` applies), no capabilities after
 //!   exec, `no_new_privs`, no supplementary groups of root;
+//! - a seccomp filter that refuses new namespaces, mounts, the keyring,
+//!   `bpf`, `perf_event_open`, `userfaultfd`, `io_uring` and module loading
+//!   (`seccomp.rs`);
 //! - its own network namespace with only a loopback unless
 //!   [`SandboxSettings::network`];
 //! - rlimits on address space, processes, CPU time, file size and open files
@@ -52,11 +70,11 @@
 //!   child code must be async-signal-safe, which `child.rs` keeps to by
 //!   walking a list of C strings (`plan.rs`) prepared on the host.
 //!
-//! Landlock and seccomp are probed but not used: the mount namespace already
-//! makes everything outside the workspace invisible or read-only, which is
-//! stronger than Landlock's rules, and a syscall filter would add a policy
-//! to maintain for little over an unprivileged uid without capabilities. On
-//! hosts without user namespaces the provider refuses to start; it does not
+//! The seccomp filter is compiled by `seccompiler` (pure Rust; hakoniwa's
+//! seccomp would link the system libseccomp). Landlock is probed but not
+//! used: the mount namespace already makes everything outside the workspace
+//! invisible or read-only, which is stronger than Landlock's rules. On hosts
+//! without user namespaces the provider refuses to start; it does not
 //! degrade to Landlock alone.
 //!
 //! # Layout
@@ -68,6 +86,7 @@
 //! - `process.rs`: [`SandboxProcess`] and its capped output.
 //! - `files.rs`: the host's race-free file access to the workspace.
 //! - `python.rs`: resolving the interpreter past shims.
+//! - `seccomp.rs`: the syscall filter.
 //! - `error.rs`: [`SandboxError`].
 
 mod child;
@@ -78,6 +97,7 @@ mod plan;
 mod probe;
 mod process;
 mod python;
+mod seccomp;
 mod settings;
 
 pub use environment::SandboxEnvironment;

@@ -103,6 +103,8 @@ pub struct Blueprint {
     pub gid_map: Vec<u8>,
     pub network: bool,
     pub limits: SandboxLimits,
+    /// The seccomp filters C installs before exec (see `seccomp.rs`).
+    pub filters: Vec<seccompiler::BpfProgram>,
 }
 
 /// Host paths the sandbox shows read-only besides the system directories.
@@ -240,6 +242,7 @@ pub fn blueprint(workspace: &Path, settings: &SandboxSettings, exposed: &Exposed
         gid_map,
         network: settings.network,
         limits: settings.limits,
+        filters: super::seccomp::filters()?,
     })
 }
 

@@ -99,7 +99,11 @@ pub fn probe() -> ProbeReport {
             detail: "an unprivileged uid inside, mapped to the gateway's uid (or nobody, when it is root)".into(),
             remedy: Some(user_namespace_remedy()),
         },
-        namespace(names::MOUNT_NAMESPACES, libc::CLONE_NEWNS, "the file system view: tmpfs root, read-only binds, workspace"),
+        namespace(
+            names::MOUNT_NAMESPACES,
+            libc::CLONE_NEWNS,
+            "the file system view: tmpfs root, read-only binds, workspace",
+        ),
         namespace(names::PID_NAMESPACES, libc::CLONE_NEWPID, "a PID 1 per spawn, whose death kills the whole tree"),
         namespace(
             names::NETWORK_NAMESPACES,
@@ -137,9 +141,9 @@ pub fn probe() -> ProbeReport {
         Feature {
             name: names::SECCOMP,
             available: seccomp_exists(),
-            required: false,
-            detail: "not used: no syscall filter is installed (namespaces, an unprivileged uid and no_new_privs confine the command)".into(),
-            remedy: Some("Enable CONFIG_SECCOMP_FILTER".into()),
+            required: true,
+            detail: "a filter refusing namespaces, mounts, keyring, bpf, io_uring and module loading inside".into(),
+            remedy: Some("Enable CONFIG_SECCOMP and CONFIG_SECCOMP_FILTER in the kernel".into()),
         },
     ];
     ProbeReport { features }

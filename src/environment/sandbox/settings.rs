@@ -16,9 +16,11 @@ pub struct SandboxSettings {
     /// Host paths that must not be visible inside at all (`$BUB_HOME`, a
     /// config directory under `/etc`, …). Everything outside the system
     /// directories is invisible anyway; a hidden path inside a visible
-    /// directory is covered by an empty, read-only directory (or an empty
-    /// file). The session's own workspace stays visible even when it lies
-    /// under a hidden path, and nothing else of that path does.
+    /// directory is covered by an empty, read-only directory (a hidden file
+    /// by one that cannot be opened). The session's own workspace stays
+    /// visible even when it lies under a hidden path, and nothing else of
+    /// that path does (its parents appear as empty directories). A shown
+    /// directory inside a hidden path is not shown: hiding wins.
     pub hidden: Vec<PathBuf>,
     /// Extra host paths made visible read-only, beyond `/usr`, `/bin`,
     /// `/sbin`, `/lib*`, `/etc` and the Python installation.
@@ -49,7 +51,9 @@ pub struct SandboxLimits {
     /// Output read back from a process's stdout and stderr, each, in bytes;
     /// past it the pipe is closed (the writer gets `EPIPE`). Default 64 MiB.
     pub max_output_bytes: u64,
-    /// Size of the fresh `/tmp` (and `/dev/shm`), in bytes. Default 256 MiB.
+    /// Size of the fresh `/tmp` (and of `/dev/shm`), in bytes; memory-backed,
+    /// and fresh for every spawn (a later command does not see an earlier
+    /// one's `/tmp`: the workspace is what persists). Default 256 MiB.
     pub tmp_bytes: u64,
     /// Open files of each process (`RLIMIT_NOFILE`). Default 1024.
     pub open_files: u64,

@@ -141,7 +141,7 @@ async fn failures_come_back_with_output_traceback_and_timeouts_keep_what_was_pri
     let world = world(&fake).await;
     world.say(",code_mode enable=true").await;
     fake.push(run_code("print('step 1')\nraise ValueError('bad input')", 30))
-        .push(run_code("import time\nprint('before the wait', flush=True)\ntime.sleep(60)", 5))
+        .push(run_code("import time\nprint('before the wait', flush=True)\ntime.sleep(60)", 15))
         .push(Reply::text("ok"));
     let outcome = world.say("try twice").await;
     let results: Vec<(String, bool)> = outcome
@@ -159,7 +159,7 @@ async fn failures_come_back_with_output_traceback_and_timeouts_keep_what_was_pri
     assert_eq!(failed["details"]["output"], "step 1\n");
     assert!(failed["details"]["traceback"].as_str().unwrap().contains("raise ValueError"));
     let timed_out: Value = serde_json::from_str(&timed_out.0).unwrap();
-    assert_eq!(timed_out["message"], "timed out after 5 seconds");
+    assert_eq!(timed_out["message"], "timed out after 15 seconds");
     assert_eq!(timed_out["details"]["output"], "before the wait\n");
 }
 

@@ -40,7 +40,7 @@ pub(crate) async fn run_gateway(home: &BubHome, config: Option<PathBuf>, listen:
         None => (LiveConfig::fixed(default_config(home)?), None),
     };
     let config = live.current();
-    let adapters = channels::from_config(&config)?;
+    let adapters = channels::from_config(&live)?;
     let addr = listen.unwrap_or(config.http.listen);
     let store = GatewayStore::new((*setup.store).clone());
     let live_config = live.clone();

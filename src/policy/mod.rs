@@ -32,6 +32,6 @@ pub use config::{
 pub use effective::{Denial, EffectivePolicy, Layer, SHARED_CHAT_GUARDED, Sourced, Verdict};
 pub use enforce::{SessionPolicy, enforce};
 pub use error::ConfigError;
-pub use live::{LiveConfig, ReloadOutcome};
+pub use live::{LiveConfig, ReloadOutcome, require_channels};
 pub use pattern::ToolPattern;
 pub use rate::{Rate, RateError};

@@ -490,3 +490,37 @@ async fn wait_for_log(gateway: &GatewayProcess, text: &str, count: usize) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// Adapters check ids on arrival; the gateway checks again, so a channel
+/// that forgets cannot store an id no session could be named after.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_gateway_itself_refuses_a_message_over_the_limits() {
+    use bub::gateway::{Gateway, channels, confinement::PolicyConfinement, store::GatewayStore};
+    use bub::policy::{GatewayConfig, LiveConfig};
+    use bub_channel::{InboundField, InboundSink, Problem, SubmitError};
+
+    let home = tempfile::tempdir().unwrap();
+    let store = bub::tape::SqliteTapeStore::open(home.path().join("bub.db")).await.unwrap();
+    let agent = bub::agent::Agent::builder().store(std::sync::Arc::new(store.clone())).build();
+    let live = LiveConfig::fixed(GatewayConfig::default_webhook(SECRET.into()));
+    let adapters = channels::from_config(&live).unwrap();
+    let gateway = Gateway::new(agent, GatewayStore::new(store), live, adapters, PolicyConfinement::new());
+
+    let mut inbound: bub_channel::Inbound = serde_json::from_value(json!({
+        "channel": "webhook", "chat": {"id": "c1", "kind": "direct"}, "sender": {"id": "u1"},
+        "message_id": "m1", "text": "hi", "received_at": chrono::Utc::now(),
+    }))
+    .unwrap();
+    inbound.chat.id = "🦀".repeat(40);
+    let Err(SubmitError::Invalid(invalid)) = gateway.submit(inbound.clone(), None).await else {
+        panic!("a 160-byte chat id was taken")
+    };
+    assert_eq!((invalid.field, invalid.problem), (InboundField::ChatId, Problem::TooLong { bytes: 160, max: 128 }));
+    inbound.chat.id = "c1".into();
+    inbound.channel = "elsewhere".into();
+    let Err(SubmitError::Invalid(invalid)) = gateway.submit(inbound, None).await else {
+        panic!("a message of an unknown channel was taken")
+    };
+    assert_eq!(invalid.to_string(), "channel names no channel of this gateway");
+    assert_eq!(inbox_rows(home.path()).await, 0);
+}

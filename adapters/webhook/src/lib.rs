@@ -114,6 +114,8 @@ pub struct WebhookSettings {
     /// The channel instance's name; the endpoint is `POST /webhook/<name>`.
     pub name: String,
     /// Secrets that may sign inbound requests; any one of them is accepted.
+    /// With [`WebhookChannel::with_keys`] these are checked at start and the
+    /// source's keys are used from then on.
     pub secrets: Vec<String>,
     /// Where replies to `async` requests are POSTed; without it `async` is refused.
     pub callback_url: Option<String>,

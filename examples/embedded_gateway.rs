@@ -56,8 +56,9 @@ async fn main() -> anyhow::Result<()> {
         "embedded.toml",
     )?;
     let (listen, limits, grace) = (config.http.listen, config.http.limits(), config.http.shutdown_grace());
-    let channels: Vec<Arc<dyn Channel>> = bub::gateway::channels::from_config(&config)?;
-    let gateway = Gateway::new(agent, GatewayStore::new(store), LiveConfig::fixed(config), channels, confinement);
+    let live = LiveConfig::fixed(config);
+    let channels: Vec<Arc<dyn Channel>> = bub::gateway::channels::from_config(&live)?;
+    let gateway = Gateway::new(agent, GatewayStore::new(store), live, channels, confinement);
 
     let state = HttpState::new(gateway.clone());
     let listener = tokio::net::TcpListener::bind(listen).await?;

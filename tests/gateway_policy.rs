@@ -208,4 +208,8 @@ async fn a_broken_config_stops_the_gateway_with_file_line_and_column() {
 
     let stderr = refused_start(home.path(), "[channels.webhook]\nkind = \"webhook\"\nsecrets = []\n");
     assert!(stderr.contains("secret"), "{stderr}");
+
+    // An existing but empty file is not the embedded default: it is an error.
+    let stderr = refused_start(home.path(), "");
+    assert!(stderr.contains("bub.toml: no channels: "), "{stderr}");
 }

@@ -139,6 +139,15 @@ fn bub_policy_check_accepts_a_good_file_and_points_at_the_problem_in_a_bad_one()
         format!("error: {}:5:17: unknown tool pattern `fs.reed`; did you mean `fs.read`?\n", bad.display())
     );
 
+    // An empty file, or one without channels, is not a gateway config.
+    for (name, text) in [("empty.toml", ""), ("no-channels.toml", "[policy.defaults]\nbusy = \"drop\"\n")] {
+        let file = write(home.path(), name, text);
+        let (ok, stdout, stderr) = bub_policy_check(home.path(), &[file.to_str().unwrap()]);
+        assert!(!ok && stdout.is_empty(), "{name}: {stdout}");
+        assert!(stderr.starts_with(&format!("error: {}: no channels: ", file.display())), "{stderr}");
+        assert!(stderr.contains("add one (see config/bub.example.toml)"), "a hint: {stderr}");
+    }
+
     // Without FILE: $BUB_HOME/bub.toml, and the gateway's own `policy` command is a known tool.
     write(home.path(), "bub.toml", &format!("{HOOKS}[policy.defaults]\ndenied_tools = [\"policy\"]\n"));
     let (ok, stdout, stderr) = bub_policy_check(home.path(), &[]);

@@ -72,6 +72,42 @@ async fn edits_apply_invalid_edits_keep_the_running_config_and_sighup_reloads() 
     assert!(error.ends_with("unknown tool pattern `bsh`; did you mean `bash`?"), "{error}");
     assert_eq!(busy(&live), BusyRule::Drop);
 
+    // A file emptied (a save cut short) would leave the channel on the open
+    // defaults: refused, like one without the running channel or with
+    // another kind for it.
+    replace(&path, "");
+    let ReloadOutcome::Rejected(error) = next_outcome(&mut outcomes).await else { panic!("an empty file is refused") };
+    assert_eq!(
+        error,
+        format!(
+            "{}: the file is empty: no channels, while channels hooks run; write the whole config back \
+             (removing channels needs a restart)",
+            path.display()
+        )
+    );
+    assert_eq!(busy(&live), BusyRule::Drop);
+    replace(&path, "[channels.other]\nkind = \"webhook\"\nsecrets = [\"x\"]\n");
+    let ReloadOutcome::Rejected(error) = next_outcome(&mut outcomes).await else { panic!("a removal is refused") };
+    assert!(
+        error.ends_with(
+            "removing channel hooks needs a restart; put [channels.hooks] back, or restart the gateway to remove it"
+        ),
+        "{error}"
+    );
+    replace(&path, "[channels.hooks]\nkind = \"telegram\"\ntoken = \"t\"\n");
+    let ReloadOutcome::Rejected(error) = next_outcome(&mut outcomes).await else { panic!("a new kind is refused") };
+    assert!(error.contains("changing the kind of channel hooks from webhook to telegram needs a restart"), "{error}");
+    assert_eq!(busy(&live), BusyRule::Drop);
+    assert!(live.current().channels.contains_key("hooks") && !live.current().channels.contains_key("other"));
+
+    // A new channel is applied to policy, and needs a restart to run.
+    replace(&path, &format!("{}[channels.more]\nkind = \"webhook\"\nsecrets = [\"m\"]\n", config("queue")));
+    assert_eq!(
+        next_outcome(&mut outcomes).await,
+        ReloadOutcome::Applied { needs_restart: vec!["channels.more".into()] }
+    );
+    assert_eq!(busy(&live), BusyRule::Queue);
+
     // A change outside policy is applied, and reported as needing a restart.
     let moved = format!("[http]\nlisten = \"127.0.0.1:9999\"\n{}", config("steer"));
     replace(&path, &moved);
@@ -79,7 +115,17 @@ async fn edits_apply_invalid_edits_keep_the_running_config_and_sighup_reloads() 
     assert_eq!(busy(&live), BusyRule::Steer);
 
     // SIGHUP reloads even an unchanged file. (In this one test: every
-    // listener in the process gets the signal.)
+    // listener in the process gets the signal.) What needs a restart is
+    // measured from the start, so the moved listener still does.
     rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::HUP).unwrap();
-    assert_eq!(next_outcome(&mut outcomes).await, ReloadOutcome::Applied { needs_restart: vec![] });
+    assert_eq!(next_outcome(&mut outcomes).await, ReloadOutcome::Applied { needs_restart: vec!["http".into()] });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_file_without_channels_does_not_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bub.toml");
+    std::fs::write(&path, "\n").unwrap();
+    let error = LiveConfig::watch(&path, known()).expect_err("an empty file is refused").to_string();
+    assert!(error.starts_with(&format!("{}: no channels: ", path.display())), "{error}");
 }

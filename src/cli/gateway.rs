@@ -1,8 +1,9 @@
 //! `bub gateway`: the channels, the pipeline and the HTTP server, until
 //! SIGINT or SIGTERM.
 //!
-//! Config: `--config FILE`, else `$BUB_HOME/bub.toml` when it exists, else
-//! the embedded default — one webhook channel named `webhook` on
+//! Config: `--config FILE`, else `$BUB_HOME/bub.toml` when it exists (a file
+//! must name at least one channel: an empty one is an error, not the
+//! default), else the embedded default — one webhook channel named `webhook` on
 //! 127.0.0.1:8080, signed with `BUB_WEBHOOK_SECRET` or a secret generated on
 //! first start and kept in `$BUB_HOME/webhook.secret`; `BUB_WEBHOOK_CALLBACK_URL`
 //! gives it a callback URL for `?mode=async`.
@@ -53,7 +54,7 @@ pub(crate) async fn run_gateway(home: &BubHome, config: Option<PathBuf>, listen:
     if let Some(report) = confinement.prepare(&config, hidden).await? {
         eprintln!("bub gateway: the shell and code run in the sandbox; kernel features:\n{report}");
     }
-    let adapters = channels::from_config(&config)?;
+    let adapters = channels::from_config(&live)?;
     let addr = listen.unwrap_or(config.http.listen);
     let live_config = live.clone();
     let gateway = Gateway::new(setup.agent.clone(), store, live, adapters, confinement);

@@ -2,7 +2,7 @@
 //! the gateway would load it, tool names included.
 
 use crate::home::BubHome;
-use crate::policy::GatewayConfig;
+use crate::policy::{GatewayConfig, require_channels};
 use crate::setup::{Setup, workspace_or_cwd};
 use anyhow::{Context, Result, bail};
 use clap::Subcommand;
@@ -12,6 +12,7 @@ use std::path::PathBuf;
 pub enum PolicyCommand {
     /// Check a gateway config file: prints `FILE: ok (N channels)`, or the
     /// first problem as `FILE:LINE:COL: message` and exits with status 1.
+    /// A file without channels (an empty one) is a problem too.
     Check {
         /// The file (default: `$BUB_HOME/bub.toml`).
         file: Option<PathBuf>,
@@ -26,7 +27,7 @@ pub(crate) async fn run_policy(home: &BubHome, command: PolicyCommand) -> Result
 
 async fn check(home: &BubHome, file: PathBuf) -> Result<()> {
     let known = known_tools(home).await?;
-    match GatewayConfig::load_checked(&file, &known) {
+    match GatewayConfig::load_checked(&file, &known).and_then(|config| require_channels(&config).map(|()| config)) {
         Ok(config) => {
             for warning in config.warnings() {
                 eprintln!("{warning}");

@@ -32,7 +32,8 @@ impl Environments {
     }
 
     /// The default workspace of `session`: a file-system-safe, collision-free
-    /// form of its id under the root (`telegram:-100/7` → `telegram%3A-100%2F7`).
+    /// form of its id under the root (`telegram:-100/7` → `telegram%3A-100%2F7`;
+    /// a long id is shortened, see [`TapeName::file_stem`]).
     pub fn workspace_for(&self, session: &str) -> Result<PathBuf, EnvironmentError> {
         let name = TapeName::new(session).map_err(|e| EnvironmentError::Spawn {
             command: format!("environment for {session:?}"),

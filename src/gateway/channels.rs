@@ -1,25 +1,40 @@
 //! Builds the configured channel adapters. The one place that knows which
 //! adapter serves which `kind`.
+//!
+//! Connection keys are read once, at start, except a webhook channel's
+//! secrets: the adapter reads them from the live config on every request
+//! and callback, so a reload that removes a secret takes effect at once.
 
-use crate::policy::{ChannelKind, GatewayConfig};
-use bub_channel::{Channel, ChannelError};
+use crate::policy::{ChannelKind, LiveConfig};
+use bub_channel::{Channel, ChannelError, InboundField};
 use std::sync::Arc;
 
-/// One adapter per `[channels.<name>]`, in file order.
-pub fn from_config(config: &GatewayConfig) -> Result<Vec<Arc<dyn Channel>>, ChannelError> {
+/// One adapter per `[channels.<name>]` of the config in force, in file order.
+pub fn from_config(live: &Arc<LiveConfig>) -> Result<Vec<Arc<dyn Channel>>, ChannelError> {
+    let config = live.current();
     let mut channels: Vec<Arc<dyn Channel>> = Vec::new();
     for (name, channel) in &config.channels {
+        // Every message carries the name: it must be one a message may carry.
+        InboundField::Channel.check(name).map_err(|invalid| ChannelError::new(name.clone(), invalid.to_string()))?;
         match &channel.kind {
             ChannelKind::Webhook(settings) => {
-                let secrets = settings.secrets.iter().map(|secret| secret.expose().to_string()).collect();
-                let mut webhook = bub_webhook::WebhookSettings::new(name.clone(), secrets);
+                let started = webhook_keys(settings);
+                let mut webhook = bub_webhook::WebhookSettings::new(name.clone(), started.secrets.clone());
                 webhook.callback_url = settings.callback_url.clone();
                 webhook.callback_secret = settings.callback_secret.as_ref().map(|secret| secret.expose().to_string());
                 webhook.body_timeout = config.http.limits().read_timeout;
                 if let Some(timeout) = settings.reply_timeout {
                     webhook.reply_timeout = timeout.duration();
                 }
-                channels.push(Arc::new(bub_webhook::WebhookChannel::new(webhook)?));
+                let keys: bub_webhook::KeySource = {
+                    let (live, name) = (live.clone(), name.clone());
+                    Arc::new(move || match live.current().channels.get(&name).map(|channel| &channel.kind) {
+                        Some(ChannelKind::Webhook(now)) => webhook_keys(now),
+                        // A reload never removes a running channel nor changes its kind.
+                        _ => started.clone(),
+                    })
+                };
+                channels.push(Arc::new(bub_webhook::WebhookChannel::with_keys(webhook, keys)?));
             }
             ChannelKind::Telegram(bot) => {
                 let webhook = bot.webhook_url.clone().map(|url| bub_telegram::TelegramWebhook {
@@ -43,4 +58,11 @@ pub fn from_config(config: &GatewayConfig) -> Result<Vec<Arc<dyn Channel>>, Chan
         }
     }
     Ok(channels)
+}
+
+fn webhook_keys(settings: &crate::policy::WebhookChannel) -> bub_webhook::WebhookKeys {
+    bub_webhook::WebhookKeys {
+        secrets: settings.secrets.iter().map(|secret| secret.expose().to_string()).collect(),
+        callback_secret: settings.callback_secret.as_ref().map(|secret| secret.expose().to_string()),
+    }
 }

@@ -3,8 +3,9 @@
 //! policy, and the replies go back out.
 //!
 //! The path of one message, in order:
-//! 1. [`Gateway::submit`] (the channels' [`InboundSink`]): the bot's own
-//!    messages are dropped, the sender's inbound rate is checked, and the
+//! 1. [`Gateway::submit`] (the channels' [`InboundSink`]): a message whose
+//!    ids break the limits of [`bub_channel::check`] is refused (the adapters
+//!    check on arrival too), the bot's own messages are dropped, the sender's inbound rate is checked, and the
 //!    message is stored in the durable inbox ([`store`]) — deduplicated by
 //!    channel and platform message id — before the channel acknowledges it.
 //! 2. Admission ([`admission`], [`pairing`]): who is answered in direct and
@@ -46,7 +47,8 @@ use crate::agent::Agent;
 use crate::agent::events::{AfterLlmCall, AfterToolCall, RunStarted};
 use crate::policy::{EffectivePolicy, LiveConfig};
 use bub_channel::{
-    Channel, ChannelError, Inbound, InboundSink, Outcome, OutcomeStatus, ReplySink, SubmitError, Submitted,
+    Channel, ChannelError, Inbound, InboundField, InboundSink, InvalidInbound, Outcome, OutcomeStatus, Problem,
+    ReplySink, SubmitError, Submitted,
 };
 use confinement::PolicyConfinement;
 use outbound::OutboundScheduler;
@@ -254,10 +256,13 @@ impl InboundSink for Gateway {
     async fn submit(&self, inbound: Inbound, sink: Option<ReplySink>) -> Result<Submitted, SubmitError> {
         let inner = &self.inner;
         if !inner.channels.contains_key(&inbound.channel) {
-            return Err(SubmitError::Invalid(format!("no channel named {:?}", inbound.channel)));
+            return Err(InvalidInbound { field: InboundField::Channel, problem: Problem::UnknownChannel }.into());
         }
-        if inbound.message_id.trim().is_empty() {
-            return Err(SubmitError::Invalid("the message has no id".into()));
+        // The adapters check on arrival; this is the gateway's own guard, so
+        // no id that cannot become a session's name is ever stored.
+        if let Err(invalid) = inbound.check() {
+            tracing::warn!(channel = %inbound.channel, field = %invalid.field, error = %invalid, "refused an invalid message");
+            return Err(invalid.into());
         }
         let policy = inner.policy(&inbound.channel, &inbound.chat.id);
         let user = admission::user_name(&inbound);

@@ -163,7 +163,8 @@ async fn run(inner: &Arc<Inner>, share: &TurnShare) {
     let result = match failure {
         Some((kind, message)) if text.trim().is_empty() => {
             metrics::counter!("bub_turn_errors_total", "kind" => kind.clone()).increment(1);
-            outcome(OutcomeStatus::Failed, failure_text(&kind, &message), &share.session)
+            tracing::error!(session = %share.session, turn = %share.id, %kind, error = %message, "turn failed");
+            outcome(OutcomeStatus::Failed, failure_text(&kind, &message, &share.id), &share.session)
         }
         _ => outcome(OutcomeStatus::Replied, text, &share.session),
     };
@@ -173,12 +174,24 @@ async fn run(inner: &Arc<Inner>, share: &TurnShare) {
     conclude_with(inner, members, result, true, live).await;
 }
 
-/// What the chat reads when a turn failed.
-fn failure_text(kind: &str, message: &str) -> String {
-    match kind {
-        "not_configured" | "model" | "config" => format!("⚠️ {message}"),
-        _ => format!("⚠️ The turn failed ({kind}): {message}"),
-    }
+/// What the chat reads when a turn failed. The model's and the input's
+/// errors say what to change and are shown as they are; the host's (the
+/// workspace, the tape store, code mode's files, a failing handler, anything
+/// unknown) carry server paths and I/O details, so the chat reads what
+/// failed and where to look — the gateway's log, under the same turn id,
+/// has the detail.
+fn failure_text(kind: &str, message: &str, turn: &str) -> String {
+    let what = match kind {
+        "not_configured" | "model" | "config" => return format!("⚠️ {message}"),
+        "rate_limited" | "auth" | "context_overflow" | "bad_request" | "server" | "timeout" | "connection"
+        | "protocol" | "invalid_input" | "max_steps" => return format!("⚠️ The turn failed ({kind}): {message}"),
+        "environment" => "the session's workspace could not be opened",
+        "tape" => "the session's tape could not be read or written",
+        "code_mode" => "code mode could not be prepared for this session",
+        "handler" => "a gateway hook failed",
+        _ => "an internal error",
+    };
+    format!("⚠️ The turn failed ({kind}): {what}; the gateway's log has the details (turn {turn}).")
 }
 
 pub(crate) fn status_name(status: OutcomeStatus) -> &'static str {
@@ -296,17 +309,28 @@ pub(crate) async fn deliver(inner: &Arc<Inner>, reply: PendingReply, live: Optio
 pub(crate) async fn record_inactive(inner: &Arc<Inner>, session: &str, message: Message) {
     let result = match record_on_tape(inner, session, &message).await {
         Ok(()) => outcome(OutcomeStatus::Recorded, "", session),
-        Err(error) => outcome(OutcomeStatus::Failed, format!("could not record the message: {error}"), session),
+        Err(_) => {
+            // The error may name server paths: the log has it, the caller reads what failed.
+            let text = "⚠️ The message could not be recorded on the session's tape; the gateway's log has the details.";
+            outcome(OutcomeStatus::Failed, text, session)
+        }
     };
     conclude(inner, vec![message], result, false).await;
 }
 
-/// Appends a message to its session's tape without a turn (marked inactive).
+/// Appends a message to its session's tape without a turn (marked inactive);
+/// a failure is logged here.
 pub(crate) async fn record_on_tape(
     inner: &Arc<Inner>,
     session: &str,
     message: &Message,
 ) -> Result<(), crate::tape::TapeError> {
+    append_inactive(inner, session, message).await.inspect_err(|error| {
+        tracing::error!(%error, session, message = %message.inbound.message_id, "cannot record a message on the tape");
+    })
+}
+
+async fn append_inactive(inner: &Arc<Inner>, session: &str, message: &Message) -> Result<(), crate::tape::TapeError> {
     let entry = NewEntry::chat("user", admission::compose_prompt([&message.inbound]))
         .with_meta("inactive", json!(true))
         .with_meta(crate::policy::provenance::META_KEY, json!(message.provenance.as_str()))
@@ -316,9 +340,7 @@ pub(crate) async fn record_on_tape(
         return Ok(());
     }
     tape.ensure_bootstrap_anchor().await?;
-    tape.append(entry).await.map(|_| ()).inspect_err(|error| {
-        tracing::error!(%error, session, "cannot record a message on the tape");
-    })
+    tape.append(entry).await.map(|_| ())
 }
 
 /// How far back a restart looks for a message recorded before the crash.
@@ -333,4 +355,29 @@ async fn already_recorded(tape: &crate::tape::Tape, message_id: &str) -> Result<
     Ok(recent.iter().any(|entry| {
         entry.meta.get("inactive") == Some(&json!(true)) && entry.meta.get("message_id") == Some(&json!(message_id))
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::failure_text;
+
+    #[test]
+    fn host_failures_reach_the_chat_without_their_details() {
+        let error = "/home/bub/workspaces/webhook%3Ac1: File name too long (os error 36)";
+        let text = failure_text("environment", error, "t1");
+        assert_eq!(
+            text,
+            "⚠️ The turn failed (environment): the session's workspace could not be opened; \
+             the gateway's log has the details (turn t1)."
+        );
+        for kind in ["tape", "code_mode", "handler", "something_new"] {
+            let text = failure_text(kind, error, "t1");
+            assert!(!text.contains('/') && !text.contains("os error"), "{kind}: {text}");
+        }
+        assert_eq!(
+            failure_text("rate_limited", "retry in 3 s", "t1"),
+            "⚠️ The turn failed (rate_limited): retry in 3 s"
+        );
+        assert_eq!(failure_text("not_configured", "set BUB_MODEL", "t1"), "⚠️ set BUB_MODEL");
+    }
 }

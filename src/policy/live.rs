@@ -5,6 +5,12 @@
 //! - An invalid new file never replaces a running config: the old one stays,
 //!   and the error (`FILE:LINE:COL: …`) is logged and reported as
 //!   [`ReloadOutcome::Rejected`].
+//! - Nor does a valid file that would change what runs: an empty file (a
+//!   save cut short), one without channels, one without the section of a
+//!   running channel, or one that changes a running channel's `kind`. The
+//!   gateway would fall back to open defaults for those channels; removing
+//!   or re-kinding a channel needs a restart, and the rejection says so.
+//!   ([`require_channels`]: a config file always names a channel, at start too.)
 //! - The watcher watches the file's *directory*, so editors that save by
 //!   writing a new file and renaming it over the old one are seen; bursts of
 //!   events (one save is often several) are coalesced for 200 ms, and a file
@@ -13,13 +19,16 @@
 //!   consistent config for as long as they hold it (a turn keeps the policy
 //!   it started with).
 //!
-//! Only policy takes effect live. The new file is served whole, but the
-//! gateway reads `[http]` and each channel's connection keys (kind, secrets,
-//! tokens, URLs) — and which channels exist — once, at start; a reload that
-//! changes them is applied to policies and reported with
-//! [`ReloadOutcome::Applied::needs_restart`] naming those sections.
+//! Policy takes effect live, and so do a webhook channel's `secrets` and
+//! `callback_secret` (the adapter reads them from the config in force on
+//! every request). The new file is served whole, but the gateway reads
+//! `[http]` and the other connection keys (tokens, URLs) — and which
+//! channels exist — once, at start; a reload that changes them (or adds a
+//! channel) is applied to policies and reported with
+//! [`ReloadOutcome::Applied::needs_restart`] naming those sections, compared
+//! with the config the gateway started with.
 
-use super::config::GatewayConfig;
+use super::config::{ChannelKind, GatewayConfig, WebhookChannel};
 use super::error::ConfigError;
 use notify::event::{AccessKind, AccessMode};
 use notify::{EventKind, RecursiveMode, Watcher};
@@ -44,6 +53,8 @@ pub enum ReloadOutcome {
 /// The config in force, replaceable while the gateway runs.
 pub struct LiveConfig {
     current: RwLock<Arc<GatewayConfig>>,
+    /// The config the gateway started with: its channels are the ones running.
+    started: Arc<GatewayConfig>,
     path: Option<PathBuf>,
     known_tools: Vec<String>,
     /// The text of the config in force, to skip reloads that change nothing.
@@ -59,8 +70,10 @@ impl std::fmt::Debug for LiveConfig {
 impl LiveConfig {
     /// A config that never changes (the gateway's no-file start, tests).
     pub fn fixed(config: GatewayConfig) -> Arc<LiveConfig> {
+        let config = Arc::new(config);
         Arc::new(LiveConfig {
-            current: RwLock::new(Arc::new(config)),
+            current: RwLock::new(config.clone()),
+            started: config,
             path: None,
             known_tools: Vec::new(),
             text: Mutex::new(None),
@@ -72,8 +85,9 @@ impl LiveConfig {
         self.current.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// Loads `path` (checking tool patterns against `known_tools`), then
-    /// reloads it on change and on SIGHUP until the `LiveConfig` is dropped.
+    /// Loads `path` (checking tool patterns against `known_tools`, and that it
+    /// names a channel: [`require_channels`]), then reloads it on change and
+    /// on SIGHUP until the `LiveConfig` is dropped.
     /// Every reload's outcome is logged and sent on the receiver (dropped when
     /// nobody keeps up). Needs a tokio runtime.
     pub fn watch(
@@ -84,8 +98,11 @@ impl LiveConfig {
         let text = read(&path)?;
         let config = GatewayConfig::parse(&text, &path)?;
         config.validate_tools(&known_tools)?;
+        require_channels(&config)?;
+        let config = Arc::new(config);
         let live = Arc::new(LiveConfig {
-            current: RwLock::new(Arc::new(config)),
+            current: RwLock::new(config.clone()),
+            started: config,
             path: Some(path.clone()),
             known_tools,
             text: Mutex::new(Some(text)),
@@ -148,12 +165,13 @@ impl LiveConfig {
             }
             let config = GatewayConfig::parse(&text, path)?;
             config.validate_tools(&self.known_tools)?;
+            keeps_running_channels(&self.started, &text, &config, path)?;
             Ok(Some((text, config)))
         });
         let outcome = match checked {
             Ok(None) => return None,
             Ok(Some((text, config))) => {
-                let needs_restart = needs_restart(&self.current(), &config);
+                let needs_restart = needs_restart(&self.started, &config);
                 *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(config);
                 *self.text.lock().unwrap_or_else(|p| p.into_inner()) = Some(text);
                 tracing::info!(path = %path.display(), "config reloaded");
@@ -175,6 +193,69 @@ impl LiveConfig {
     }
 }
 
+/// A config file names at least one channel: without one the gateway has
+/// nothing to serve, and an empty file is more likely a save cut short than
+/// a choice. (With no file at all the gateway starts its embedded default,
+/// one webhook channel.)
+pub fn require_channels(config: &GatewayConfig) -> Result<(), ConfigError> {
+    if !config.channels.is_empty() {
+        return Ok(());
+    }
+    Err(ConfigError::Invalid {
+        path: config.path().map(Path::to_path_buf).unwrap_or_default(),
+        location: None,
+        message: "no channels: the file has no [channels.NAME] section, so the gateway would serve nothing; \
+                  add one (see config/bub.example.toml), or remove the file to start on the embedded default \
+                  webhook channel"
+            .to_string(),
+    })
+}
+
+/// Refuses a reload that would take a running channel's section away (its
+/// chats would fall back to the open defaults) or change its kind: both need
+/// a restart. An empty file or one without channels says so first.
+fn keeps_running_channels(
+    started: &GatewayConfig,
+    text: &str,
+    new: &GatewayConfig,
+    path: &Path,
+) -> Result<(), ConfigError> {
+    let running: Vec<&str> = started.channels.keys().map(String::as_str).collect();
+    let refuse = |message: String| Err(ConfigError::Invalid { path: path.to_path_buf(), location: None, message });
+    if new.channels.is_empty() && !running.is_empty() {
+        let what = if text.trim().is_empty() { "the file is empty" } else { "the file has no [channels.NAME] section" };
+        return refuse(format!(
+            "{what}: no channels, while channels {} run; write the whole config back \
+             (removing channels needs a restart)",
+            running.join(", ")
+        ));
+    }
+    let removed: Vec<&str> = running.iter().copied().filter(|name| !new.channels.contains_key(*name)).collect();
+    if let [name] = removed.as_slice() {
+        return refuse(format!(
+            "removing channel {name} needs a restart; put [channels.{name}] back, or restart the gateway to remove it"
+        ));
+    }
+    if !removed.is_empty() {
+        return refuse(format!(
+            "removing channels {} needs a restart; put their sections back, or restart the gateway to remove them",
+            removed.join(", ")
+        ));
+    }
+    for (name, channel) in &started.channels {
+        let (was, now) = (channel.kind.name(), new.channels.get(name).map(|c| c.kind.name()));
+        if let Some(now) = now
+            && now != was
+        {
+            return refuse(format!(
+                "changing the kind of channel {name} from {was} to {now} needs a restart; \
+                 put `kind = \"{was}\"` back, or restart the gateway"
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn read(path: &Path) -> Result<String, ConfigError> {
     std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })
 }
@@ -190,11 +271,21 @@ fn needs_restart(old: &GatewayConfig, new: &GatewayConfig) -> Vec<String> {
     let names = old.channels.keys().chain(new.channels.keys().filter(|n| !old.channels.contains_key(*n)));
     for name in names {
         match (old.channels.get(name), new.channels.get(name)) {
-            (Some(a), Some(b)) if a.kind == b.kind => {}
+            (Some(a), Some(b)) if fixed_keys(&a.kind) == fixed_keys(&b.kind) => {}
             _ => sections.push(format!("channels.{name}")),
         }
     }
     sections
+}
+
+/// A channel's keys that are read once, at start: all but a webhook's secrets.
+fn fixed_keys(kind: &ChannelKind) -> ChannelKind {
+    match kind {
+        ChannelKind::Webhook(hook) => {
+            ChannelKind::Webhook(WebhookChannel { secrets: Vec::new(), callback_secret: None, ..hook.clone() })
+        }
+        other => other.clone(),
+    }
 }
 
 /// Waits for file events (coalesced) or SIGHUP, reloads, reports. Ends when
@@ -243,10 +334,51 @@ mod tests {
         let grace_only = format!("[http]\nshutdown_grace_seconds = 60\n{BASE}");
         let new = GatewayConfig::parse(&grace_only, "bub.toml").unwrap();
         assert!(needs_restart(&old, &new).is_empty(), "the stop's grace is read when a stop begins");
-        let rotated = "[http]\nlisten = \"0.0.0.0:9\"\n[channels.hooks]\nkind = \"webhook\"\nsecrets = [\"b\"]\n\
-                       [channels.tg]\nkind = \"telegram\"\ntoken = \"t\"\n";
+        let rotated = "[channels.hooks]\nkind = \"webhook\"\nsecrets = [\"b\", \"c\"]\ncallback_secret = \"d\"\n";
         let new = GatewayConfig::parse(rotated, "bub.toml").unwrap();
+        assert!(needs_restart(&old, &new).is_empty(), "a webhook's secrets follow reloads");
+        let moved = "[http]\nlisten = \"0.0.0.0:9\"\n[channels.hooks]\nkind = \"webhook\"\nsecrets = [\"b\"]\n\
+                     callback_url = \"http://127.0.0.1:9/cb\"\n[channels.tg]\nkind = \"telegram\"\ntoken = \"t\"\n";
+        let new = GatewayConfig::parse(moved, "bub.toml").unwrap();
         assert_eq!(needs_restart(&old, &new), ["http", "channels.hooks", "channels.tg"]);
+    }
+
+    fn refusal(text: &str) -> Option<String> {
+        let started =
+            GatewayConfig::parse(&format!("{BASE}[channels.tg]\nkind = \"telegram\"\ntoken = \"t\"\n"), "bub.toml")
+                .unwrap();
+        let new = GatewayConfig::parse(text, "bub.toml").unwrap();
+        keeps_running_channels(&started, text, &new, Path::new("bub.toml")).err().map(|error| error.to_string())
+    }
+
+    #[test]
+    fn a_reload_may_not_take_a_running_channel_away_or_change_its_kind() {
+        let empty = refusal("  \n").unwrap();
+        assert!(empty.starts_with("bub.toml: the file is empty: no channels, while channels hooks, tg run"), "{empty}");
+        let no_channels = refusal("[policy.defaults]\nbusy = \"drop\"\n").unwrap();
+        assert!(no_channels.contains("no [channels.NAME] section"), "{no_channels}");
+        assert_eq!(
+            refusal(BASE).unwrap(),
+            "bub.toml: removing channel tg needs a restart; put [channels.tg] back, or restart the gateway to remove it"
+        );
+        let rekinded = format!("{BASE}[channels.tg]\nkind = \"discord\"\ntoken = \"t\"\n");
+        assert!(
+            refusal(&rekinded)
+                .unwrap()
+                .contains("changing the kind of channel tg from telegram to discord needs a restart")
+        );
+        let added = format!(
+            "{BASE}[channels.tg]\nkind = \"telegram\"\ntoken = \"t\"\n[channels.more]\nkind = \"webhook\"\nsecrets = [\"m\"]\n"
+        );
+        assert_eq!(refusal(&added), None, "adding a channel is applied (and needs a restart to run)");
+    }
+
+    #[test]
+    fn a_config_file_without_channels_is_an_error() {
+        let error = require_channels(&GatewayConfig::parse("", "bub.toml").unwrap()).unwrap_err().to_string();
+        assert!(error.starts_with("bub.toml: no channels: "), "{error}");
+        assert!(error.contains("remove the file to start on the embedded default"), "{error}");
+        assert!(require_channels(&GatewayConfig::parse(BASE, "bub.toml").unwrap()).is_ok());
     }
 
     #[test]

@@ -38,7 +38,7 @@ pub use effective::{
 };
 pub use enforce::{SessionPolicy, enforce};
 pub use error::ConfigError;
-pub use live::{LiveConfig, ReloadOutcome};
+pub use live::{LiveConfig, ReloadOutcome, require_channels};
 pub use pattern::ToolPattern;
 pub use provenance::Provenance;
 pub use rate::{Rate, RateError};

@@ -3,8 +3,10 @@
 //! A tape is named after its session (`telegram:-100123:42`, `customer-42`,
 //! `temp/abc`). Any printable text is accepted — slashes, quotes, emoji — because
 //! the stores bind names as parameters and never splice them into SQL or paths;
-//! [`TapeName::file_stem`] gives the form used where a name must become a file name.
+//! [`TapeName::file_stem`] gives the form used where a name must become a file
+//! name (workspaces, archives): short enough for any file system, whatever the name.
 
+use sha2::{Digest, Sha256};
 use std::fmt;
 
 /// Marker that joins a tape name to the name of one of its sidecars.
@@ -12,6 +14,14 @@ pub const SIDECAR_MARKER: &str = "__sidecar__";
 
 /// Longest accepted name, in bytes.
 pub const MAX_NAME_BYTES: usize = 512;
+
+/// Longest [`TapeName::file_stem`], in bytes: what is added to a stem (an
+/// archive's `.jsonl.<timestamp>.bak.partial`, 42 bytes) still fits the 255
+/// bytes file systems allow in one file name.
+pub const MAX_STEM_BYTES: usize = 200;
+
+/// Hex digits of the hash that ends a shortened stem (128 bits).
+const STEM_HASH_HEX: usize = 32;
 
 /// The name of one tape.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -67,8 +77,15 @@ impl TapeName {
         self.0.starts_with("temp/")
     }
 
-    /// A file-system-safe, collision-free form: ASCII letters, digits, `-`, `_`
-    /// and `.` stay, every other byte becomes `%XX`.
+    /// A file-system-safe, collision-free form, at most [`MAX_STEM_BYTES`]:
+    /// ASCII letters, digits, `-`, `_` and `.` stay, every other byte becomes
+    /// `%XX` (`telegram:-100/7` → `telegram%3A-100%2F7`). When that form is
+    /// longer than [`MAX_STEM_BYTES`] (a 250-character or a 30-emoji chat id),
+    /// its head is kept, readable, and the rest becomes `~` and 32 hex digits
+    /// of the SHA-256 of the whole name. Encoded forms never contain `~` (it is
+    /// `%7E` there), so a shortened stem never equals a name's full one, and
+    /// the hash tells shortened ones apart. Names that fit keep exactly the
+    /// form they always had, so existing workspaces and archives keep their paths.
     pub fn file_stem(&self) -> String {
         let mut stem = String::with_capacity(self.0.len());
         for byte in self.0.bytes() {
@@ -78,7 +95,19 @@ impl TapeName {
                 _ => stem.push_str(&format!("%{byte:02X}")),
             }
         }
-        stem
+        if stem.len() <= MAX_STEM_BYTES {
+            return stem;
+        }
+        // The stem is ASCII, so any byte offset is a char boundary; only a
+        // `%XX` escape must not be cut in two.
+        let mut head = MAX_STEM_BYTES - 1 - STEM_HASH_HEX;
+        if let Some(escape) = stem[..head].rfind('%')
+            && escape + 3 > head
+        {
+            head = escape;
+        }
+        let digest: String = Sha256::digest(self.0.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+        format!("{}~{}", &stem[..head], &digest[..STEM_HASH_HEX])
     }
 }
 
@@ -119,6 +148,40 @@ mod tests {
         let stem = TapeName::new("../a/b 🦀").unwrap().file_stem();
         assert!(!stem.contains('/') && !stem.starts_with('.'));
         assert_ne!(TapeName::new("a/b").unwrap().file_stem(), TapeName::new("a%2Fb").unwrap().file_stem());
+    }
+
+    #[test]
+    fn stems_that_fit_are_the_plain_encoding_and_longer_ones_end_in_a_hash() {
+        let stem = |name: &str| TapeName::new(name).unwrap().file_stem();
+        // Existing workspaces keep their paths.
+        assert_eq!(stem("telegram:-100/7"), "telegram%3A-100%2F7");
+        assert_eq!(stem(".hidden 🦀"), "%2Ehidden%20%F0%9F%A6%80");
+        let fits = format!("webhook%{}", "a".repeat(MAX_STEM_BYTES - 10));
+        assert_eq!(stem(&fits), format!("webhook%25{}", "a".repeat(MAX_STEM_BYTES - 10)), "exactly the limit");
+
+        for name in [format!("webhook:{}", "a".repeat(250)), format!("webhook:{}", "🦀".repeat(30))] {
+            let long = stem(&name);
+            assert!(long.len() <= MAX_STEM_BYTES, "{} bytes: {long}", long.len());
+            assert!(long.starts_with("webhook%3A"), "a readable head: {long}");
+            let (head, hash) = long.split_once('~').unwrap();
+            assert_eq!(hash.len(), 32);
+            assert!(!head.ends_with('%') && !head[head.len() - 2..].contains('%'), "no escape cut in two: {head}");
+            assert!(long.chars().all(|c| c.is_ascii_alphanumeric() || "%-_.~".contains(c)), "{long}");
+            // What the archive adds still fits one file name.
+            assert!(format!("{long}.jsonl.20261201T203050.123456Z.bak.partial").len() <= 255);
+        }
+        let one_more = format!("webhook%{}", "a".repeat(MAX_STEM_BYTES - 9));
+        assert!(stem(&one_more).contains('~'), "one byte over the limit is shortened");
+    }
+
+    #[test]
+    fn shortened_stems_stay_distinct() {
+        let base = "x".repeat(300);
+        let a = TapeName::new(format!("{base}a")).unwrap().file_stem();
+        let b = TapeName::new(format!("{base}b")).unwrap().file_stem();
+        assert_ne!(a, b, "names that differ only past the kept head");
+        // A name that spells out a shortened stem is encoded (`~` → `%7E`), never equal to it.
+        assert_ne!(TapeName::new(a.clone()).unwrap().file_stem(), a);
     }
 
     #[test]

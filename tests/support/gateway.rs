@@ -162,20 +162,44 @@ impl GatewayProcess {
 }
 
 /// Runs `bub gateway` on `config_text` (in `<home>/bub.toml`), expecting it to
-/// refuse to start; returns its stderr.
+/// refuse to start; returns its stderr. One that starts instead is killed
+/// after [`START_TIMEOUT`] and fails the test (rather than hanging it).
 pub fn refused_start(home: &Path, config_text: &str) -> String {
     let path = home.join("bub.toml");
     std::fs::write(&path, config_text).expect("write bub.toml");
-    let output = Command::new(env!("CARGO_BIN_EXE_bub"))
+    let n = STARTS.fetch_add(1, Ordering::Relaxed);
+    let stderr_path = home.join(format!("refused-{}-{n}.stderr", std::process::id()));
+    let stderr = std::fs::File::create(&stderr_path).expect("create the gateway's stderr file");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bub"))
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("BUB_HOME", home)
         .args(["gateway", "--listen", "127.0.0.1:0", "--config"])
         .arg(&path)
-        .output()
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
         .expect("run bub gateway");
-    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
-    assert!(!output.status.success(), "bub gateway started on a config it should refuse:\n{stderr}");
+    let deadline = Instant::now() + START_TIMEOUT;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("poll bub gateway") {
+            break Some(status);
+        }
+        if Instant::now() > deadline
+            || listening_addr(&std::fs::read_to_string(&stderr_path).unwrap_or_default()).is_some()
+        {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+    assert!(
+        status.is_some_and(|status| !status.success()),
+        "bub gateway started on a config it should refuse:\n{stderr}"
+    );
     stderr
 }
 

@@ -8,15 +8,21 @@
 //!
 //! # Layout
 //! - [`message`]: [`Inbound`], [`ChatRef`], [`SenderRef`], [`Outbound`], [`Delivery`].
+//! - [`check`]: the limits of each [`Inbound`] field ([`Inbound::check`],
+//!   [`InvalidInbound`]), enforced by adapters on arrival and by the gateway.
 //! - [`channel`]: the [`Channel`] trait, [`Limits`] and send errors.
 //! - [`reply`]: [`InboundSink`] (the gateway side) and [`ReplySink`], the
 //!   per-message stream of a reply to a caller that waits for it (webhook `sync`/`sse`).
 
 pub mod channel;
+pub mod check;
 pub mod message;
 pub mod reply;
 
 pub use channel::{Channel, ChannelError, Delivered, Limits, RateScope, SendError};
+pub use check::{
+    InboundField, InvalidInbound, MAX_CHANNEL_BYTES, MAX_DISPLAY_BYTES, MAX_ID_BYTES, MAX_TEXT_BYTES, Problem,
+};
 pub use message::{Addressing, ChatKind, ChatRef, Delivery, Inbound, Outbound, SenderRef};
 pub use reply::{
     InboundSink, LatestMessage, Outcome, OutcomeStatus, ReplyEvent, ReplyReceiver, ReplySink, SubmitError, Submitted,

@@ -1,6 +1,7 @@
 //! The gateway side of the contract: where adapters submit messages, and how a
 //! caller that waits for its reply (webhook `sync` and `sse`) receives it.
 
+use crate::check::InvalidInbound;
 use crate::message::{ChatRef, Inbound};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -94,9 +95,10 @@ pub enum SubmitError {
     /// The gateway cannot take messages now (store unreachable, shutting down).
     #[error("gateway unavailable: {0}")]
     Unavailable(String),
-    /// The message itself is unusable (no channel of that name, empty id).
+    /// The message itself is unusable: a field over its limits (see
+    /// [`Inbound::check`]), or no channel of that name.
     #[error("{0}")]
-    Invalid(String),
+    Invalid(#[from] InvalidInbound),
 }
 
 impl SubmitError {

@@ -7,6 +7,7 @@
 //! `Idempotency-Key` so a receiver can drop a retried delivery.
 
 use crate::IDEMPOTENCY_KEY_HEADER;
+use crate::keys::KeySource;
 use crate::signature::{SIGNATURE_HEADER, TIMESTAMP_HEADER, sign};
 use bub_channel::{Delivered, Outbound, RateScope, SendError};
 use reqwest::header::{CONTENT_TYPE, HeaderMap, RETRY_AFTER};
@@ -22,7 +23,7 @@ const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(1);
 pub(crate) struct Callback {
     client: reqwest::Client,
     url: Url,
-    secret: String,
+    keys: KeySource,
 }
 
 #[derive(Serialize)]
@@ -38,7 +39,7 @@ struct CallbackBody<'a> {
 
 impl Callback {
     /// Errors say what is wrong with `url`, for the caller to prefix with the setting's name.
-    pub(crate) fn new(url: &str, secret: String) -> Result<Callback, String> {
+    pub(crate) fn new(url: &str, keys: KeySource) -> Result<Callback, String> {
         let url = Url::parse(url).map_err(|err| format!("not a URL ({err})"))?;
         if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
             return Err("must be an http:// or https:// URL with a host".to_owned());
@@ -49,7 +50,7 @@ impl Callback {
             .no_proxy()
             .build()
             .map_err(|err| format!("cannot build an HTTP client: {err}"))?;
-        Ok(Callback { client, url, secret })
+        Ok(Callback { client, url, keys })
     }
 
     pub(crate) async fn post(&self, outbound: &Outbound) -> Result<Delivered, SendError> {
@@ -63,8 +64,13 @@ impl Callback {
         };
         let body =
             serde_json::to_vec(&body).map_err(|err| SendError::Permanent(format!("cannot encode reply: {err}")))?;
+        // The key in force now, as the channel's configuration says.
+        let keys = (self.keys)();
+        let secret = keys.callback_secret().ok_or_else(|| {
+            SendError::Permanent("the webhook channel has no secret to sign the callback with".to_owned())
+        })?;
         let timestamp = chrono::Utc::now().timestamp();
-        let signature = sign(&self.secret, timestamp, &body);
+        let signature = sign(secret, timestamp, &body);
         let response = self
             .client
             .post(self.url.clone())

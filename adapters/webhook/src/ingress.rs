@@ -10,6 +10,7 @@
 
 use crate::WebhookSettings;
 use crate::body::{BodyError, BodyReader};
+use crate::keys::KeySource;
 use crate::signature::{self, SIGNATURE_HEADER, TIMESTAMP_HEADER, VerifyError};
 use axum::Json;
 use axum::Router;
@@ -20,8 +21,8 @@ use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use bub_channel::{
-    Addressing, ChatKind, ChatRef, Delivery, Inbound, InboundSink, Outcome, ReplyEvent, ReplyReceiver, ReplySink,
-    SenderRef, SubmitError, Submitted,
+    Addressing, ChatKind, ChatRef, Delivery, Inbound, InboundField, InboundSink, InvalidInbound, Outcome, ReplyEvent,
+    ReplyReceiver, ReplySink, SenderRef, SubmitError, Submitted,
 };
 use futures::stream;
 use serde::{Deserialize, Serialize};
@@ -35,7 +36,7 @@ const REPLY_BUFFER: usize = 64;
 /// The state behind one channel's route.
 pub(crate) struct Ingress {
     name: String,
-    secrets: Vec<String>,
+    keys: KeySource,
     replay_window: Duration,
     body: BodyReader,
     accepts_async: bool,
@@ -44,10 +45,10 @@ pub(crate) struct Ingress {
 }
 
 impl Ingress {
-    pub(crate) fn new(settings: &WebhookSettings, accepts_async: bool) -> Ingress {
+    pub(crate) fn new(settings: &WebhookSettings, keys: KeySource, accepts_async: bool) -> Ingress {
         Ingress {
             name: settings.name.clone(),
-            secrets: settings.secrets.clone(),
+            keys,
             replay_window: settings.replay_window,
             body: BodyReader::new(settings.max_body_bytes, settings.body_timeout),
             accepts_async,
@@ -77,7 +78,9 @@ impl Ingress {
         let timestamp = header_str(headers, TIMESTAMP_HEADER)?;
         let signature = header_str(headers, SIGNATURE_HEADER)?;
         let now = chrono::Utc::now().timestamp();
-        signature::verify(&self.secrets, timestamp, signature, body, now, self.replay_window)
+        // The keys in force now: a secret removed by a reload no longer verifies.
+        let keys = (self.keys)();
+        signature::verify(&keys.verifying(), timestamp, signature, body, now, self.replay_window)
             .map_err(WebhookError::Unauthorized)
     }
 }
@@ -127,6 +130,7 @@ async fn receive(
     let message: WireMessage =
         serde_json::from_slice(&body.bytes).map_err(|err| WebhookError::InvalidJson(err.to_string()))?;
     let inbound = message.into_inbound(&ingress.name, mode)?;
+    inbound.check().map_err(WebhookError::Invalid)?;
     let message_id = inbound.message_id.clone();
     tracing::debug!(channel = %ingress.name, %message_id, ?mode, "webhook message received");
 
@@ -344,9 +348,12 @@ pub(crate) enum WebhookError {
     MissingField(&'static str),
     #[error("field `{0}` must not be empty")]
     EmptyField(&'static str),
+    /// A field over the limits every channel's messages are held to.
+    #[error("field `{}` {}", wire_name(.0.field), .0.problem)]
+    Invalid(InvalidInbound),
     #[error("a message with this message_id is still being handled; retry later for its outcome")]
     InProgress,
-    #[error("{0}")]
+    #[error("{}", submit_message(.0))]
     Submit(#[from] SubmitError),
     #[error("the gateway stopped before the reply was finished; retry with the same message_id")]
     ReplyClosed,
@@ -375,7 +382,7 @@ impl WebhookError {
             WebhookError::InProgress => "in_progress",
             WebhookError::Submit(SubmitError::RateLimited { .. }) => "rate_limited",
             WebhookError::Submit(SubmitError::Unavailable(_)) | WebhookError::ReplyClosed => "unavailable",
-            WebhookError::Submit(SubmitError::Invalid(_)) => "invalid_message",
+            WebhookError::Invalid(_) | WebhookError::Submit(SubmitError::Invalid(_)) => "invalid_request",
             WebhookError::ReplyTimeout(_) => "timeout",
         }
     }
@@ -397,8 +404,30 @@ impl WebhookError {
             | WebhookError::InvalidJson(_)
             | WebhookError::MissingField(_)
             | WebhookError::EmptyField(_)
+            | WebhookError::Invalid(_)
             | WebhookError::Submit(SubmitError::Invalid(_)) => StatusCode::BAD_REQUEST,
         }
+    }
+}
+
+/// The request body's name for a field of [`Inbound`].
+fn wire_name(field: InboundField) -> &'static str {
+    match field {
+        InboundField::Channel => "channel",
+        InboundField::ChatId => "chat_id",
+        InboundField::ThreadId => "thread_id",
+        InboundField::SenderId => "sender_id",
+        InboundField::SenderDisplay => "sender_name",
+        InboundField::MessageId => "message_id",
+        InboundField::Text => "text",
+    }
+}
+
+/// A refused submit in the caller's terms (fields by their names in the body).
+fn submit_message(error: &SubmitError) -> String {
+    match error {
+        SubmitError::Invalid(invalid) => WebhookError::Invalid(invalid.clone()).to_string(),
+        other => other.to_string(),
     }
 }
 
@@ -452,5 +481,23 @@ mod tests {
         assert_eq!(inbound.message_id, "7");
         assert_eq!(inbound.chat, ChatRef { id: "-100".into(), kind: ChatKind::Thread, thread_id: Some("3".into()) });
         assert_eq!(inbound.delivery, Delivery::Caller);
+    }
+
+    #[test]
+    fn ids_over_the_channel_limits_are_refused_in_the_callers_terms() {
+        let body =
+            format!(r#"{{"message_id": "m", "chat_id": "{}", "sender_id": "u", "text": "hi"}}"#, "c".repeat(129));
+        let message: WireMessage = serde_json::from_str(&body).unwrap();
+        let invalid = message.into_inbound("hook", Mode::Sync).unwrap().check().unwrap_err();
+        let error = WebhookError::Invalid(invalid.clone());
+        assert_eq!((error.status(), error.kind()), (StatusCode::BAD_REQUEST, "invalid_request"));
+        assert_eq!(
+            error.to_string(),
+            "field `chat_id` is 129 bytes long, over the limit of 128 bytes; use a shorter value"
+        );
+        // The gateway's own check reads the same.
+        let submitted = WebhookError::Submit(SubmitError::Invalid(invalid));
+        assert_eq!((submitted.status(), submitted.kind()), (StatusCode::BAD_REQUEST, "invalid_request"));
+        assert_eq!(submitted.to_string(), error.to_string());
     }
 }

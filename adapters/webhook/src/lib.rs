@@ -22,7 +22,9 @@
 //! keyed with one of the channel's `secrets` (several may be configured, to
 //! rotate a secret without downtime). Requests more than `replay_window`
 //! (default 5 minutes) away from the server's clock are refused. Callback
-//! POSTs are signed the same way with `callback_secret`.
+//! POSTs are signed the same way with `callback_secret`. A channel built
+//! with [`WebhookChannel::with_keys`] reads its secrets on every request, so
+//! a secret removed from the configuration stops working at once.
 //!
 //! ```sh
 //! body='{"message_id":"m1","chat_id":"c1","sender_id":"u1","text":"hello"}'
@@ -54,10 +56,18 @@
 //! is its own chat. Unknown fields are ignored, so callers can send more than
 //! this version reads.
 //!
+//! Ids (`message_id`, `chat_id`, `sender_id`, `thread_id`) are at most 128
+//! bytes, without control characters or leading/trailing whitespace;
+//! `sender_name` is at most 256 bytes without control characters; `text`
+//! is not blank (and within the body limit). These are the limits of every
+//! channel ([`bub_channel::check`]); a request over them is refused with 400
+//! `invalid_request` naming the field, and nothing is stored.
+//!
 //! # Errors
 //!
 //! `{"error": "<kind>", "message": "<what to fix>"}`: 400 (malformed JSON, a
-//! missing or empty field, an unknown mode, `async` without a callback URL),
+//! missing or empty field, a field over its limits (`invalid_request`), an
+//! unknown mode, `async` without a callback URL),
 //! 401 (missing or wrong signature, stale timestamp), 408 (body not received
 //! within `body_timeout`), 413 (body over `max_body_bytes`), 409 (same message
 //! id still in progress), 429 (sender rate limited; `Retry-After` says when to
@@ -69,12 +79,15 @@
 //! - [`signature`]: [`sign`] and [`verify`], shared by both directions.
 //! - `ingress`: the axum handler for `POST /webhook/<name>` and its error type.
 //! - `callback`: the signed POST behind [`Channel::send`].
+//! - [`keys`]: [`WebhookKeys`] and the [`KeySource`] a running channel reads them from.
 
 mod body;
 mod callback;
 mod ingress;
+pub mod keys;
 pub mod signature;
 
+pub use keys::{KeySource, WebhookKeys};
 pub use signature::{SIGNATURE_HEADER, TIMESTAMP_HEADER, VerifyError, sign, verify};
 
 use async_trait::async_trait;
@@ -101,6 +114,8 @@ pub struct WebhookSettings {
     /// The channel instance's name; the endpoint is `POST /webhook/<name>`.
     pub name: String,
     /// Secrets that may sign inbound requests; any one of them is accepted.
+    /// With [`WebhookChannel::with_keys`] these are checked at start and the
+    /// source's keys are used from then on.
     pub secrets: Vec<String>,
     /// Where replies to `async` requests are POSTed; without it `async` is refused.
     pub callback_url: Option<String>,
@@ -163,8 +178,19 @@ pub struct WebhookChannel {
 
 impl WebhookChannel {
     /// Validates `settings`: a name usable as a path segment, at least one
-    /// non-empty secret, and an `http(s)` callback URL if one is set.
+    /// non-empty secret, and an `http(s)` callback URL if one is set. The
+    /// channel keeps these secrets for as long as it runs.
     pub fn new(settings: WebhookSettings) -> Result<WebhookChannel, ChannelError> {
+        let keys = WebhookKeys { secrets: settings.secrets.clone(), callback_secret: settings.callback_secret.clone() };
+        WebhookChannel::with_keys(settings, keys::fixed(keys))
+    }
+
+    /// Like [`WebhookChannel::new`] (whose checks `settings` must pass), but
+    /// the channel reads its secrets from `keys` on every request and every
+    /// callback, so it follows a configuration that changes while it runs: a
+    /// secret removed there stops verifying with the next request, a new one
+    /// verifies at once.
+    pub fn with_keys(settings: WebhookSettings, keys: KeySource) -> Result<WebhookChannel, ChannelError> {
         let name = &settings.name;
         let invalid = |message: String| ChannelError::new(name.clone(), message);
         if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')) {
@@ -181,16 +207,13 @@ impl WebhookChannel {
             )));
         }
         let callback = match &settings.callback_url {
-            Some(url) => {
-                let secret = settings.callback_secret.clone().unwrap_or_else(|| settings.secrets[0].clone());
-                Some(
-                    callback::Callback::new(url, secret)
-                        .map_err(|message| invalid(format!("channels.{name}.callback_url {url:?}: {message}")))?,
-                )
-            }
+            Some(url) => Some(
+                callback::Callback::new(url, keys.clone())
+                    .map_err(|message| invalid(format!("channels.{name}.callback_url {url:?}: {message}")))?,
+            ),
             None => None,
         };
-        let ingress = ingress::Ingress::new(&settings, callback.is_some());
+        let ingress = ingress::Ingress::new(&settings, keys, callback.is_some());
         Ok(WebhookChannel { ingress: Arc::new(ingress), callback })
     }
 }

@@ -67,6 +67,7 @@ mod tests {
             text: text.into(),
             addressing: Addressing::default(),
             from_self: false,
+            forwarded: false,
             delivery: Delivery::Channel,
             received_at: chrono::Utc::now(),
         }

@@ -79,6 +79,7 @@ mod tests {
             text: "hi".into(),
             addressing: Addressing::default(),
             from_self: false,
+            forwarded: false,
             delivery: Delivery::Channel,
             received_at: chrono::Utc::now(),
         }

@@ -12,6 +12,7 @@
 //!   chat-platform config.
 //! - `sandbox`: the shell of a chat bot reading the gateway's secrets,
 //!   writing the host, reaching its port, forking or eating memory.
+//! - `held`: routes that held (command-line tricks, symlinks), kept holding.
 //! - `provenance`: text nobody vouched for (a stranger's message, a fetched
 //!   page) steering the model into the shell.
 
@@ -19,6 +20,7 @@
 mod support;
 
 mod agent;
+mod held;
 mod model_tools;
 mod pairing;
 mod provenance;

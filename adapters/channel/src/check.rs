@@ -173,6 +173,7 @@ mod tests {
             text: "hello\nthere\t!".into(),
             addressing: Addressing::default(),
             from_self: false,
+            forwarded: false,
             delivery: Delivery::Channel,
             received_at: chrono::Utc::now(),
         }

@@ -83,6 +83,10 @@ pub struct Inbound {
     /// Written by this bot itself (platforms echo the bot's own messages).
     #[serde(default)]
     pub from_self: bool,
+    /// Forwards someone else's message: its author is not its sender, so its
+    /// text is untrusted whoever sent it (see the gateway's provenance rule).
+    #[serde(default)]
+    pub forwarded: bool,
     #[serde(default)]
     pub delivery: Delivery,
     pub received_at: DateTime<Utc>,

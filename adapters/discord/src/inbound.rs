@@ -68,6 +68,10 @@ fn translate(channel: &str, bot: &BotUser, message: &Message) -> Option<Inbound>
         text,
         addressing: Addressing { mention: mentioned, reply_to_bot: replied_to_bot },
         from_self: message.author.id.get() == bot.id,
+        forwarded: message
+            .message_reference
+            .as_ref()
+            .is_some_and(|reference| reference.kind == serenity::model::channel::MessageReferenceKind::Forward),
         delivery: Delivery::Channel,
         received_at: chrono::Utc::now(),
     })

@@ -82,6 +82,7 @@ fn translate(channel: &str, me: &Me, message: &Message) -> Option<Inbound> {
                 .is_some_and(|author| author.id == me.user.id),
         },
         from_self: sender.is_some_and(|user| user.id == me.user.id),
+        forwarded: message.forward_origin().is_some(),
         delivery: Delivery::Channel,
         received_at: chrono::Utc::now(),
     })

@@ -264,6 +264,9 @@ struct WireMessage {
     text: Option<String>,
     group: Option<bool>,
     mentions_bot: Option<bool>,
+    /// The text forwards someone else's message (untrusted whoever sends it).
+    #[serde(default)]
+    forwarded: Option<bool>,
     thread_id: Option<WireId>,
 }
 
@@ -309,6 +312,7 @@ impl WireMessage {
             text,
             addressing: Addressing { mention: self.mentions_bot.unwrap_or(false), reply_to_bot: false },
             from_self: false,
+            forwarded: self.forwarded.unwrap_or(false),
             delivery: match mode {
                 Mode::Async => Delivery::Channel,
                 Mode::Sync | Mode::Sse => Delivery::Caller,

@@ -62,7 +62,7 @@ pub(crate) async fn admit(inner: &Arc<Inner>, message: Message) -> Option<Messag
 /// was admitted by a pairing approval).
 fn with_provenance(mut message: Message, paired: bool) -> Message {
     let inbound = &message.inbound;
-    message.provenance = message.policy.provenance(&message.user, inbound.chat.kind, paired, false);
+    message.provenance = message.policy.provenance(&message.user, inbound.chat.kind, paired, inbound.forwarded);
     message
 }
 

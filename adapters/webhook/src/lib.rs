@@ -50,10 +50,11 @@
 //! # Request body
 //!
 //! `{"message_id", "chat_id", "sender_id", "sender_name"?, "text", "group"?,
-//! "mentions_bot"?, "thread_id"?}`. Ids may be strings or numbers. `group`
-//! (default `false`) makes the chat shared, so the gateway answers only when
-//! `mentions_bot` is set or its policy says so; with a `thread_id` the thread
-//! is its own chat. Unknown fields are ignored, so callers can send more than
+//! "mentions_bot"?, "thread_id"?, "forwarded"?}`. Ids may be strings or
+//! numbers. `group` (default `false`) makes the chat shared, so the gateway
+//! answers only when `mentions_bot` is set or its policy says so; with a
+//! `thread_id` the thread is its own chat. `forwarded` (default `false`) says
+//! the text is someone else's: the gateway treats it as untrusted. Unknown fields are ignored, so callers can send more than
 //! this version reads.
 //!
 //! Ids (`message_id`, `chat_id`, `sender_id`, `thread_id`) are at most 128

@@ -123,6 +123,32 @@ fn bub_policy_check(home: &Path, args: &[&str]) -> (bool, String, String) {
     (output.status.success(), text(&output.stdout), text(&output.stderr))
 }
 
+/// The shortest bot config is safe and checks clean; every line that opens
+/// it wider is named, with its position, and still passes (an admin may mean it).
+#[test]
+fn bub_policy_check_warns_where_a_file_opens_access_wider_than_the_defaults() {
+    let home = tempfile::tempdir().unwrap();
+    let shortest = write(home.path(), "short.toml", "[channels.tg]\nkind = \"telegram\"\ntoken = \"1:x\"\n");
+    let (ok, stdout, stderr) = bub_policy_check(home.path(), &[shortest.to_str().unwrap()]);
+    assert!(ok && stderr.is_empty(), "{stderr}");
+    assert_eq!(stdout, format!("{}: ok (1 channel)\n", shortest.display()));
+
+    let open = "[channels.tg]\nkind = \"telegram\"\ntoken = \"1:x\"\n[channels.tg.policy]\n\
+                operators = [\"tg:*\"]\ndm_policy = \"open\"\nallow_users = [\"*\"]\nenvironment = \"local\"\n";
+    let open = write(home.path(), "open.toml", open);
+    let (ok, stdout, stderr) = bub_policy_check(home.path(), &[open.to_str().unwrap()]);
+    assert!(ok, "{stderr}");
+    let path = open.display();
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 4, "{stderr}");
+    assert!(lines[0].starts_with(&format!("{path}:5:14: warning: operators: `tg:*` makes everyone on tg an operator")));
+    assert!(lines[1].starts_with(&format!("{path}:7:16: warning: allow_users: `*` lets everyone")), "{stderr}");
+    assert!(lines[2].starts_with(&format!("{path}:6:13: warning: dm_policy = \"open\"")), "{stderr}");
+    assert!(lines[2].contains("and use bash"), "{stderr}");
+    assert!(lines[3].starts_with(&format!("{path}:8:15: warning: environment = \"local\"")), "{stderr}");
+    assert_eq!(stdout, format!("{path}: ok (1 channel, 4 warnings above: access opened wider than the defaults)\n"));
+}
+
 #[test]
 fn bub_policy_check_accepts_a_good_file_and_points_at_the_problem_in_a_bad_one() {
     let home = tempfile::tempdir().unwrap();

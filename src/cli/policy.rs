@@ -29,11 +29,19 @@ async fn check(home: &BubHome, file: PathBuf) -> Result<()> {
     let known = known_tools(home).await?;
     match GatewayConfig::load_checked(&file, &known).and_then(|config| require_channels(&config).map(|()| config)) {
         Ok(config) => {
-            for warning in config.warnings() {
+            let warnings = config.warnings();
+            for warning in &warnings {
                 eprintln!("{warning}");
             }
             let count = config.channels.len();
-            println!("{}: ok ({count} channel{})", file.display(), if count == 1 { "" } else { "s" });
+            let opened = match warnings.len() {
+                0 => String::new(),
+                n => format!(
+                    ", {n} warning{} above: access opened wider than the defaults",
+                    if n == 1 { "" } else { "s" }
+                ),
+            };
+            println!("{}: ok ({count} channel{}{opened})", file.display(), if count == 1 { "" } else { "s" });
             Ok(())
         }
         Err(error) => bail!("{error}"),

@@ -72,6 +72,8 @@
 
 mod body;
 mod callback;
+#[doc(hidden)]
+pub mod fuzzing;
 mod ingress;
 pub mod signature;
 

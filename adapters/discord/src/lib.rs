@@ -23,6 +23,8 @@
 //! - `send`: create, edit and typing, and error mapping.
 
 mod catch_up;
+#[doc(hidden)]
+pub mod fuzzing;
 mod inbound;
 mod send;
 

@@ -14,7 +14,7 @@
 //!   with a control character, say) is logged and skipped the same way.
 
 use bub_channel::{Addressing, ChatKind, ChatRef, Delivery, Inbound, SenderRef};
-use teloxide_core::types::{Me, Message, MessageEntityKind, MessageEntityRef, User};
+use teloxide_core::types::{Me, Message, MessageEntity, MessageEntityKind, MessageEntityRef, User};
 
 /// `<chat id>:<message id>`, the inbound id of a Telegram message.
 pub(crate) fn inbound_id(chat_id: i64, message_id: i32) -> String {
@@ -48,11 +48,11 @@ pub(crate) fn to_inbound(channel: &str, me: &Me, message: &Message) -> Option<In
 }
 
 fn translate(channel: &str, me: &Me, message: &Message) -> Option<Inbound> {
-    let (text, entities) = match (message.parse_entities(), message.text()) {
-        (Some(entities), Some(text)) => (text, entities),
-        (None, Some(text)) => (text, Vec::new()),
-        _ => (message.caption()?, message.parse_caption_entities().unwrap_or_default()),
+    let (text, entities) = match message.text() {
+        Some(text) => (text, message.entities()),
+        None => (message.caption()?, message.caption_entities()),
     };
+    let entities = parse_entities(text, entities.unwrap_or_default());
     if text.trim().is_empty() {
         return None;
     }
@@ -86,6 +86,20 @@ fn translate(channel: &str, me: &Me, message: &Message) -> Option<Inbound> {
         delivery: Delivery::Channel,
         received_at: chrono::Utc::now(),
     })
+}
+
+/// The entities of `text` with byte offsets. When one does not start and end
+/// on a character of the text (Telegram counts in UTF-16 units), the update is
+/// malformed and is read without entities: teloxide's parser would panic.
+fn parse_entities<'a>(text: &'a str, entities: &'a [MessageEntity]) -> Vec<MessageEntityRef<'a>> {
+    let mut boundaries = vec![0];
+    boundaries.extend(text.chars().scan(0, |units, c| {
+        *units += c.len_utf16();
+        Some(*units)
+    }));
+    let on_boundary = |offset: usize| boundaries.binary_search(&offset).is_ok();
+    let fit = entities.iter().all(|e| on_boundary(e.offset) && e.offset.checked_add(e.length).is_some_and(on_boundary));
+    if fit { MessageEntityRef::parse(text, entities) } else { Vec::new() }
 }
 
 /// "Ada Lovelace", else "@ada", else the numeric id.
@@ -211,6 +225,29 @@ mod tests {
         assert!(to_inbound("tg", &me(), &forged).is_none(), "a control character in a name");
         let long = message(json!({"from": {"id": 1001, "is_bot": false, "first_name": "n".repeat(300)}}));
         assert!(to_inbound("tg", &me(), &long).is_none(), "a name over 256 bytes");
+    }
+
+    #[test]
+    fn entities_that_do_not_fit_the_text_are_ignored_not_a_panic() {
+        // Found by fuzz/fuzz_targets/telegram_update.rs: offsets past the text, inside an
+        // emoji's surrogate pair, and overflowing made teloxide's entity parser panic; one such
+        // entity drops them all (the first here is a real mention).
+        for entities in [
+            json!([{"type": "mention", "offset": 3, "length": 8}, {"type": "bot_command", "offset": 303, "length": 13}]),
+            json!([{"type": "bold", "offset": 1, "length": 1}]),
+            json!([{"type": "bold", "offset": 1, "length": u64::MAX}]),
+        ] {
+            let odd = message(json!({"chat": group(), "text": "😀 @bub_bot hi", "entities": entities}));
+            let inbound = to_inbound("tg", &me(), &odd).expect("the text is kept");
+            assert_eq!((inbound.text.as_str(), inbound.addressing.mention), ("😀 @bub_bot hi", false));
+        }
+        let caption = message(json!({"chat": group(), "caption": "@bub_bot",
+            "photo": [{"file_id": "f", "file_unique_id": "u", "width": 1, "height": 1}],
+            "caption_entities": [{"type": "mention", "offset": 0, "length": 9}]}));
+        assert!(!to_inbound("tg", &me(), &caption).unwrap().addressing.mention);
+        let fits = message(json!({"chat": group(), "text": "😀 @bub_bot hi",
+            "entities": [{"type": "mention", "offset": 3, "length": 8}]}));
+        assert!(to_inbound("tg", &me(), &fits).unwrap().addressing.mention, "emoji count 2 units");
     }
 
     #[test]

@@ -25,6 +25,8 @@
 //! - `send`: `sendMessage`, `editMessageText`, `sendChatAction`, error mapping.
 //! - [`markdown`]: Markdown → Telegram HTML.
 
+#[doc(hidden)]
+pub mod fuzzing;
 mod inbound;
 pub mod markdown;
 mod poll;

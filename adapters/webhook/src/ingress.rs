@@ -92,14 +92,14 @@ pub(crate) fn router(ingress: Arc<Ingress>) -> Router {
 
 /// How the caller wants its reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mode {
+pub(crate) enum Mode {
     Sync,
     Sse,
     Async,
 }
 
 impl Mode {
-    fn from_query(query: Option<&str>) -> Result<Mode, WebhookError> {
+    pub(crate) fn from_query(query: Option<&str>) -> Result<Mode, WebhookError> {
         let value = query
             .unwrap_or_default()
             .split('&')
@@ -127,10 +127,7 @@ async fn receive(
     if mode == Mode::Async && !ingress.accepts_async {
         return Err(WebhookError::AsyncWithoutCallback);
     }
-    let message: WireMessage =
-        serde_json::from_slice(&body.bytes).map_err(|err| WebhookError::InvalidJson(err.to_string()))?;
-    let inbound = message.into_inbound(&ingress.name, mode)?;
-    inbound.check().map_err(WebhookError::Invalid)?;
+    let inbound = read_message(&ingress.name, &body.bytes, mode)?;
     let message_id = inbound.message_id.clone();
     tracing::debug!(channel = %ingress.name, %message_id, ?mode, "webhook message received");
 
@@ -251,6 +248,15 @@ fn header_str<'h>(headers: &'h HeaderMap, name: &'static str) -> Result<&'h str,
 
 fn header_error(name: &str) -> VerifyError {
     if name == TIMESTAMP_HEADER { VerifyError::BadTimestamp } else { VerifyError::MalformedSignature }
+}
+
+/// The message a request body carries (see the crate docs), every field checked.
+pub(crate) fn read_message(channel: &str, body: &[u8], mode: Mode) -> Result<Inbound, WebhookError> {
+    let message: WireMessage =
+        serde_json::from_slice(body).map_err(|err| WebhookError::InvalidJson(err.to_string()))?;
+    let inbound = message.into_inbound(channel, mode)?;
+    inbound.check().map_err(WebhookError::Invalid)?;
+    Ok(inbound)
 }
 
 /// The request body as sent; every field is optional here so that a missing
@@ -391,7 +397,7 @@ impl WebhookError {
         }
     }
 
-    fn status(&self) -> StatusCode {
+    pub(crate) fn status(&self) -> StatusCode {
         match self {
             WebhookError::NotRunning | WebhookError::ReplyClosed => StatusCode::SERVICE_UNAVAILABLE,
             WebhookError::Submit(SubmitError::Unavailable(_)) => StatusCode::SERVICE_UNAVAILABLE,

@@ -84,6 +84,8 @@
 
 mod body;
 mod callback;
+#[doc(hidden)]
+pub mod fuzzing;
 mod ingress;
 pub mod keys;
 pub mod signature;

@@ -94,6 +94,14 @@ impl Environments {
         })
     }
 
+    /// Closes `session`'s environment, if open (everything it started is
+    /// killed); its next use creates a new one. True when one was open.
+    pub async fn close_session(&self, session: &str) -> bool {
+        let Some(open) = self.open.lock().await.remove(session) else { return false };
+        open.environment.close().await;
+        true
+    }
+
     /// Closes every environment (at shutdown).
     pub async fn close_all(&self) {
         let all: Vec<Arc<dyn Environment>> = self.open.lock().await.drain().map(|(_, e)| e.environment).collect();

@@ -4,8 +4,9 @@
 //!
 //! The gateway notes a session's choice before each turn; the environment
 //! is created with it on the session's first turn and kept until it is
-//! closed for idleness, so a policy change reaches an open session when its
-//! environment is next created.
+//! closed for idleness. A turn whose policy asks for another environment
+//! than the open one closes it first (what it ran is stopped), so a reload
+//! that moves a chat into the sandbox holds from its next turn.
 //!
 //! Fail closed: the sandboxes a config needs are built (and tried) at start
 //! ([`PolicyConfinement::prepare`]); a gateway whose channels need one it
@@ -123,11 +124,14 @@ impl PolicyConfinement {
         Ok(report)
     }
 
-    /// Records where `session`'s shell and code run.
-    pub fn set(&self, session: &str, choice: EnvironmentChoice) {
+    /// Records where `session`'s shell and code run; true when this changes
+    /// an earlier choice (the session's open environment was made for
+    /// another policy and must be closed, so the new one holds at once).
+    pub fn set(&self, session: &str, choice: EnvironmentChoice) -> bool {
         let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
-        if sessions.get(session) != Some(&choice) {
-            sessions.insert(session.to_string(), choice);
+        match sessions.insert(session.to_string(), choice) {
+            Some(before) => before != choice,
+            None => false,
         }
     }
 

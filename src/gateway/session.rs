@@ -12,6 +12,7 @@ use super::admission;
 use super::turn::{self, TurnShare};
 use super::{Inner, Message, outcome};
 use crate::policy::BusyRule;
+use crate::policy::provenance::least_trusted;
 use bub_channel::{Delivery, OutcomeStatus};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
@@ -279,6 +280,11 @@ impl Worker {
         };
         let busy = batch.last().map(|m| m.policy.busy.value).unwrap_or(BusyRule::Queue);
         match busy {
+            // A running turn records what is steered into it with its own
+            // provenance: less trusted text waits for a turn of its own.
+            BusyRule::Steer if least_trusted(batch.iter().map(|m| m.provenance)) > running.provenance() => {
+                self.queue.extend(batch)
+            }
             BusyRule::Steer => {
                 let text = admission::compose_prompt(batch.iter().map(|m| &m.inbound));
                 if self.inner.agent.steer(&self.session, text) {

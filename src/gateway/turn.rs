@@ -38,6 +38,12 @@ pub(crate) struct TurnShare {
 }
 
 impl TurnShare {
+    /// Where the turn's text comes from: its least trusted message's.
+    pub(crate) fn provenance(&self) -> crate::policy::Provenance {
+        let members = self.members.lock().unwrap_or_else(|p| p.into_inner());
+        crate::policy::provenance::least_trusted(members.iter().map(|m| m.provenance))
+    }
+
     /// Adds steered messages to the turn.
     pub(crate) async fn join(&self, inner: &Arc<Inner>, messages: Vec<Message>) {
         let seqs: Vec<i64> = messages.iter().map(|m| m.seq).collect();
@@ -103,7 +109,11 @@ async fn run(inner: &Arc<Inner>, share: &TurnShare) {
     let span = tracing::info_span!("turn", session = %share.session, turn = %share.id, channel = %channel);
     let _enter = span.enter();
 
-    inner.confinement.set(&share.session, super::confinement::EnvironmentChoice::of(&policy));
+    let changed = inner.confinement.set(&share.session, super::confinement::EnvironmentChoice::of(&policy));
+    if changed && let Some(environments) = inner.agent.environments() {
+        let closed = environments.close_session(&share.session).await;
+        tracing::info!(session = %share.session, closed, "the policy changed where the shell runs; the next command starts afresh");
+    }
     let state = TurnState::new();
     state.insert_extension(SessionPolicy { policy: policy.clone(), user, chat_kind: chat.kind });
     state.insert_extension(TurnMarker { turn: share.id.clone(), messages: ids });

@@ -121,3 +121,48 @@ async fn a_channel_that_needs_an_impossible_sandbox_does_not_start() {
     assert!(stderr.contains("environment = \"local\""), "{stderr}");
     assert!(telegram.calls().is_empty(), "nothing started: {:?}", telegram.calls());
 }
+
+/// A reload that moves a chat into the sandbox holds from its next turn,
+/// even though the chat's environment was open on the host.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reload_into_the_sandbox_holds_from_the_next_turn() {
+    use crate::support::gateway::{client, signed_request};
+    const SECRET: &str = "reload-sandbox";
+    let home = tempfile::tempdir().unwrap();
+    let fake = FakeModel::start_answering("text").await;
+    let config = |b_layer: &str| {
+        format!(
+            "[channels.webhook]\nkind = \"webhook\"\nsecrets = [\"{SECRET}\"]\n\
+             [channels.webhook.policy]\noperators = [\"webhook:ops\"]\n\
+             [channels.webhook.chats.\"a\".policy]\nenvironment = \"sandbox\"\n{b_layer}"
+        )
+    };
+    let gateway = GatewayProcess::start_with_config(home.path(), &fake.vars("openai:gpt-test"), &config("")).await;
+    let say = |id: String, text: &'static str| {
+        let body = json!({"message_id": id, "chat_id": "b", "sender_id": "ops", "text": text});
+        let addr = gateway.addr;
+        async move {
+            let response = signed_request(&client(), addr, "webhook", "sync", &body, SECRET).await.unwrap();
+            response.json::<serde_json::Value>().await.unwrap()["text"].as_str().unwrap_or_default().to_string()
+        }
+    };
+    let on_host = say("u1".into(), ",bash cmd='echo uid=$(id -u)'").await;
+    assert!(on_host.contains("uid=") && !on_host.contains("uid=1000"), "on the host first: {on_host}");
+    std::fs::write(
+        home.path().join("bub.toml"),
+        config("[channels.webhook.chats.\"b\".policy]\nenvironment = \"sandbox\"\n"),
+    )
+    .unwrap();
+    let mut shown = String::new();
+    for attempt in 0..100 {
+        shown = say(format!("p{attempt}"), ",policy show").await;
+        if shown.contains("environment = sandbox") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(shown.contains("environment = sandbox"), "the reload never applied: {shown}");
+    let sandboxed = say("u2".into(), ",bash cmd='echo uid=$(id -u)'").await;
+    assert!(sandboxed.contains("uid=1000"), "in the sandbox after the reload: {sandboxed}");
+    assert!(gateway.stop().await);
+}

@@ -9,16 +9,20 @@
 #![no_main]
 
 use bub::policy::{ConfigError, GatewayConfig, Layer};
+use bub::tools::Capabilities;
 use bub::tools::builtin::{self, ShellManager, WebFetchSettings};
 use libfuzzer_sys::fuzz_target;
 use std::sync::{Arc, LazyLock};
 
-static TOOL_NAMES: LazyLock<Vec<String>> = LazyLock::new(|| {
+/// The builtin tools, with what each can do.
+static TOOLS: LazyLock<Vec<(String, Capabilities)>> = LazyLock::new(|| {
     let shells = Arc::new(ShellManager::new());
     let mut tools = builtin::tools(shells.clone(), WebFetchSettings::default());
     tools.extend(builtin::session_tools(shells));
-    tools.iter().map(|tool| tool.name().to_string()).collect()
+    tools.iter().map(|tool| (tool.name().to_string(), tool.capabilities())).collect()
 });
+
+static TOOL_NAMES: LazyLock<Vec<String>> = LazyLock::new(|| TOOLS.iter().map(|(name, _)| name.clone()).collect());
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else { return };
@@ -41,10 +45,11 @@ fuzz_target!(|data: &[u8]| {
         let policy = config.effective(&channel, &chat);
         let _ = policy.describe();
         for shared in [false, true] {
-            let _ = policy.offered_tools(&TOOL_NAMES, shared);
+            let _ = policy.offered_tools(&TOOLS, shared);
         }
-        for tool in TOOL_NAMES.iter() {
-            let _ = policy.tool_verdict(tool, Some("hooks:alice"), true, true);
+        for (tool, capabilities) in TOOLS.iter() {
+            let _ = policy.tool_verdict(tool, *capabilities, Some("hooks:alice"), true, true);
+            let _ = policy.untrusted_context_verdict(tool, *capabilities);
         }
     }
 });

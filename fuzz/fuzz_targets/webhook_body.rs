@@ -67,6 +67,7 @@ fn written_back(inbound: &Inbound) -> String {
         "group": inbound.chat.kind.is_shared(),
         "mentions_bot": inbound.addressing.mention,
         "thread_id": inbound.chat.thread_id,
+        "forwarded": inbound.forwarded,
     })
     .to_string()
 }

@@ -47,19 +47,6 @@ async fn say(gateway: &GatewayProcess, id: &str, chat: &str, sender: &str, text:
     response.json().await.unwrap()
 }
 
-/// The tool results the model was sent in request `index`.
-fn tool_results(fake: &FakeModel, index: usize) -> String {
-    let request = &fake.requests()[index];
-    request["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 fn tool_names(request: &Value) -> Vec<String> {
     request["tools"]
         .as_array()
@@ -98,7 +85,7 @@ async fn bash_is_denied_in_a_group_from_the_model_commands_the_fallback_and_code
     assert_eq!(reply["text"], "could not");
     assert!(!tool_names(&fake.requests()[0]).contains(&"bash".to_string()), "bash is not offered in a group");
     // A call naming a tool the model was not offered is an unknown tool.
-    assert!(tool_results(&fake, 1).contains("unknown tool `bash`"), "{}", tool_results(&fake, 1));
+    assert!(fake.tool_results(1).contains("unknown tool `bash`"), "{}", fake.tool_results(1));
 
     // 2. A comma command naming bash.
     let reply = say(&gateway, "b2", "room", "alice", &format!(",bash cmd='{touch}'")).await;
@@ -118,7 +105,7 @@ async fn bash_is_denied_in_a_group_from_the_model_commands_the_fallback_and_code
         .push(Reply::text("done"));
     let reply = say(&gateway, "b5", "code-room", "alice", "run it from code").await;
     assert_eq!(reply["text"], "done", "{reply}");
-    let results = tool_results(&fake, before + 1);
+    let results = fake.tool_results(before + 1);
     // Code sees only the tools the policy offers, and the policy handler would deny it anyway.
     assert!(results.contains("refused:") && results.contains("no tool named 'bash'"), "{results}");
 

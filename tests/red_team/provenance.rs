@@ -12,18 +12,6 @@ use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(60);
 
-/// The tool results the model was sent in request `index`.
-fn tool_results(fake: &FakeModel, index: usize) -> String {
-    fake.requests()[index]["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 /// A Telegram group the admin approved, with the shell named for it, an
 /// operator `tg:1`, and `extra` in the group's layer.
 fn group_config(telegram: &FakeTelegram, extra: &str) -> String {
@@ -62,7 +50,7 @@ async fn injected_by(from: i64, fields: Value, extra: &str) -> String {
     telegram.push_message(group(), 1, &text, entities);
     let answered = telegram.wait_until(WAIT, |_| fake.request_count() >= 2).await;
     assert!(answered, "the model was not asked twice: {}", fake.request_count());
-    let results = tool_results(&fake, 1);
+    let results = fake.tool_results(1);
     assert!(gateway.stop().await);
     results
 }
@@ -119,12 +107,12 @@ async fn what_a_network_tool_read_keeps_the_shell_away_until_an_anchor() {
     let config = format!("[channels.webhook]\nkind = \"webhook\"\nsecrets = [\"{SECRET}\"]\n");
     let gateway = GatewayProcess::start_with_config(home.path(), &fake.vars("openai:gpt-test"), &config).await;
     assert_eq!(webhook_says(&gateway, "m1", "fetch and run").await["text"], "done");
-    assert!(tool_results(&fake, 1).contains("before-fetch"), "a trusted context runs the shell");
-    let after = tool_results(&fake, 3);
+    assert!(fake.tool_results(1).contains("before-fetch"), "a trusted context runs the shell");
+    let after = fake.tool_results(3);
     assert!(after.contains("what a tool read from the outside world (web.fetch)"), "{after}");
     assert!(!after.contains("after-fetch\n"), "{after}");
     assert_eq!(webhook_says(&gateway, "m2", "run again").await["text"], "done again");
-    let next = tool_results(&fake, 5);
+    let next = fake.tool_results(5);
     assert!(next.contains("denied while untrusted text is in the context"), "still in the context: {next}");
     assert!(gateway.stop().await);
 }

@@ -12,17 +12,6 @@ use std::time::Duration;
 
 const WAIT: Duration = Duration::from_secs(90);
 
-fn tool_results(fake: &FakeModel, index: usize) -> String {
-    fake.requests()[index]["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn the_shell_of_a_chat_bot_runs_in_the_sandbox() {
     let home = tempfile::tempdir().unwrap();
@@ -70,7 +59,7 @@ async fn the_shell_of_a_chat_bot_runs_in_the_sandbox() {
         let answered = telegram.wait_until(WAIT, |_| fake.request_count() >= turns).await;
         assert!(answered, "turn {text} never reached the model ({} requests)", fake.request_count());
     }
-    let probed = tool_results(&fake, 1);
+    let probed = fake.tool_results(1);
     assert_eq!(probed.matches("NOREAD").count(), 3, "bub.toml, bub.db and the secret stay hidden: {probed}");
     for expected in ["NOWRITE-ETC", "NOWRITE-HOME", "WROTE-WS", "NOCONNECT", "uid=1000"] {
         assert!(probed.contains(expected), "{expected}: {probed}");
@@ -81,9 +70,9 @@ async fn the_shell_of_a_chat_bot_runs_in_the_sandbox() {
         "writes reach the workspace"
     );
     assert!(!home.path().join("escape").exists());
-    let bombed = tool_results(&fake, 3);
+    let bombed = fake.tool_results(3);
     assert!(bombed.contains("Resource temporarily unavailable"), "the process limit held: {bombed}");
-    let hogged = tool_results(&fake, 5);
+    let hogged = fake.tool_results(5);
     assert!(hogged.contains("MemoryError"), "{hogged}");
     assert_eq!(fake.request_count(), 7, "the gateway kept serving");
     assert!(gateway.stop().await);

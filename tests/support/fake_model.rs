@@ -139,6 +139,18 @@ impl FakeModel {
         lock(&self.state.requests).len()
     }
 
+    /// The tool results the model was sent in request `index`, one per line.
+    pub fn tool_results(&self, index: usize) -> String {
+        let requests = self.requests();
+        let messages = requests[index]["messages"].as_array().cloned().unwrap_or_default();
+        messages
+            .iter()
+            .filter(|m| m["role"] == "tool")
+            .map(|m| m["content"].as_str().unwrap_or_default().to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
     /// Variables that point `spec`'s provider at this fake: `BUB_MODEL`,
     /// `BUB_<PROVIDER>_API_BASE` and a dummy `BUB_<PROVIDER>_API_KEY`.
     pub fn vars(&self, spec: &str) -> Vec<(String, String)> {

@@ -97,7 +97,7 @@ impl Environment for LocalEnvironment {
             stdout: child.stdout.take().map(|p| Box::new(p) as _),
             stderr: child.stderr.take().map(|p| Box::new(p) as _),
         };
-        Ok(Box::new(LocalProcess { child, group: Arc::new(ProcessGroup(pgid)), io }))
+        Ok(Box::new(LocalProcess::leading(child, pgid, io)))
     }
 
     async fn read_text(&self, path: &str) -> Result<String, EnvironmentError> {
@@ -130,11 +130,21 @@ fn which(program: &str) -> bool {
     std::env::var_os("PATH").is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
 }
 
-/// A process started by [`LocalEnvironment`].
+/// A host child that leads a process group of its own: what
+/// [`LocalEnvironment`] starts, and what the sandbox starts too (its outer
+/// process, whose group holds the sandbox's PID 1). Its exit code is the
+/// command's, or minus the signal that ended it.
 pub struct LocalProcess {
     child: tokio::process::Child,
     group: Arc<ProcessGroup>,
     io: ProcessIo,
+}
+
+impl LocalProcess {
+    /// `child`, which leads process group `pgid`, with the pipes it was given.
+    pub(crate) fn leading(child: tokio::process::Child, pgid: Pid, io: ProcessIo) -> LocalProcess {
+        LocalProcess { child, group: Arc::new(ProcessGroup(pgid)), io }
+    }
 }
 
 /// The process group a [`LocalProcess`] leads.

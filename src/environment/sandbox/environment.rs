@@ -4,7 +4,8 @@ use super::child::{self, Step, Wiring};
 use super::error::SandboxError;
 use super::files;
 use super::plan::{self, Blueprint};
-use super::process::{Capped, SandboxGroup, SandboxProcess};
+use super::process::Capped;
+use crate::environment::LocalProcess;
 use crate::environment::path::resolve_path;
 use crate::environment::process_group::{group_is_alive, signal_group};
 use crate::environment::{Command, Environment, EnvironmentError, Process, ProcessIo, SpawnOptions};
@@ -119,7 +120,7 @@ impl SandboxEnvironment {
         &self,
         command: &Command,
         options: &SpawnOptions,
-    ) -> Result<SandboxProcess, (String, SpawnFailure)> {
+    ) -> Result<LocalProcess, (String, SpawnFailure)> {
         let (label, program, args) = match command {
             Command::Shell(line) => {
                 let shell = if Path::new("/bin/bash").exists() { "/bin/bash" } else { "/bin/sh" };
@@ -202,7 +203,7 @@ impl SandboxEnvironment {
             stdout: child.stdout.take().map(|p| Box::new(Capped::new(p, cap)) as _),
             stderr: child.stderr.take().map(|p| Box::new(Capped::new(p, cap)) as _),
         };
-        Ok(SandboxProcess { child, group: Arc::new(SandboxGroup(pgid)), io })
+        Ok(LocalProcess::leading(child, pgid, io))
     }
 }
 

@@ -83,7 +83,8 @@
 //! - `plan.rs`: the blueprint: every mount as data, made on the host.
 //! - `child.rs`: the child side, between fork and exec.
 //! - `environment.rs`: [`SandboxEnvironment`].
-//! - `process.rs`: [`SandboxProcess`] and its capped output.
+//! - `process.rs`: capped output (the process itself is a
+//!   [`LocalProcess`](crate::environment::LocalProcess) leading its group).
 //! - `files.rs`: the host's race-free file access to the workspace.
 //! - `python.rs`: resolving the interpreter past shims.
 //! - `seccomp.rs`: the syscall filter.
@@ -103,7 +104,6 @@ mod settings;
 pub use environment::SandboxEnvironment;
 pub use error::SandboxError;
 pub use probe::{Feature, ProbeReport, names as feature_names, probe};
-pub use process::SandboxProcess;
 pub use settings::{SandboxLimits, SandboxSettings};
 
 use super::{Command, Environment, EnvironmentError, EnvironmentProvider, SpawnOptions};

@@ -1,57 +1,15 @@
-//! [`SandboxProcess`]: a command running in its sandbox, seen from the host.
+//! The output of a sandboxed command, capped: the host reads at most
+//! [`super::SandboxLimits::max_output_bytes`] of each of its pipes.
 //!
-//! The host's child is the sandbox's outer process (A in [`super::child`]),
+//! The command itself is a [`LocalProcess`](crate::environment::LocalProcess):
+//! the host's child is the sandbox's outer process (A in [`super::child`]),
 //! which leads a process group holding the sandbox's PID 1 and, unless they
 //! moved, everything below. A signal to the group reaches them all; if any
 //! escaped the group, they still die with PID 1, which dies with A.
 
-use crate::environment::process_group::{group_is_alive, signal_group};
-use crate::environment::{Process, ProcessControl, ProcessIo};
-use async_trait::async_trait;
-use rustix::process::{Pid, Signal};
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 use tokio::io::{AsyncRead, ReadBuf};
-
-/// A process started by [`super::SandboxEnvironment`].
-pub struct SandboxProcess {
-    pub(super) child: tokio::process::Child,
-    pub(super) group: Arc<SandboxGroup>,
-    pub(super) io: ProcessIo,
-}
-
-/// The process group of one sandboxed command.
-pub(super) struct SandboxGroup(pub(super) Pid);
-
-impl ProcessControl for SandboxGroup {
-    fn signal(&self, kill: bool) {
-        signal_group(self.0, if kill { Signal::KILL } else { Signal::TERM });
-    }
-
-    fn is_running(&self) -> bool {
-        group_is_alive(self.0)
-    }
-}
-
-#[async_trait]
-impl Process for SandboxProcess {
-    fn take_io(&mut self) -> ProcessIo {
-        std::mem::take(&mut self.io)
-    }
-
-    /// The command's exit code; 128 plus the signal when a signal ended it
-    /// inside, minus the signal when the host's signal ended the sandbox.
-    async fn wait(&mut self) -> std::io::Result<i32> {
-        use std::os::unix::process::ExitStatusExt;
-        let status = self.child.wait().await?;
-        Ok(status.code().unwrap_or_else(|| status.signal().map_or(-1, |signal| -signal)))
-    }
-
-    fn control(&self) -> Arc<dyn ProcessControl> {
-        self.group.clone()
-    }
-}
 
 /// Reads at most `left` bytes, then closes the pipe: a command that keeps
 /// writing gets `EPIPE` instead of filling the host's memory.

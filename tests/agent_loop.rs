@@ -341,3 +341,28 @@ async fn a_large_tool_result_is_spilled_and_the_model_gets_a_preview() {
     assert!(content.starts_with("[tool result spilled: 50000 chars"), "{content}");
     assert!(content.len() < 2_000);
 }
+
+/// Issue 13.1: a page of a spilled result reaches the model as text, never as
+/// another spill notice, even when it asks for more than fits in one result.
+#[tokio::test]
+async fn the_model_reads_a_spilled_result_page_by_page() {
+    let (agent, model, _store) = scripted_agent(vec![bub::tools::builtin::spill::spill_read_tool()]).await;
+    let text: String = (0..4_000).map(|i| format!("{i:09}\n")).collect();
+    let tape = agent.tape("chat").unwrap();
+    let bub::tape::SpillOutcome::Spilled { handle, .. } = tape.spill_if_large("bash", text.clone()).await else {
+        panic!("40 000 characters spill");
+    };
+    model.tool_calls(&[("spill.read", json!({"handle": handle, "cursor": 0, "count": 2}))]);
+    model.tool_calls(&[("spill.read", json!({"handle": handle, "cursor": 1, "count": 1}))]);
+    model.text("read it all");
+    let outcome = agent.run("read the big result", RunOptions::new("chat")).collect().await;
+    assert_eq!(outcome.error, None);
+    let first = model.requests()[1].messages.last().unwrap()["content"].as_str().unwrap().to_string();
+    let second = model.requests()[2].messages.last().unwrap()["content"].as_str().unwrap().to_string();
+    for page in [&first, &second] {
+        assert!(!page.contains("tool result spilled"), "a page is never spilled again: {page}");
+    }
+    assert!(first.starts_with(&format!("[spill {handle}: chunks 0-0 of 3")), "{first}");
+    assert!(first.contains(&text[..16 * 1024]), "the first chunk's text itself");
+    assert!(second.contains(&text[16 * 1024..32 * 1024]), "the second chunk's text itself");
+}

@@ -50,7 +50,11 @@ impl Session {
     }
 
     async fn ok(&self, name: &str, args: Value) -> String {
-        self.call(name, args).await.unwrap_or_else(|e| panic!("{name} failed: {e:?}"))
+        self.ok_on(&self.tape, name, args).await
+    }
+
+    async fn ok_on(&self, tape: &Tape, name: &str, args: Value) -> String {
+        self.call_on(tape, name, args).await.unwrap_or_else(|e| panic!("{name} failed: {e:?}"))
     }
 }
 
@@ -310,7 +314,33 @@ async fn spill_read_pages_a_real_spill_and_explains_bad_handles() {
     let bub::tape::SpillOutcome::Spilled { handle, .. } = s.tape.spill_if_large("bash", text.clone()).await else {
         panic!("40 000 characters spill");
     };
-    let page = s.ok("spill.read", json!({"handle": handle, "count": 4})).await;
+    // Four chunks would not fit in one result under the default threshold
+    // (16 384 characters): the page is one chunk, and says how to go on.
+    let mut read_back = String::new();
+    let mut cursor = Some(0);
+    while let Some(at) = cursor {
+        let page = s.ok("spill.read", json!({"handle": handle, "cursor": at, "count": 4})).await;
+        assert!(!page.contains("tool result spilled"), "a page is never spilled again: {page}");
+        let (header, content) = page.split_once('\n').unwrap();
+        assert!(header.starts_with(&format!("[spill {handle}: chunks {at}-{at} of 3")), "{header}");
+        let next = header.split("next_cursor: ").nth(1).unwrap().trim_end_matches(']');
+        cursor = next.parse().ok();
+        let content = match cursor {
+            Some(_) => content
+                .strip_suffix("\n[1 of the 4 chunks asked fit in one result; continue from next_cursor]")
+                .unwrap(),
+            None => content,
+        };
+        read_back.push_str(content);
+    }
+    assert_eq!(read_back, text);
+
+    // With room for them, four chunks come at once.
+    let roomy = s.tape.clone().with_settings(bub::tape::TapeSettings {
+        spill: bub::tape::SpillSettings { threshold_tokens: 20_000 },
+        archive_dir: s.store.dir.path().into(),
+    });
+    let page = s.ok_on(&roomy, "spill.read", json!({"handle": handle, "count": 4})).await;
     let (header, content) = page.split_once('\n').unwrap();
     assert!(header.starts_with(&format!("[spill {handle}: chunks 0-2 of 3")), "{header}");
     assert_eq!(content, text);

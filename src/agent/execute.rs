@@ -51,8 +51,9 @@ impl CallSite {
             Err(error) => error.to_value().to_string(),
         };
         // Commands show their output to an operator and code-mode results go
-        // back into code: only what the model reads is spilled.
-        let output = if call.command || call.code_mode {
+        // back into code: only what the model reads is spilled. A page of a
+        // spill is never spilled again: it would be out of reach for good.
+        let output = if call.command || call.code_mode || call.tool == crate::tools::builtin::spill::SPILL_READ {
             rendered
         } else {
             self.run.tape.spill_if_large(&call.tool, rendered).await.into_text()

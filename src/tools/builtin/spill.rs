@@ -5,6 +5,7 @@
 //! error) comes back as a plain successful text: the messages are written for
 //! the model, which reads them and retries with a better handle or cursor.
 
+use crate::tape::spill::{CHUNK_BYTES, MAX_READ_CHUNKS};
 use crate::tools::{Capability, Tool, ToolContext, ToolError};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -15,8 +16,9 @@ fn default_count() -> usize {
 
 /// Read a tool result that was too long to show and was stored instead (its
 /// preview names the handle). Each call returns up to 4 chunks of about 16 KiB
-/// and a header with `next_cursor`; call again with that cursor (and the same
-/// `from_end`) to continue, until `next_cursor` is `none`.
+/// (fewer when that many would not fit in one result) and a header with
+/// `next_cursor`; call again with that cursor (and the same `from_end`) to
+/// continue, until `next_cursor` is `none`.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct SpillReadArgs {
     /// The handle from the `[tool result spilled: …; handle <handle>]` header.
@@ -32,18 +34,54 @@ pub struct SpillReadArgs {
     pub from_end: bool,
 }
 
+/// The tool's name: its results are never spilled again (a page of a spill
+/// answered with another spill notice could never be read).
+pub const SPILL_READ: &str = "spill.read";
+
+/// How many chunks fit in one result the model reads: as many as stay within
+/// the spill threshold (what counts as too long for one result), at least one.
+/// Off (threshold 0): as many as asked.
+fn chunks_that_fit(asked: usize, threshold_chars: Option<usize>) -> usize {
+    match threshold_chars {
+        Some(threshold) => asked.min((threshold / CHUNK_BYTES).max(1)),
+        None => asked,
+    }
+}
+
 /// `spill.read`: the `SpillPage` text, or the read error as text.
 pub fn spill_read_tool() -> Tool {
-    Tool::typed("spill.read", |args: SpillReadArgs, ctx: ToolContext| async move {
+    Tool::typed(SPILL_READ, |args: SpillReadArgs, ctx: ToolContext| async move {
         let handle = args.handle.trim();
-        let count = args.count;
+        let asked = args.count;
+        let count = if (1..=MAX_READ_CHUNKS).contains(&asked) {
+            chunks_that_fit(asked, ctx.tape.settings().spill.threshold_chars())
+        } else {
+            asked // out of range: `read_spill` explains
+        };
         let read = ctx.tape.read_spill(handle, args.cursor, count, args.from_end).await;
-        tracing::debug!(tool = "spill.read", session = %ctx.tape.name(), handle, cursor = args.cursor, count, ok = read.is_ok(), "spill read");
+        tracing::debug!(tool = SPILL_READ, session = %ctx.tape.name(), handle, cursor = args.cursor, count, ok = read.is_ok(), "spill read");
         Ok::<_, ToolError>(match read {
+            Ok(page) if count < asked && page.next_cursor.is_some() => {
+                format!("{page}\n[{count} of the {asked} chunks asked fit in one result; continue from next_cursor]")
+            }
             Ok(page) => page.to_string(),
             Err(error) => error.to_string(),
         })
     })
     .preserved()
     .with_capabilities([Capability::Read])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_page_stays_within_the_threshold_but_always_shows_a_chunk() {
+        assert_eq!(chunks_that_fit(4, Some(16_384)), 1);
+        assert_eq!(chunks_that_fit(4, Some(100)), 1);
+        assert_eq!(chunks_that_fit(4, Some(3 * CHUNK_BYTES)), 3);
+        assert_eq!(chunks_that_fit(2, Some(10 * CHUNK_BYTES)), 2);
+        assert_eq!(chunks_that_fit(4, None), 4);
+    }
 }

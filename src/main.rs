@@ -37,11 +37,18 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(bub::cli::run(cli)) {
+    let result = runtime.block_on(bub::cli::run(cli));
+    // Not waiting for tasks still blocked (a prompt reading stdin): bub has
+    // stopped what it ran and recorded it.
+    runtime.shutdown_background();
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("error: {error:#}");
-            ExitCode::FAILURE
+            let quiet = error.downcast_ref::<bub::cli::Exit>().is_some_and(|exit| exit.message.is_empty());
+            if !quiet {
+                eprintln!("error: {error:#}");
+            }
+            ExitCode::from(bub::cli::exit::status_of(&error))
         }
     }
 }

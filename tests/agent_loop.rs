@@ -366,3 +366,45 @@ async fn the_model_reads_a_spilled_result_page_by_page() {
     assert!(first.contains(&text[..16 * 1024]), "the first chunk's text itself");
     assert!(second.contains(&text[16 * 1024..32 * 1024]), "the second chunk's text itself");
 }
+
+/// Issue 13.2 through the library: a cut answer is asked again, the outcome's
+/// text is the whole answer only, and the tape keeps the fragment as an error.
+#[tokio::test]
+async fn a_cut_answer_is_asked_again_and_kept_out_of_the_text_and_the_context() {
+    let (agent, model, store) = scripted_agent(vec![]).await;
+    model.cut_after("half an ans");
+    model.text("A whole answer.");
+    let outcome = agent.run("question", RunOptions::new("chat")).collect().await;
+    assert_eq!(outcome.error, None);
+    assert_eq!(outcome.text, "A whole answer.");
+    assert!(
+        outcome
+            .events
+            .iter()
+            .any(|e| matches!(e, StreamEvent::Cut { partial, retrying: true, .. } if partial == "half an ans"))
+    );
+    let tape = store.tape("chat");
+    let errors = tape.read(&TapeQuery::all().kinds([EntryKind::Error])).await.unwrap();
+    assert_eq!(errors.len(), 1);
+    assert_eq!(errors[0].payload["details"]["partial_text"], "half an ans");
+    let context = tape.context().await.unwrap();
+    assert!(!context.iter().any(|m| m["content"].as_str().is_some_and(|c| c.contains("half an ans"))), "{context:?}");
+    assert_eq!(context.last().unwrap()["content"], "A whole answer.");
+}
+
+/// Issue 13.3 through the library: `RunStream::cancel` returns once the run
+/// has stopped and recorded the interruption, with what was steered in unread.
+#[tokio::test]
+async fn cancel_waits_for_the_run_records_the_interruption_and_returns_unread_messages() {
+    let (agent, model, store) = scripted_agent(vec![]).await;
+    model.hang_after("partial");
+    let mut stream = agent.run("start", RunOptions::new("chat"));
+    assert_eq!(stream.next_event().await, Some(StreamEvent::Text("partial".into())));
+    assert!(agent.steer("chat", "one more thing"));
+    let unread = stream.cancel("the test stopped it").await;
+    assert_eq!(unread, vec!["one more thing".to_string()]);
+    let errors = store.tape("chat").read(&TapeQuery::all().kinds([EntryKind::Error])).await.unwrap();
+    assert_eq!(errors.len(), 1, "recorded before cancel returned");
+    assert_eq!(errors[0].payload["kind"], "interrupted");
+    assert_eq!(errors[0].payload["message"], "interrupted: the test stopped it");
+}

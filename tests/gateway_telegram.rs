@@ -274,3 +274,24 @@ async fn a_message_the_gateway_cannot_take_is_skipped_and_the_next_one_answered(
     assert!(telegram.offsets().iter().any(|offset| *offset > 2), "{:?}", telegram.offsets());
     assert!(gateway.stop().await);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cut_answer_shown_live_is_replaced_by_the_whole_one() {
+    let home = tempfile::tempdir().unwrap();
+    let telegram = FakeTelegram::start().await;
+    let fake = FakeModel::start().await;
+    fake.push(Reply::cut_mid_stream("The first words of a long ans"));
+    fake.push(Reply::slow_first_token(Duration::from_millis(3000), Reply::text("A whole answer.")));
+    let gateway = start(home.path(), &fake, &config(&telegram, TOKEN, "")).await;
+
+    telegram.user_says(1001, "tell me");
+    let shown = wait_for_visible(&telegram, "A whole answer.").await;
+    assert_eq!(shown.len(), 1, "one message, edited from the fragment to the answer: {shown:?}");
+    let mut seen = vec![shown[0].0.text.clone()];
+    seen.extend(telegram.edits().into_iter().map(|edit| edit.text));
+    assert!(
+        seen.iter().any(|text| text.contains("the answer was cut off; asking the model again")),
+        "the chat read that the answer was cut while it was asked again: {seen:?}"
+    );
+    gateway.stop().await;
+}

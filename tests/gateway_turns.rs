@@ -198,3 +198,67 @@ async fn unaddressed_group_messages_are_recorded_never_answered() {
     assert!(seen.contains("and also this"), "the recorded follow-up is context: {seen}");
     gateway.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cut_answer_is_asked_again_and_the_chat_gets_the_whole_one() {
+    let home = tempfile::tempdir().unwrap();
+    let fake = FakeModel::start().await;
+    fake.push(Reply::cut_mid_stream("first words ")).push(Reply::text("Complete reply.")).push(Reply::text("ok"));
+    let gateway = start(home.path(), &fake, "").await;
+    let (status, reply) = send(gateway.addr, "a", "c1", "tell me").await;
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(reply["status"], "replied", "{reply}");
+    assert_eq!(reply["text"], "Complete reply.");
+    send(gateway.addr, "b", "c1", "and now?").await;
+    let context: Vec<String> = fake.requests()[2]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(context.iter().any(|c| c == "Complete reply."), "{context:?}");
+    assert!(!context.iter().any(|c| c.contains("first words")), "the fragment is not replayed: {context:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_answer_cut_twice_fails_the_turn_and_the_chat_reads_that_it_was_cut() {
+    let home = tempfile::tempdir().unwrap();
+    let fake = FakeModel::start().await;
+    fake.push(Reply::cut_mid_stream("first words ")).push(Reply::cut_mid_stream("again words "));
+    let gateway = start(home.path(), &fake, "").await;
+    let (_, reply) = send(gateway.addr, "a", "c1", "tell me").await;
+    assert_eq!(reply["status"], "failed", "{reply}");
+    let text = reply["text"].as_str().unwrap();
+    assert!(text.starts_with("again words"), "what was said before the cut is shown as such: {text}");
+    assert!(text.contains("The turn failed (cut)") && text.contains("answer was cut off"), "{text}");
+    assert!(!text.contains("first words"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_sse_caller_is_told_to_restart_when_a_cut_answer_is_asked_again() {
+    let home = tempfile::tempdir().unwrap();
+    let fake = FakeModel::start().await;
+    fake.push(Reply::cut_mid_stream("first words ")).push(Reply::text("Complete reply."));
+    let gateway = start(home.path(), &fake, "").await;
+    let body = json!({"message_id": "s1", "chat_id": "c1", "sender_id": "u1", "text": "tell me"});
+    let response = signed_request(&client(), gateway.addr, "webhook", "sse", &body, SECRET).await.unwrap();
+    let stream = response.text().await.unwrap();
+    let events: Vec<(&str, Value)> = stream
+        .split("\n\n")
+        .filter_map(|event| {
+            let name = event.lines().find_map(|line| line.strip_prefix("event:"))?.trim();
+            let data = event.lines().find_map(|line| line.strip_prefix("data:"))?;
+            Some((name, serde_json::from_str(data.trim()).unwrap()))
+        })
+        .collect();
+    let restart = events.iter().position(|(name, _)| *name == "restart").expect(&stream);
+    assert_eq!(events[restart].1["text"], "", "nothing before the cut answer is kept: {stream}");
+    let after: String = events[restart..]
+        .iter()
+        .filter(|(name, _)| *name == "delta")
+        .map(|(_, data)| data["text"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(after, "Complete reply.", "{stream}");
+    let (_, done) = events.last().unwrap();
+    assert_eq!(done["text"], "Complete reply.", "{stream}");
+}

@@ -254,14 +254,14 @@ async fn a_context_overflow_is_typed_and_not_retried() {
 }
 
 #[tokio::test]
-async fn a_stream_cut_mid_way_is_a_protocol_error_after_the_partial_text() {
+async fn a_stream_cut_mid_way_is_a_cut_error_after_the_partial_text() {
     let fake = FakeModel::start().await;
     fake.push(Reply::cut_mid_stream("partial text"));
     let (events, error) = run(&client(&fake.settings(OPENAI), OPENAI), request("m")).await.unwrap();
     assert_eq!(text(&events), "partial text");
     let error = error.expect("the cut is reported");
-    assert_eq!(error.kind(), "protocol", "{error:?}");
-    assert!(error.to_string().contains("stream ended early"), "{error}");
+    assert_eq!(error.kind(), "cut", "{error:?}");
+    assert!(error.to_string().contains("stopped mid-answer: connection lost"), "{error}");
     assert_eq!(fake.request_count(), 1, "never retried after a token");
 }
 
@@ -404,12 +404,12 @@ async fn anthropic_rate_limits_and_overloads_are_retried() {
 }
 
 #[tokio::test]
-async fn anthropic_cut_stream_is_a_protocol_error_after_the_partial_text() {
+async fn anthropic_cut_stream_is_a_cut_error_after_the_partial_text() {
     let fake = FakeModel::start().await;
     fake.push(Reply::cut_mid_stream("partial text"));
     let (events, error) = run(&client(&fake.settings(ANTHROPIC), ANTHROPIC), request("c")).await.unwrap();
     assert_eq!(text(&events), "partial text");
-    assert_eq!(error.map(|e| e.kind()), Some("protocol"));
+    assert_eq!(error.map(|e| e.kind()), Some("cut"));
     assert_eq!(fake.request_count(), 1);
 }
 

@@ -16,7 +16,12 @@ use crate::tools::ToolError;
 use serde_json::json;
 use std::time::Instant;
 
-/// Runs the command in `text` and streams its output as one `Text` and one `Final`.
+/// The `Error` kind of a run whose comma command failed; its message is the
+/// command's output, already streamed as the run's text.
+pub const COMMAND_FAILED: &str = "command";
+
+/// Runs the command in `text` and streams its output as one `Text` and one
+/// `Final`, then an `Error` ([`COMMAND_FAILED`]) if it failed.
 pub(crate) async fn run_command(site: &CallSite, text: &str, prefix: &str, out: &Output) -> Result<(), RunFailure> {
     let started = Instant::now();
     let (name, raw, outcome) = match parse_command(text, prefix) {
@@ -48,7 +53,11 @@ pub(crate) async fn run_command(site: &CallSite, text: &str, prefix: &str, out: 
         })
         .await?;
     out.send(StreamEvent::Text(output.clone())).await;
-    out.send(StreamEvent::Final { step: 0, text: output }).await;
+    out.send(StreamEvent::Final { step: 0, text: output.clone() }).await;
+    if !ok {
+        // The output says what failed; the run fails too (`bub run` exits non-zero).
+        out.send(StreamEvent::Error { kind: COMMAND_FAILED.into(), message: output }).await;
+    }
     Ok(())
 }
 

@@ -44,9 +44,10 @@ mod steering;
 pub mod stream;
 
 pub use bus::{AgentEvent, EventBus, HandlerError, HandlerId};
+pub use commands::COMMAND_FAILED;
 pub use prompt::{PromptContext, SectionId, SystemPrompt, ToolSummary};
-pub use run::{MessageMeta, OVERFLOW_ANCHOR, PinnedModel, RunOptions, RunTools};
+pub use run::{CUT_RETRIES, MessageMeta, OVERFLOW_ANCHOR, PinnedModel, RunOptions, RunTools};
 pub use runtime::{Agent, AgentBuilder, DEFAULT_MAX_STEPS};
 pub(crate) use settings::{session_model, session_reasoning_effort};
 pub use state::TurnState;
-pub use stream::{RunOutcome, RunStream, StreamEvent};
+pub use stream::{AnswerText, RunOutcome, RunStream, StreamEvent};

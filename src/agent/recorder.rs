@@ -5,7 +5,7 @@
 //! |---|---|
 //! | `RunStarted` | event `loop.start {model, prompt, allowed_tools}` |
 //! | `StepStarted` | event `loop.step.start {step}`, then the step's user messages (with the run's [`MessageMeta`](super::MessageMeta)) |
-//! | `AfterLlmCall` | the system prompt (only when it differs from the last one on the tape), the assistant text, the tool calls, event `run {status, provider, model, usage, elapsed_ms}`, and an `error` entry on failure |
+//! | `AfterLlmCall` | the system prompt (only when it differs from the last one on the tape), the assistant text, the tool calls, event `run {status, provider, model, usage, elapsed_ms}`; on failure no text or calls but an `error` entry, whose `details` keep what streamed before a cut (`{cut, partial_text, partial_tool_calls}`) |
 //! | `ChatCompleted` | one `tool_result` entry, results in call order |
 //! | `StepFinished` | event `loop.step {step, status, elapsed_ms, error?}` |
 //! | `CommandFinished` | event `command {raw, name, status, elapsed_ms, output}` |
@@ -104,10 +104,12 @@ async fn llm_call_entries(event: &AfterLlmCall) -> Result<Vec<NewEntry>, Handler
             entries.push(NewEntry::system(system));
         }
     }
-    if !event.text.is_empty() {
+    // A failed call's text and calls are a fragment, not what the model
+    // said: they go in the error entry, out of every later context.
+    if event.error.is_none() && !event.text.is_empty() {
         entries.push(NewEntry::chat("assistant", event.text.clone()));
     }
-    if !event.tool_calls.is_empty() {
+    if event.error.is_none() && !event.tool_calls.is_empty() {
         entries.push(NewEntry::tool_call(event.tool_calls.iter().map(|c| c.to_openai()).collect()));
     }
     let (provider, model) = match ModelSpec::parse(&event.spec) {
@@ -125,9 +127,19 @@ async fn llm_call_entries(event: &AfterLlmCall) -> Result<Vec<NewEntry>, Handler
     }
     entries.push(NewEntry::event("run", run));
     if let Some(error) = &event.error {
-        entries.push(NewEntry::error(error.kind(), error.to_string(), None));
+        entries.push(NewEntry::error(error.kind(), error.to_string(), cut_fragment(event)));
     }
     Ok(entries)
+}
+
+/// What a call that failed mid-stream had sent: `{cut: true, partial_text,
+/// partial_tool_calls}`; `None` when nothing had arrived.
+fn cut_fragment(event: &AfterLlmCall) -> Option<Value> {
+    if event.text.is_empty() && event.tool_calls.is_empty() {
+        return None;
+    }
+    let calls: Vec<Value> = event.tool_calls.iter().map(|c| c.to_openai()).collect();
+    Some(json!({"cut": true, "partial_text": event.text, "partial_tool_calls": calls}))
 }
 
 async fn write(run: &RunContext, entries: Vec<NewEntry>) -> Result<(), HandlerError> {

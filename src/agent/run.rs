@@ -9,7 +9,10 @@
 //!   keep the run going for one more step if they arrive after the last one;
 //! - `max_steps` bounds the model calls of a run;
 //! - a model failure ends the run with an `Error` event naming its kind and the
-//!   provider's message, recorded on the tape: never an empty reply.
+//!   provider's message, recorded on the tape: never an empty reply;
+//! - an answer cut off mid-stream (dropped connection, silence past the
+//!   timeout) is recorded as an error with its fragment, never as the
+//!   answer; the run yields `Cut` and asks again ([`CUT_RETRIES`]), then fails.
 
 use super::bus::HandlerError;
 use super::code_mode;
@@ -19,7 +22,7 @@ use super::prompt::{PromptContext, ToolSummary};
 use super::runtime::Agent;
 use super::state::TurnState;
 use super::steering::ActiveRun;
-use super::stream::{Output, RunStream, StreamEvent};
+use super::stream::{Interruption, Output, RunStream, StreamEvent};
 use crate::model::{ChatRequest, ModelError, ModelEvent, ModelSpec, ToolCallRequest, Usage};
 use crate::tools::ToolRegistry;
 use futures::StreamExt;
@@ -28,6 +31,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::mpsc;
+
+/// How many times a step whose answer was cut off mid-stream (a retryable
+/// failure after some of it arrived) is asked again before the run fails.
+pub const CUT_RETRIES: usize = 1;
 
 /// The anchor written when the context overflows.
 pub const OVERFLOW_ANCHOR: &str = "auto_handoff/context_overflow";
@@ -173,24 +180,28 @@ impl Agent {
         let (tx, rx) = mpsc::channel(STREAM_BUFFER);
         let agent = self.clone();
         let prompt = prompt.into();
-        tokio::spawn(async move {
-            let out = Output { tx };
-            agent.drive(prompt, options, &out).await;
+        let interruption = Interruption::default();
+        let out = Output { tx, interruption: interruption.clone() };
+        let task = tokio::spawn(async move {
+            agent.drive(prompt, options, &out).await
             // `out` drops here, after the merge: the stream ends last.
         });
-        RunStream { events: rx }
+        RunStream { events: rx, interruption, task }
     }
 
-    async fn drive(&self, prompt: String, options: RunOptions, out: &Output) {
+    /// Runs to the end and merges the fork. Returns the steered messages a
+    /// cancelled run had not read (see [`RunStream::cancel`]); a run that
+    /// ends otherwise yields them as [`StreamEvent::Unread`].
+    async fn drive(&self, prompt: String, options: RunOptions, out: &Output) -> Vec<String> {
         if prompt.trim().is_empty() {
             out.send(StreamEvent::Error { kind: "invalid_input".into(), message: "empty prompt".into() }).await;
-            return;
+            return Vec::new();
         }
         let parent = match self.tape(&options.tape) {
             Ok(tape) => tape,
             Err(error) => {
                 out.send(StreamEvent::Error { kind: "invalid_input".into(), message: error.to_string() }).await;
-                return;
+                return Vec::new();
             }
         };
         // Written inside the fork: a discarded or `temp/` run leaves no trace at all.
@@ -199,24 +210,38 @@ impl Agent {
             Ok(start) => start,
             Err(error) => {
                 out.send(StreamEvent::Error { kind: "tape".into(), message: error.to_string() }).await;
-                return;
+                return Vec::new();
             }
         };
         if !start.has_anchor
             && let Err(error) = fork.tape().write_bootstrap_anchor().await
         {
             out.send(StreamEvent::Error { kind: "tape".into(), message: error.to_string() }).await;
-            return;
+            return Vec::new();
         }
         let run = RunContext { run_id: new_run_id(), tape: fork.tape().clone(), state: options.state.clone() };
         let active = self.inner.steering.open(&options.tape);
-        let (result, cancelled) = tokio::select! {
-            result = self.run_on(&run, &active, prompt, &options, start, out) => (result, false),
-            _ = out.cancelled() => {
-                tracing::info!(run_id = %run.run_id, tape = %options.tape, "run cancelled: its stream was dropped");
+        // Decided first, acted on after: the `select!` drops the run (and
+        // with it the running tools) before the interruption is recorded.
+        let finished = tokio::select! {
+            result = self.run_on(&run, &active, prompt, &options, start, out) => Some(result),
+            _ = out.cancelled() => None,
+        };
+        let (result, cancelled) = match finished {
+            Some(result) => (result, false),
+            None => {
+                let reason = out.interruption.reason();
+                tracing::info!(run_id = %run.run_id, tape = %options.tape, %reason, "run cancelled");
+                if options.merge_back
+                    && options.keep_cancelled
+                    && let Err(error) = record_interruption(&run, &reason).await
+                {
+                    tracing::error!(run_id = %run.run_id, %error, "cannot record the interruption");
+                }
                 (Ok(()), true)
             }
         };
+        let unread = active.drain();
         drop(active);
         let merged = if options.merge_back && (options.keep_cancelled || !cancelled) {
             fork.merge().await.map(|_| ())
@@ -232,6 +257,13 @@ impl Agent {
             tracing::error!(run_id = %run.run_id, %error, "merging the run's tape failed");
             out.send(StreamEvent::Error { kind: "tape".into(), message: error.to_string() }).await;
         }
+        if cancelled {
+            return unread;
+        }
+        if !unread.is_empty() {
+            out.send(StreamEvent::Unread(unread)).await;
+        }
+        Vec::new()
     }
 
     async fn run_on(
@@ -327,7 +359,27 @@ impl Agent {
                 .emit(StepStarted { run: run.clone(), step, messages: std::mem::take(&mut pending) })
                 .await?;
 
-            let answer = self.call_model(run, step, &spec, &tools, &step_prompt, options, out).await?;
+            let mut cuts_left = CUT_RETRIES;
+            let answer = loop {
+                match self.call_model(run, step, &spec, &tools, &step_prompt, options, out).await? {
+                    Err(failure) if failure.partial.streamed => {
+                        let retrying = cuts_left > 0 && failure.error.is_retryable();
+                        tracing::warn!(run_id = %run.run_id, step, kind = failure.error.kind(), error = %failure.error, retrying, "the model's answer was cut off");
+                        out.send(StreamEvent::Cut {
+                            kind: failure.error.kind().to_string(),
+                            message: failure.error.to_string(),
+                            partial: failure.partial.text.clone(),
+                            retrying,
+                        })
+                        .await;
+                        if !retrying {
+                            break Err(failure);
+                        }
+                        cuts_left -= 1;
+                    }
+                    answer => break answer,
+                }
+            };
             let finished = |status, error: Option<String>| StepFinished {
                 run: run.clone(),
                 step,
@@ -336,7 +388,7 @@ impl Agent {
                 error,
             };
             match answer {
-                Err(ModelError::ContextOverflow { message, .. }) if !handed_off => {
+                Err(ModelFailure { error: ModelError::ContextOverflow { message, .. }, .. }) if !handed_off => {
                     handed_off = true;
                     self.inner.events.emit(finished(StepStatus::AutoHandoff, Some(message.clone()))).await?;
                     run.tape
@@ -344,9 +396,14 @@ impl Agent {
                         .await?;
                     pending.push(json!({"role": "user", "content": prompt}));
                 }
-                Err(error) => {
+                Err(ModelFailure { error, partial }) => {
                     self.inner.events.emit(finished(StepStatus::Error, Some(error.to_string()))).await?;
-                    return Err(RunFailure::new(error.kind(), error.to_string()));
+                    let message = if partial.streamed {
+                        format!("the model's answer was cut off: {error}")
+                    } else {
+                        error.to_string()
+                    };
+                    return Err(RunFailure::new(error.kind(), message));
                 }
                 Ok(answer) if answer.calls.is_empty() => {
                     out.send(StreamEvent::Final { step, text: answer.text }).await;
@@ -406,8 +463,9 @@ impl Agent {
         })
     }
 
-    /// One model call, streamed to `out`. `Ok(Err(_))` is a model failure (the
-    /// loop decides what to do); `Err(_)` is a handler or tape failure.
+    /// One model call, streamed to `out`. `Ok(Err(_))` is a model failure, with
+    /// what streamed before it (the loop decides what to do); `Err(_)` is a
+    /// handler or tape failure.
     #[allow(clippy::too_many_arguments)]
     async fn call_model(
         &self,
@@ -418,7 +476,7 @@ impl Agent {
         step_prompt: &str,
         options: &RunOptions,
         out: &Output,
-    ) -> Result<Result<ModelAnswer, ModelError>, RunFailure> {
+    ) -> Result<Result<ModelAnswer, ModelFailure>, RunFailure> {
         let visible: Vec<_> = tools.model_tools().collect();
         let prompt_context = PromptContext {
             prompt: step_prompt.to_string(),
@@ -483,7 +541,10 @@ impl Agent {
             elapsed_ms: started.elapsed().as_millis() as u64,
         };
         self.inner.events.emit(after).await?;
-        Ok(result.map(|()| answer))
+        Ok(match result {
+            Ok(()) => Ok(answer),
+            Err(error) => Err(ModelFailure { error, partial: answer }),
+        })
     }
 
     async fn stream_model(
@@ -503,13 +564,18 @@ impl Agent {
         while let Some(item) = stream.next().await {
             match item? {
                 ModelEvent::TextDelta(delta) => {
+                    answer.streamed = true;
                     answer.text.push_str(&delta);
                     out.send(StreamEvent::Text(delta)).await;
                 }
                 ModelEvent::ReasoningDelta(delta) => {
+                    answer.streamed = true;
                     out.send(StreamEvent::Reasoning(delta)).await;
                 }
-                ModelEvent::ToolCall(call) => answer.calls.push(call),
+                ModelEvent::ToolCall(call) => {
+                    answer.streamed = true;
+                    answer.calls.push(call);
+                }
                 ModelEvent::Usage(usage) => {
                     answer.usage = Some(usage);
                     out.send(StreamEvent::Usage(usage)).await;
@@ -526,6 +592,15 @@ struct ModelAnswer {
     text: String,
     calls: Vec<ToolCallRequest>,
     usage: Option<Usage>,
+    /// Some of the answer (text, reasoning or a call) arrived: a failure
+    /// after this cut the answer off.
+    streamed: bool,
+}
+
+/// A model call that failed, and what it had streamed before.
+struct ModelFailure {
+    error: ModelError,
+    partial: ModelAnswer,
 }
 
 /// Runs a step's calls concurrently; results come back in call order.
@@ -575,6 +650,25 @@ async fn run_calls(
         outputs.push(result.output);
     }
     Ok(outputs)
+}
+
+/// Writes on the run's tape that it was interrupted: a result for each call
+/// left without one (the next context must pair every call with a result, and
+/// the tape must not pretend the tool finished), then an `interrupted` error.
+async fn record_interruption(run: &RunContext, reason: &str) -> Result<(), crate::tape::TapeError> {
+    use crate::tape::{EntryKind, NewEntry, TapeQuery};
+    let message = format!("interrupted: {reason}");
+    let recent = TapeQuery::all().kinds([EntryKind::ToolCall, EntryKind::ToolResult]).newest_first().limit(64);
+    let last = run.tape.read(&recent).await?.into_iter().find(|entry| entry.in_context());
+    let mut entries = Vec::new();
+    if let Some(calls) = last.filter(|entry| entry.kind == EntryKind::ToolCall) {
+        let count = calls.payload.get("calls").and_then(Value::as_array).map_or(0, Vec::len);
+        let results = (0..count).map(|_| json!(format!("error: {message} before the tool finished"))).collect();
+        entries.push(NewEntry::tool_result(results));
+    }
+    entries.push(NewEntry::error("interrupted", message, None));
+    let entries = entries.into_iter().map(|e| e.with_meta("run_id", json!(run.run_id))).collect();
+    run.tape.append_all(entries).await.map(|_| ())
 }
 
 /// `run-<UTC date and time with microseconds>Z`, unique enough per process and sortable.

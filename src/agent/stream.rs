@@ -2,13 +2,21 @@
 //!
 //! The run itself is a task; the stream is its receiving end. Dropping the
 //! stream cancels the run at its next await point (the model stream is dropped,
-//! running tools are abandoned) and the run's fork is still merged, so what was
-//! recorded stays. The stream ends only after the merge, so a consumer that
+//! running tools are abandoned and their processes killed) and the run's fork
+//! is still merged with an `interrupted` error entry, so what was recorded
+//! stays and says how it ended. [`RunStream::cancel`] does the same and waits
+//! until it is done. The stream ends only after the merge, so a consumer that
 //! reads to the end sees the tape complete.
+//!
+//! A model answer cut off mid-stream (the connection dropped, or went silent
+//! past the timeout) is not an answer: the run yields [`StreamEvent::Cut`],
+//! and either asks the model again (its text follows from the start) or ends
+//! with an `Error`. [`AnswerText`] keeps the text a consumer should show.
 
 use crate::model::Usage;
 use futures::Stream;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use tokio::sync::mpsc;
 
@@ -33,6 +41,21 @@ pub enum StreamEvent {
         is_error: bool,
     },
     Usage(Usage),
+    /// The model's answer was cut off after `partial` streamed (the
+    /// connection dropped or went silent): `partial` is not its answer and
+    /// is recorded on the tape as an error, never as what the model said.
+    /// `retrying`: the model is asked again and its new text follows; else an
+    /// `Error` follows and the run ends.
+    Cut {
+        kind: String,
+        message: String,
+        partial: String,
+        retrying: bool,
+    },
+    /// Messages steered into the run ([`Agent::steer`](super::Agent::steer))
+    /// that it ended without reading (it failed first): the caller should
+    /// start a turn with them. Comes just before the stream ends.
+    Unread(Vec<String>),
     /// The run failed; `kind` is a stable name (`rate_limited`, `max_steps`, …).
     Error {
         kind: String,
@@ -48,12 +71,62 @@ pub enum StreamEvent {
 /// The receiving end of a run.
 pub struct RunStream {
     pub(crate) events: mpsc::Receiver<StreamEvent>,
+    pub(crate) interruption: Interruption,
+    /// The run's task: [`RunStream::cancel`] waits for it (a closed channel
+    /// says nothing about whether the run has finished recording).
+    pub(crate) task: tokio::task::JoinHandle<Vec<String>>,
+}
+
+/// Why a run was cancelled, told by its consumer, read by the run when it
+/// records the interruption.
+#[derive(Clone, Default)]
+pub(crate) struct Interruption(Arc<Mutex<Option<String>>>);
+
+impl Interruption {
+    fn set(&self, reason: &str) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(reason.to_string());
+    }
+
+    pub(crate) fn reason(&self) -> String {
+        let reason = self.0.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        reason.unwrap_or_else(|| "its consumer stopped reading".to_string())
+    }
+}
+
+/// The text of a run's answers as a consumer should show it: the deltas in
+/// order, less the partial text of an answer that was cut off and asked again.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AnswerText(String);
+
+impl AnswerText {
+    /// Takes `event` into account; true when the text changed.
+    pub fn apply(&mut self, event: &StreamEvent) -> bool {
+        match event {
+            StreamEvent::Text(delta) => {
+                self.0.push_str(delta);
+                !delta.is_empty()
+            }
+            StreamEvent::Cut { partial, retrying: true, .. } if self.0.ends_with(partial.as_str()) => {
+                self.0.truncate(self.0.len() - partial.len());
+                !partial.is_empty()
+            }
+            _ => false,
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn into_string(self) -> String {
+        self.0
+    }
 }
 
 /// A finished run, collected.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct RunOutcome {
-    /// All text of the run, concatenated.
+    /// All text of the run, concatenated (a cut answer asked again counts once, see [`AnswerText`]).
     pub text: String,
     /// The first error, if the run failed.
     pub error: Option<(String, String)>,
@@ -68,12 +141,26 @@ impl RunStream {
         self.events.recv().await
     }
 
+    /// Cancels the run and waits until it has stopped: its tools' processes
+    /// killed, the interruption (with `reason`) recorded, its fork merged.
+    /// Events not yet read are dropped. Returns the messages steered into the
+    /// run that it had not read: the caller decides whether they start a turn.
+    pub async fn cancel(mut self, reason: &str) -> Vec<String> {
+        self.interruption.set(reason);
+        self.events.close();
+        (&mut self.task).await.unwrap_or_else(|error| {
+            tracing::error!(%error, "a cancelled run's task failed");
+            Vec::new()
+        })
+    }
+
     /// Runs to the end and gathers the output.
     pub async fn collect(mut self) -> RunOutcome {
         let mut outcome = RunOutcome::default();
+        let mut text = AnswerText::default();
         while let Some(event) = self.events.recv().await {
+            text.apply(&event);
             match &event {
-                StreamEvent::Text(delta) => outcome.text.push_str(delta),
                 StreamEvent::Usage(usage) => outcome.usage = Some(*usage),
                 StreamEvent::Error { kind, message } if outcome.error.is_none() => {
                     outcome.error = Some((kind.clone(), message.clone()));
@@ -82,6 +169,7 @@ impl RunStream {
             }
             outcome.events.push(event);
         }
+        outcome.text = text.into_string();
         outcome
     }
 }
@@ -97,6 +185,7 @@ impl Stream for RunStream {
 /// The sending end, held by the run task.
 pub(crate) struct Output {
     pub tx: mpsc::Sender<StreamEvent>,
+    pub interruption: Interruption,
 }
 
 impl Output {

@@ -1,10 +1,11 @@
 //! `bub run`, `bub chat` and `bub tools`: the agent from the command line.
 
+use super::exit::{self, Exit};
 use super::tape::one_line;
-use crate::agent::{RunOptions, RunStream, StreamEvent};
+use crate::agent::{COMMAND_FAILED, RunOptions, RunStream, StreamEvent};
 use crate::home::BubHome;
 use crate::setup::{Setup, workspace_or_cwd};
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use clap::Args;
 use std::io::Write;
 use std::path::PathBuf;
@@ -33,48 +34,162 @@ impl SessionArgs {
 
 async fn setup(home: &BubHome, workspace: Option<&PathBuf>) -> Result<Setup> {
     let workspace = workspace_or_cwd(workspace.map(PathBuf::as_path));
-    Setup::from_env(home, workspace).await.context("cannot start the agent")
+    Setup::from_env(home, workspace)
+        .await
+        .map_err(|error| Exit::new(exit::NOT_CONFIGURED, format!("cannot start the agent: {error:#}")).into())
 }
 
-/// Streams one run; returns the error if it failed.
-async fn stream_run(mut run: RunStream) -> Option<(String, String)> {
-    let mut stdout = std::io::stdout();
-    let mut stderr = std::io::stderr();
-    let mut error = None;
-    let mut ends_with_newline = true;
-    while let Some(event) = run.next_event().await {
+/// Shows a run's events: the answer on stdout, tool calls, results and
+/// notices on stderr. On a terminal the answer streams as it comes; into a
+/// pipe or file each model step's text is written when the step ends, so a
+/// script never reads the fragment of an answer that was cut off and asked
+/// again.
+struct Printer {
+    live: bool,
+    /// The current step's text, not yet written (only when not `live`).
+    held: String,
+    ends_with_newline: bool,
+    /// The run's first error.
+    error: Option<(String, String)>,
+    /// Steered lines the run ended without reading.
+    unread: Vec<String>,
+}
+
+impl Printer {
+    fn new() -> Printer {
+        use std::io::IsTerminal;
+        Printer {
+            live: std::io::stdout().is_terminal(),
+            held: String::new(),
+            ends_with_newline: true,
+            error: None,
+            unread: Vec::new(),
+        }
+    }
+
+    /// Prints every event of `run` until it ends.
+    async fn print_all(&mut self, run: &mut RunStream) {
+        while let Some(event) = run.next_event().await {
+            self.show(event);
+        }
+        self.end_line();
+    }
+
+    fn show(&mut self, event: StreamEvent) {
+        let mut stderr = std::io::stderr();
         match event {
-            StreamEvent::Text(delta) => {
-                ends_with_newline = delta.ends_with('\n');
-                let _ = write!(stdout, "{delta}");
-                let _ = stdout.flush();
-            }
+            StreamEvent::Text(delta) if self.live => self.write_out(&delta),
+            StreamEvent::Text(delta) => self.held.push_str(&delta),
             StreamEvent::ToolCall { name, arguments, .. } => {
+                self.end_line();
                 let _ = writeln!(stderr, "→ {name}({})", one_line(&arguments, 120));
             }
             StreamEvent::ToolResult { name, output, is_error, .. } => {
                 let mark = if is_error { "✗" } else { "←" };
                 let _ = writeln!(stderr, "{mark} {name}: {}", one_line(&output, 120));
             }
-            StreamEvent::Final { .. } if !ends_with_newline => {
-                let _ = writeln!(stdout);
-                ends_with_newline = true;
+            StreamEvent::Final { .. } => {
+                let held = std::mem::take(&mut self.held);
+                self.write_out(&held);
+                self.end_line();
             }
-            StreamEvent::Error { kind, message } if error.is_none() => error = Some((kind, message)),
+            StreamEvent::Cut { kind, message, retrying, .. } => {
+                // Asked again: the fragment is void. Not asked again: it is
+                // all there is, shown as such (the error follows).
+                if !retrying {
+                    let held = std::mem::take(&mut self.held);
+                    self.write_out(&held);
+                }
+                self.held.clear();
+                self.end_line();
+                let next = if retrying { "asking the model again" } else { "giving up" };
+                let _ = writeln!(stderr, "⚠ the answer was cut off ({kind}: {message}); {next}");
+            }
+            StreamEvent::Unread(lines) => self.unread.extend(lines),
+            StreamEvent::Error { kind, message } if self.error.is_none() => self.error = Some((kind, message)),
             _ => {}
         }
     }
-    error
+
+    fn write_out(&mut self, text: &str) {
+        if text.is_empty() {
+            return;
+        }
+        let mut stdout = std::io::stdout();
+        self.ends_with_newline = text.ends_with('\n');
+        let _ = write!(stdout, "{text}");
+        let _ = stdout.flush();
+    }
+
+    /// Ends the answer's line, so what follows starts on its own.
+    fn end_line(&mut self) {
+        if !self.ends_with_newline {
+            let _ = writeln!(std::io::stdout());
+            self.ends_with_newline = true;
+        }
+    }
+
+    /// The run's error as `bub run` reports it: a failed comma command has
+    /// said so in its output already.
+    fn into_result(self) -> Result<()> {
+        match self.error {
+            None => Ok(()),
+            Some((kind, _)) if kind == COMMAND_FAILED => Err(Exit::quiet(exit::FAILED).into()),
+            Some((kind, message)) => Err(Exit::new(exit::for_run_error(&kind), message).into()),
+        }
+    }
+}
+
+/// A signal that stops `bub run`.
+struct Stopped {
+    name: &'static str,
+    code: u8,
+}
+
+/// Resolves at the first SIGINT or SIGTERM.
+async fn stop_signal(
+    interrupt: &mut tokio::signal::unix::Signal,
+    terminate: &mut tokio::signal::unix::Signal,
+) -> Stopped {
+    tokio::select! {
+        _ = interrupt.recv() => Stopped { name: "SIGINT", code: exit::INTERRUPTED },
+        _ = terminate.recv() => Stopped { name: "SIGTERM", code: exit::TERMINATED },
+    }
 }
 
 pub(crate) async fn run_once(home: &BubHome, message: &str, session: SessionArgs) -> Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
     let setup = setup(home, session.workspace.as_ref()).await?;
-    let error = stream_run(setup.agent.run(message, session.options())).await;
-    setup.shutdown().await;
-    if let Some((_, message)) = error {
-        bail!("{message}");
+    // From here a signal stops the run (its tools killed, the interruption
+    // recorded) before bub exits; the default action would orphan the tools.
+    let mut interrupt = signal(SignalKind::interrupt()).context("cannot listen for SIGINT")?;
+    let mut terminate = signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?;
+    let mut run = setup.agent.run(message, session.options());
+    let mut printer = Printer::new();
+    let stopped = tokio::select! {
+        biased;
+        stopped = stop_signal(&mut interrupt, &mut terminate) => Some(stopped),
+        () = printer.print_all(&mut run) => None,
+    };
+    if let Some(Stopped { name, code }) = stopped {
+        printer.end_line();
+        run.cancel(&format!("{name} in bub run")).await;
+        setup.shutdown().await;
+        return Err(
+            Exit::new(code, format!("interrupted by {name}; the run was stopped and recorded as interrupted")).into()
+        );
     }
-    Ok(())
+    setup.shutdown().await;
+    printer.into_result()
+}
+
+/// What `bub chat` does with a line typed while a turn runs.
+enum Typed {
+    /// Joins the running turn before its next model step.
+    Steered,
+    /// Runs after the turn, in the order typed (a command, `,quit` too, or
+    /// a line the turn could no longer take).
+    Queued(String),
 }
 
 pub(crate) async fn chat(home: &BubHome, session: SessionArgs) -> Result<()> {
@@ -84,27 +199,84 @@ pub(crate) async fn chat(home: &BubHome, session: SessionArgs) -> Result<()> {
     let mut interrupts = signal(SignalKind::interrupt()).context("cannot listen for Ctrl-C")?;
     let mut lines = prompt_lines(home.root().join("history"));
     let prefix = setup.agent.command_prefix().unwrap_or(",").to_string();
+    let is_quit = |text: &str| text == format!("{prefix}quit") || text == format!("{prefix}exit");
     eprintln!("bub chat — session {} (Ctrl-C cancels a turn, {prefix}quit or Ctrl-D leaves)", session.session);
-    while let Some(line) = lines.recv().await {
+    let mut queued: std::collections::VecDeque<String> = Default::default();
+    let mut input_open = true;
+    'turns: loop {
+        let line = match queued.pop_front() {
+            Some(line) => line,
+            None if input_open => match lines.recv().await {
+                Some(line) => line,
+                None => break,
+            },
+            None => break,
+        };
         let text = line.trim();
         if text.is_empty() {
             continue;
         }
-        if text == format!("{prefix}quit") || text == format!("{prefix}exit") {
+        if is_quit(text) {
             break;
         }
-        let run = setup.agent.run(text, session.options());
-        tokio::select! {
-            error = stream_run(run) => {
-                if let Some((_, message)) = error {
-                    eprintln!("error: {message}");
+        let options = session.options();
+        let tape = options.tape.clone();
+        let mut run = setup.agent.run(text, options);
+        let mut printer = Printer::new();
+        loop {
+            tokio::select! {
+                biased;
+                _ = interrupts.recv() => {
+                    printer.end_line();
+                    // What the turn had not read yet is typed input all the same: it runs next.
+                    let unread = run.cancel("Ctrl-C in bub chat").await;
+                    eprintln!("(turn cancelled)");
+                    for line in unread.into_iter().rev() {
+                        queued.push_front(line);
+                    }
+                    continue 'turns;
                 }
+                line = lines.recv(), if input_open => {
+                    let Some(line) = line else {
+                        // Ctrl-D: the turn finishes, then bub leaves.
+                        input_open = false;
+                        continue;
+                    };
+                    match typed_during_turn(&setup, &tape, &prefix, line) {
+                        Typed::Steered => eprintln!("(added to the running turn)"),
+                        Typed::Queued(line) => queued.push_back(line),
+                    }
+                }
+                event = run.next_event() => match event {
+                    Some(event) => printer.show(event),
+                    None => break,
+                },
             }
-            _ = interrupts.recv() => eprintln!("\n(turn cancelled)"),
+        }
+        printer.end_line();
+        // Lines the turn ended without reading run next, before any typed later.
+        for line in printer.unread.drain(..).rev() {
+            queued.push_front(line);
+        }
+        if let Some((kind, message)) = printer.error.take()
+            && kind != COMMAND_FAILED
+        {
+            eprintln!("error: {message}");
         }
     }
     setup.shutdown().await;
     Ok(())
+}
+
+/// A line typed while a turn runs steers it, as in the gateway (busy =
+/// steer); a command (`,quit` included: it leaves once the turn is over) or
+/// an empty line does not.
+fn typed_during_turn(setup: &Setup, tape: &str, prefix: &str, line: String) -> Typed {
+    let text = line.trim();
+    if text.is_empty() || crate::command::is_command(text, prefix) {
+        return Typed::Queued(line);
+    }
+    if setup.agent.steer(tape, text) { Typed::Steered } else { Typed::Queued(line) }
 }
 
 /// Lines typed at the prompt, read on a blocking thread with history. A closed
@@ -134,9 +306,8 @@ fn prompt_lines(history: PathBuf) -> tokio::sync::mpsc::Receiver<String> {
 pub(crate) async fn list_tools(home: &BubHome, json: bool) -> Result<()> {
     let setup = setup(home, None).await?;
     let mut out = std::io::stdout().lock();
-    for tool in setup.agent.tools().iter() {
-        let audience = if tool.agent_use() { "model+command" } else { "command" };
-        if json {
+    if json {
+        for tool in setup.agent.tools().iter() {
             let line = serde_json::json!({
                 "name": tool.name(),
                 "model_name": tool.model_name(),
@@ -147,13 +318,45 @@ pub(crate) async fn list_tools(home: &BubHome, json: bool) -> Result<()> {
                 "parameters": tool.parameters(),
             });
             writeln!(out, "{line}")?;
-        } else {
-            let flags = if tool.preserve() { format!("{audience},preserve") } else { audience.to_string() };
-            let summary = tool.description().lines().next().unwrap_or_default();
-            let can = tool.capabilities().to_string();
-            writeln!(out, "{:<14} {:<14} {:<24} {:<10} {summary}", tool.name(), tool.model_name(), flags, can)?;
         }
+    } else {
+        let rows: Vec<[String; 5]> = setup
+            .agent
+            .tools()
+            .iter()
+            .map(|tool| {
+                let audience = if tool.agent_use() { "model+command" } else { "command" };
+                let flags = if tool.preserve() { format!("{audience},preserve") } else { audience.to_string() };
+                let summary = tool.description().lines().next().unwrap_or_default().to_string();
+                [tool.name().to_string(), tool.model_name(), flags, tool.capabilities().to_string(), summary]
+            })
+            .collect();
+        let header = ["TOOL", "MODEL NAME", "USE", "CAPABILITIES", "DESCRIPTION"].map(String::from);
+        write_columns(&mut out, std::iter::once(&header).chain(&rows))?;
     }
     setup.store.close().await;
+    Ok(())
+}
+
+/// Writes rows as left-aligned columns, each as wide as its widest cell (in
+/// characters) plus two spaces; the last column is not padded.
+fn write_columns<'a>(out: &mut impl Write, rows: impl Iterator<Item = &'a [String; 5]> + Clone) -> std::io::Result<()> {
+    let mut widths = [0usize; 5];
+    for row in rows.clone() {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    for row in rows {
+        let mut line = String::new();
+        for (index, cell) in row.iter().enumerate() {
+            if index + 1 == row.len() {
+                line.push_str(cell);
+            } else {
+                line.push_str(&format!("{cell:<width$}  ", width = widths[index]));
+            }
+        }
+        writeln!(out, "{}", line.trim_end())?;
+    }
     Ok(())
 }

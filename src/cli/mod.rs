@@ -9,6 +9,7 @@
 //! - `bub pairing list|approve|revoke`: who the chat bots answer beyond the config (`pairing`).
 
 mod agent;
+pub mod exit;
 mod gateway;
 mod pairing;
 mod policy;
@@ -19,6 +20,7 @@ use anyhow::Result;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
+pub use exit::Exit;
 pub use tape::summarize;
 
 #[derive(Debug, Parser)]

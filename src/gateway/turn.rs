@@ -6,7 +6,7 @@ use super::outbound::LiveReply;
 use super::store::PendingReply;
 use super::typing::Typing;
 use super::{Inner, Message, outcome};
-use crate::agent::{RunOptions, StreamEvent, TurnState};
+use crate::agent::{AnswerText, RunOptions, StreamEvent, TurnState};
 use crate::policy::SessionPolicy;
 use crate::tape::NewEntry;
 use crate::tools::Capabilities;
@@ -149,40 +149,61 @@ async fn run(inner: &Arc<Inner>, share: &TurnShare) {
         _ => None,
     };
     let mut stream = inner.agent.run(prompt, options);
-    let mut text = String::new();
+    let mut text = AnswerText::default();
     let mut failure: Option<(String, String)> = None;
     while let Some(event) = stream.next_event().await {
+        let changed = text.apply(&event);
         match event {
             StreamEvent::Text(delta) => {
-                text.push_str(&delta);
                 for member in share.members.lock().unwrap_or_else(|p| p.into_inner()).iter() {
                     if let Some(sink) = &member.sink {
                         sink.delta(delta.clone());
                     }
                 }
-                if let Some(live) = &live {
-                    live.update(&text);
+            }
+            StreamEvent::Cut { kind, message, retrying: true, .. } => {
+                tracing::warn!(session = %share.session, turn = %share.id, %kind, error = %message, "the answer was cut off; asking again");
+                for member in share.members.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+                    if let Some(sink) = &member.sink {
+                        sink.restart(text.as_str(), format!("the answer was cut off ({kind}); asking again"));
+                    }
                 }
+                if let Some(live) = &live {
+                    live.update(format!("{}{ASKING_AGAIN}", text.as_str()));
+                }
+                continue;
             }
             StreamEvent::Error { kind, message } if failure.is_none() => failure = Some((kind, message)),
             _ => {}
         }
+        if changed && let Some(live) = &live {
+            live.update(text.as_str());
+        }
     }
+    let text = text.into_string();
     let elapsed = started.elapsed().as_secs_f64();
     metrics::histogram!("bub_turn_seconds", "channel" => channel.clone()).record(elapsed);
     let result = match failure {
-        Some((kind, message)) if text.trim().is_empty() => {
+        // A failed command's output is its reply, and says what failed.
+        Some((kind, _)) if kind == crate::agent::COMMAND_FAILED => outcome(OutcomeStatus::Failed, text, &share.session),
+        Some((kind, message)) => {
             metrics::counter!("bub_turn_errors_total", "kind" => kind.clone()).increment(1);
             tracing::error!(session = %share.session, turn = %share.id, %kind, error = %message, "turn failed");
-            outcome(OutcomeStatus::Failed, failure_text(&kind, &message, &share.id), &share.session)
+            // What was said before the failure stays, and the chat reads that it failed.
+            let failed = failure_text(&kind, &message, &share.id);
+            let text = if text.trim().is_empty() { failed } else { format!("{}\n\n{failed}", text.trim_end()) };
+            outcome(OutcomeStatus::Failed, text, &share.session)
         }
-        _ => outcome(OutcomeStatus::Replied, text, &share.session),
+        None => outcome(OutcomeStatus::Replied, text, &share.session),
     };
     metrics::counter!("bub_turns_total", "channel" => channel, "status" => status_name(result.status)).increment(1);
     drop(typing);
     let members = std::mem::take(&mut *share.members.lock().unwrap_or_else(|p| p.into_inner()));
     conclude_with(inner, members, result, true, live).await;
 }
+
+/// Shown after the text so far while a cut-off answer is asked again.
+const ASKING_AGAIN: &str = "\n\n⏳ (the answer was cut off; asking the model again…)";
 
 /// What the chat reads when a turn failed. The model's and the input's
 /// errors say what to change and are shown as they are; the host's (the
@@ -193,7 +214,7 @@ async fn run(inner: &Arc<Inner>, share: &TurnShare) {
 fn failure_text(kind: &str, message: &str, turn: &str) -> String {
     let what = match kind {
         "not_configured" | "model" | "config" => return format!("⚠️ {message}"),
-        "rate_limited" | "auth" | "context_overflow" | "bad_request" | "server" | "timeout" | "connection"
+        "rate_limited" | "auth" | "context_overflow" | "bad_request" | "server" | "timeout" | "connection" | "cut"
         | "protocol" | "invalid_input" | "max_steps" => return format!("⚠️ The turn failed ({kind}): {message}"),
         "environment" => "the session's workspace could not be opened",
         "tape" => "the session's tape could not be read or written",

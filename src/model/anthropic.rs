@@ -250,9 +250,9 @@ impl EventParser for MessageParser {
     }
 
     fn on_end(&mut self, _out: &mut VecDeque<ModelEvent>) -> Result<(), ModelError> {
-        Err(ModelError::Protocol {
+        Err(ModelError::Cut {
             provider: self.provider.clone(),
-            message: "stream ended early (no message_stop)".into(),
+            message: "the stream ended early (no message_stop)".into(),
         })
     }
 }

@@ -30,6 +30,12 @@ pub enum ModelError {
     #[error("cannot reach {provider}: {message}")]
     Connection { provider: String, message: String },
 
+    /// The answer stopped before it was complete: the connection dropped
+    /// mid-stream, or the stream ended without its end marker. What streamed
+    /// before is a fragment, not an answer.
+    #[error("{provider} stopped mid-answer: {message}")]
+    Cut { provider: String, message: String },
+
     /// The provider answered with something that is not its protocol.
     #[error("{provider} sent a malformed answer: {message}")]
     Protocol { provider: String, message: String },
@@ -40,8 +46,9 @@ fn retry_hint(retry_after: &Option<Duration>) -> String {
 }
 
 impl ModelError {
-    /// Whether trying again may help: rate limits, server errors, timeouts and
-    /// lost connections. Never retried once a token has been streamed.
+    /// Whether trying again may help: rate limits, server errors, timeouts,
+    /// lost connections and cut streams. The client never retries once a token
+    /// has been streamed; the agent loop asks a cut answer again itself.
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,
@@ -49,6 +56,7 @@ impl ModelError {
                 | ModelError::Server { .. }
                 | ModelError::Timeout { .. }
                 | ModelError::Connection { .. }
+                | ModelError::Cut { .. }
         )
     }
 
@@ -71,6 +79,7 @@ impl ModelError {
             ModelError::Server { .. } => "server",
             ModelError::Timeout { .. } => "timeout",
             ModelError::Connection { .. } => "connection",
+            ModelError::Cut { .. } => "cut",
             ModelError::Protocol { .. } => "protocol",
         }
     }

@@ -235,7 +235,10 @@ impl EventParser for ChunkParser {
             self.finish(out);
             return Ok(());
         }
-        Err(self.protocol("stream ended early (no [DONE] and no finish_reason)".into()))
+        Err(ModelError::Cut {
+            provider: self.provider.clone(),
+            message: "the stream ended early (no [DONE] and no finish_reason)".into(),
+        })
     }
 }
 

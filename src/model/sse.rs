@@ -171,7 +171,7 @@ where
             Some(Err(error)) => {
                 let lost = super::http::describe(&error);
                 let error = if self.emitted || !self.queue.is_empty() {
-                    self.protocol(format!("stream ended early: connection lost ({lost})"))
+                    ModelError::Cut { provider: self.provider.clone(), message: format!("connection lost ({lost})") }
                 } else {
                     ModelError::Connection { provider: self.provider.clone(), message: lost }
                 };
@@ -190,10 +190,6 @@ where
         tracing::debug!(provider = %self.provider, kind = error.kind(), %error, "model stream failed");
         self.failure = Some(error);
         self.finished = true;
-    }
-
-    fn protocol(&self, message: String) -> ModelError {
-        ModelError::Protocol { provider: self.provider.clone(), message }
     }
 }
 

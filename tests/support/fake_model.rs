@@ -226,6 +226,11 @@ async fn answer(
             }
         }
     };
+    let mut frames = frames;
+    if let Some(silence) = reply.stall {
+        let cut = frames.len().saturating_sub(1);
+        frames.insert(cut, Frame::Wait(silence));
+    }
     let frames = reply.delay.map(Frame::Wait).into_iter().chain(frames);
     let stream = futures::stream::unfold(frames, |mut frames| async move {
         loop {

@@ -4,6 +4,7 @@
 //! builds tape stores on temporary files.
 #![allow(dead_code)]
 
+pub mod cli;
 pub mod fake_discord;
 pub mod fake_model;
 pub mod fake_telegram;

@@ -73,6 +73,12 @@ impl ScriptedModel {
         self.push(Step::Events(vec![Err(error)]));
     }
 
+    /// Streams `text`, then fails with a cut (the connection dropped mid-answer).
+    pub fn cut_after(&self, text: &str) {
+        let cut = ModelError::Cut { provider: "scripted".into(), message: "connection lost".into() };
+        self.push(Step::Events(vec![Ok(ModelEvent::TextDelta(text.to_string())), Err(cut)]));
+    }
+
     /// Streams `text`, then hangs until the consumer goes away.
     pub fn hang_after(&self, text: &str) {
         self.push(Step::Hang(vec![Ok(ModelEvent::TextDelta(text.to_string()))], None));

@@ -40,6 +40,10 @@ pub struct Outcome {
 pub enum ReplyEvent {
     /// More reply text (streamed as the model writes it).
     Delta(String),
+    /// The text streamed so far is void (the model's answer was cut off and
+    /// it is asked again): the reply is `text` (what earlier steps said)
+    /// plus the deltas that follow.
+    Restart { text: String, reason: String },
     /// The end: nothing follows.
     Done(Outcome),
 }
@@ -64,6 +68,11 @@ impl ReplySink {
 
     pub fn delta(&self, text: impl Into<String>) {
         let _ = self.tx.try_send(ReplyEvent::Delta(text.into()));
+    }
+
+    /// See [`ReplyEvent::Restart`]; dropped like a delta when the caller reads too slowly.
+    pub fn restart(&self, text: impl Into<String>, reason: impl Into<String>) {
+        let _ = self.tx.try_send(ReplyEvent::Restart { text: text.into(), reason: reason.into() });
     }
 
     pub async fn done(&self, outcome: Outcome) {

@@ -201,6 +201,9 @@ async fn stream_reply(
             };
             Some(match event {
                 Ok(Some(ReplyEvent::Delta(text))) => (delta_event(&text), Some((None, replies))),
+                Ok(Some(ReplyEvent::Restart { text, reason })) => {
+                    (restart_event(&text, &reason), Some((None, replies)))
+                }
                 Ok(Some(ReplyEvent::Done(outcome))) => (done_event(&OutcomeBody::new(&message_id, &outcome)), None),
                 Ok(None) => (error_event(&WebhookError::ReplyClosed), None),
                 Err(_) => (error_event(&WebhookError::ReplyTimeout(timeout)), None),
@@ -215,6 +218,11 @@ type SseItem = Result<Event, axum::Error>;
 
 fn delta_event(text: &str) -> SseItem {
     Event::default().event("delta").json_data(json!({ "text": text }))
+}
+
+/// The reply so far is `text`; the deltas after it were a cut-off answer, asked again.
+fn restart_event(text: &str, reason: &str) -> SseItem {
+    Event::default().event("restart").json_data(json!({ "text": text, "reason": reason }))
 }
 
 fn done_event(body: &OutcomeBody<'_>) -> SseItem {

@@ -16,7 +16,7 @@
 //! - it runs with a copy of the caller's turn state, so the policy that
 //!   governs the caller's tool calls governs the child's too.
 
-use crate::agent::{PinnedModel, RunOptions, RunTools, StreamEvent};
+use crate::agent::{PinnedModel, RunOptions, RunTools};
 use crate::tools::{Capability, Tool, ToolContext, ToolError, model_name};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -103,13 +103,9 @@ pub fn subagent_tool() -> Tool {
             .no_commands();
         options.model = model;
         let outcome = agent.run(args.prompt, options).collect().await;
-        let mut text = String::new();
-        for event in outcome.events {
-            match event {
-                StreamEvent::Text(delta) => text.push_str(&delta),
-                StreamEvent::Error { message, .. } => text.push_str(&format!("[Error: {message}]")),
-                _ => {}
-            }
+        let mut text = outcome.text;
+        if let Some((_, message)) = outcome.error {
+            text.push_str(&format!("[Error: {message}]"));
         }
         Ok::<_, ToolError>(text)
     })

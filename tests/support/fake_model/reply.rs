@@ -31,6 +31,8 @@ pub struct Reply {
     pub(super) script: Script,
     /// Wait before the first event (before the status for failures).
     pub(super) delay: Option<Duration>,
+    /// For a cut stream: silence before the connection drops.
+    pub(super) stall: Option<Duration>,
 }
 
 #[derive(Debug, Clone)]
@@ -64,7 +66,7 @@ pub(super) struct Failure {
 
 impl Reply {
     fn answer(answer: Answer) -> Reply {
-        Reply { script: Script::Answer(answer), delay: None }
+        Reply { script: Script::Answer(answer), delay: None, stall: None }
     }
 
     /// A text answer, streamed in small deltas.
@@ -82,6 +84,7 @@ impl Reply {
         Reply {
             script: Script::Fail(Failure { status, message: message.into(), code: None, retry_after: None }),
             delay: None,
+            stall: None,
         }
     }
 
@@ -114,7 +117,14 @@ impl Reply {
 
     /// Streams `partial` as text deltas, then drops the connection (no `[DONE]`).
     pub fn cut_mid_stream(partial: &str) -> Reply {
-        Reply { script: Script::Cut(Answer { text: partial.into(), ..Answer::default() }), delay: None }
+        Reply { script: Script::Cut(Answer { text: partial.into(), ..Answer::default() }), delay: None, stall: None }
+    }
+
+    /// Streams `partial` as text deltas, then says nothing for `silence`
+    /// (longer than the client's timeout, in the tests that use it) before
+    /// the connection drops.
+    pub fn stall_mid_stream(partial: &str, silence: Duration) -> Reply {
+        Reply { stall: Some(silence), ..Reply::cut_mid_stream(partial) }
     }
 
     /// `inner`, with its first event (or its error status) sent after `delay`.

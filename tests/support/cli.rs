@@ -1,0 +1,53 @@
+//! The `bub` binary as a user runs it: its own home and workspace, configured
+//! only through environment variables, against the fake model.
+
+use super::fake_model::FakeModel;
+use serde_json::Value;
+use std::process::{Command, Output};
+use tempfile::TempDir;
+
+/// A fresh `BUB_HOME` and a workspace (the current directory of each command).
+pub struct CliEnv {
+    pub home: TempDir,
+    pub workspace: TempDir,
+}
+
+impl CliEnv {
+    pub fn new() -> CliEnv {
+        CliEnv { home: tempfile::tempdir().expect("home"), workspace: tempfile::tempdir().expect("workspace") }
+    }
+
+    /// `bub <args>`, talking to `fake` as `openai:gpt-test` when given.
+    pub fn command(&self, fake: Option<&FakeModel>, args: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_bub"));
+        command.env_clear().env("PATH", std::env::var("PATH").unwrap_or_default()).env("HOME", self.home.path());
+        command.env("BUB_HOME", self.home.path()).current_dir(self.workspace.path()).args(args);
+        if let Some(fake) = fake {
+            command.envs(fake.vars("openai:gpt-test"));
+        }
+        command
+    }
+
+    /// Runs `bub <args>` to the end, off the async runtime.
+    pub async fn run(&self, fake: Option<&FakeModel>, args: &[&str]) -> Output {
+        let mut command = self.command(fake, args);
+        tokio::task::spawn_blocking(move || command.output().expect("run bub")).await.expect("join")
+    }
+
+    /// The entries of the only non-sidecar tape, as `bub tape export` writes them.
+    pub async fn only_tape(&self) -> Vec<Value> {
+        let list = self.run(None, &["tape", "list", "--json"]).await;
+        let names: Vec<String> = text(&list.stdout)
+            .lines()
+            .map(|line| serde_json::from_str::<Value>(line).expect("a JSON line"))
+            .map(|tape| tape["name"].as_str().expect("a name").to_string())
+            .collect();
+        assert_eq!(names.len(), 1, "one tape: {names:?}");
+        let export = self.run(None, &["tape", "export", &names[0]]).await;
+        text(&export.stdout).lines().map(|line| serde_json::from_str(line).expect("a JSON line")).collect()
+    }
+}
+
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}

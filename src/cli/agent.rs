@@ -1,6 +1,6 @@
 //! `bub run`, `bub chat` and `bub tools`: the agent from the command line.
 
-use super::tape::one_line;
+use super::tape::{CliSession, one_line};
 use crate::agent::{RunOptions, RunStream, StreamEvent};
 use crate::home::BubHome;
 use crate::setup::{Setup, workspace_or_cwd};
@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 #[derive(Debug, Args)]
 pub struct SessionArgs {
-    /// The session (tape) to continue.
+    /// The session to continue; each workspace has its own session of a name.
     #[arg(long, default_value = "cli:local")]
     session: String,
     /// The workspace where shell and file tools work (default: the current directory).
@@ -23,10 +23,15 @@ pub struct SessionArgs {
 }
 
 impl SessionArgs {
-    fn options(&self) -> RunOptions {
-        let mut options = RunOptions::new(self.session.clone());
+    /// The session in its canonical workspace, and the tape the two name.
+    fn resolve(&self) -> Result<CliSession> {
+        CliSession::resolve(&self.session, self.workspace.as_deref())
+    }
+
+    fn options(&self, session: &CliSession) -> RunOptions {
+        let mut options = RunOptions::new(session.tape.as_str());
         options.model = self.model.clone();
-        options.workspace = Some(workspace_or_cwd(self.workspace.as_deref()));
+        options.workspace = Some(session.workspace.clone());
         options
     }
 }
@@ -68,8 +73,10 @@ async fn stream_run(mut run: RunStream) -> Option<(String, String)> {
 }
 
 pub(crate) async fn run_once(home: &BubHome, message: &str, session: SessionArgs) -> Result<()> {
+    let scoped = session.resolve()?;
     let setup = setup(home, session.workspace.as_ref()).await?;
-    let error = stream_run(setup.agent.run(message, session.options())).await;
+    let error = stream_run(setup.agent.run(message, session.options(&scoped))).await;
+    scoped.note_workspace(setup.store.clone()).await;
     setup.shutdown().await;
     if let Some((_, message)) = error {
         bail!("{message}");
@@ -79,12 +86,14 @@ pub(crate) async fn run_once(home: &BubHome, message: &str, session: SessionArgs
 
 pub(crate) async fn chat(home: &BubHome, session: SessionArgs) -> Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
+    let scoped = session.resolve()?;
     let setup = setup(home, session.workspace.as_ref()).await?;
     // Installed once: from here on Ctrl-C never kills the program.
     let mut interrupts = signal(SignalKind::interrupt()).context("cannot listen for Ctrl-C")?;
     let mut lines = prompt_lines(home.root().join("history"));
     let prefix = setup.agent.command_prefix().unwrap_or(",").to_string();
-    eprintln!("bub chat — session {} (Ctrl-C cancels a turn, {prefix}quit or Ctrl-D leaves)", session.session);
+    eprintln!("bub chat — session {} in {} (tape {})", scoped.session, scoped.workspace.display(), scoped.tape);
+    eprintln!("Ctrl-C cancels a turn, {prefix}quit or Ctrl-D leaves");
     while let Some(line) = lines.recv().await {
         let text = line.trim();
         if text.is_empty() {
@@ -93,7 +102,7 @@ pub(crate) async fn chat(home: &BubHome, session: SessionArgs) -> Result<()> {
         if text == format!("{prefix}quit") || text == format!("{prefix}exit") {
             break;
         }
-        let run = setup.agent.run(text, session.options());
+        let run = setup.agent.run(text, session.options(&scoped));
         tokio::select! {
             error = stream_run(run) => {
                 if let Some((_, message)) = error {
@@ -102,6 +111,7 @@ pub(crate) async fn chat(home: &BubHome, session: SessionArgs) -> Result<()> {
             }
             _ = interrupts.recv() => eprintln!("\n(turn cancelled)"),
         }
+        scoped.note_workspace(setup.store.clone()).await;
     }
     setup.shutdown().await;
     Ok(())

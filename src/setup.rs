@@ -202,3 +202,18 @@ pub fn workspace_or_cwd(workspace: Option<&Path>) -> PathBuf {
         None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
     }
 }
+
+/// [`workspace_or_cwd`], absolute and with symlinks resolved: one directory
+/// has one path, so it names one tape (see [`crate::tape::TapeName::scoped`]).
+/// A directory that does not exist, or is not a directory, is an error.
+pub fn canonical_workspace(workspace: Option<&Path>) -> std::io::Result<PathBuf> {
+    let dir = match workspace {
+        Some(dir) => dir.to_path_buf(),
+        None => std::env::current_dir()?,
+    };
+    let canonical = std::fs::canonicalize(&dir)?;
+    if !canonical.is_dir() {
+        return Err(std::io::Error::new(std::io::ErrorKind::NotADirectory, "not a directory"));
+    }
+    Ok(canonical)
+}

@@ -1,7 +1,7 @@
 //! `bub run`, `bub chat` and `bub tools`: the agent from the command line.
 
 use super::exit::{self, Exit};
-use super::tape::one_line;
+use super::tape::{CliSession, one_line};
 use crate::agent::{COMMAND_FAILED, RunOptions, RunStream, StreamEvent};
 use crate::home::BubHome;
 use crate::setup::{Setup, workspace_or_cwd};
@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 #[derive(Debug, Args)]
 pub struct SessionArgs {
-    /// The session (tape) to continue.
+    /// The session to continue; each workspace has its own session of a name.
     #[arg(long, default_value = "cli:local")]
     session: String,
     /// The workspace where shell and file tools work (default: the current directory).
@@ -24,10 +24,15 @@ pub struct SessionArgs {
 }
 
 impl SessionArgs {
-    fn options(&self) -> RunOptions {
-        let mut options = RunOptions::new(self.session.clone());
+    /// The session in its canonical workspace, and the tape the two name.
+    fn resolve(&self) -> Result<CliSession> {
+        CliSession::resolve(&self.session, self.workspace.as_deref())
+    }
+
+    fn options(&self, session: &CliSession) -> RunOptions {
+        let mut options = RunOptions::new(session.tape.as_str());
         options.model = self.model.clone();
-        options.workspace = Some(workspace_or_cwd(self.workspace.as_deref()));
+        options.workspace = Some(session.workspace.clone());
         options
     }
 }
@@ -159,12 +164,13 @@ async fn stop_signal(
 
 pub(crate) async fn run_once(home: &BubHome, message: &str, session: SessionArgs) -> Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
-    let setup = setup(home, session.workspace.as_ref()).await?;
+    let scoped = session.resolve()?;
+    let setup = setup(home, Some(&scoped.workspace)).await?;
     // From here a signal stops the run (its tools killed, the interruption
     // recorded) before bub exits; the default action would orphan the tools.
     let mut interrupt = signal(SignalKind::interrupt()).context("cannot listen for SIGINT")?;
     let mut terminate = signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?;
-    let mut run = setup.agent.run(message, session.options());
+    let mut run = setup.agent.run(message, session.options(&scoped));
     let mut printer = Printer::new();
     let stopped = tokio::select! {
         biased;
@@ -174,11 +180,13 @@ pub(crate) async fn run_once(home: &BubHome, message: &str, session: SessionArgs
     if let Some(Stopped { name, code }) = stopped {
         printer.end_line();
         run.cancel(&format!("{name} in bub run")).await;
+        scoped.note_workspace(setup.store.clone()).await;
         setup.shutdown().await;
         return Err(
             Exit::new(code, format!("interrupted by {name}; the run was stopped and recorded as interrupted")).into()
         );
     }
+    scoped.note_workspace(setup.store.clone()).await;
     setup.shutdown().await;
     printer.into_result()
 }
@@ -194,13 +202,15 @@ enum Typed {
 
 pub(crate) async fn chat(home: &BubHome, session: SessionArgs) -> Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
-    let setup = setup(home, session.workspace.as_ref()).await?;
+    let scoped = session.resolve()?;
+    let setup = setup(home, Some(&scoped.workspace)).await?;
     // Installed once: from here on Ctrl-C never kills the program.
     let mut interrupts = signal(SignalKind::interrupt()).context("cannot listen for Ctrl-C")?;
     let mut lines = prompt_lines(home.root().join("history"));
     let prefix = setup.agent.command_prefix().unwrap_or(",").to_string();
     let is_quit = |text: &str| text == format!("{prefix}quit") || text == format!("{prefix}exit");
-    eprintln!("bub chat — session {} (Ctrl-C cancels a turn, {prefix}quit or Ctrl-D leaves)", session.session);
+    eprintln!("bub chat — session {} in {} (tape {})", scoped.session, scoped.workspace.display(), scoped.tape);
+    eprintln!("Ctrl-C cancels a turn, {prefix}quit or Ctrl-D leaves");
     let mut queued: std::collections::VecDeque<String> = Default::default();
     let mut input_open = true;
     'turns: loop {
@@ -219,7 +229,7 @@ pub(crate) async fn chat(home: &BubHome, session: SessionArgs) -> Result<()> {
         if is_quit(text) {
             break;
         }
-        let options = session.options();
+        let options = session.options(&scoped);
         let tape = options.tape.clone();
         let mut run = setup.agent.run(text, options);
         let mut printer = Printer::new();
@@ -230,6 +240,7 @@ pub(crate) async fn chat(home: &BubHome, session: SessionArgs) -> Result<()> {
                     printer.end_line();
                     // What the turn had not read yet is typed input all the same: it runs next.
                     let unread = run.cancel("Ctrl-C in bub chat").await;
+                    scoped.note_workspace(setup.store.clone()).await;
                     eprintln!("(turn cancelled)");
                     for line in unread.into_iter().rev() {
                         queued.push_front(line);
@@ -254,6 +265,7 @@ pub(crate) async fn chat(home: &BubHome, session: SessionArgs) -> Result<()> {
             }
         }
         printer.end_line();
+        scoped.note_workspace(setup.store.clone()).await;
         // Lines the turn ended without reading run next, before any typed later.
         for line in printer.unread.drain(..).rev() {
             queued.push_front(line);

@@ -5,9 +5,14 @@
 //! the stores bind names as parameters and never splice them into SQL or paths;
 //! [`TapeName::file_stem`] gives the form used where a name must become a file
 //! name (workspaces, archives): short enough for any file system, whatever the name.
+//!
+//! A session named on the command line (`bub run --session s`) is scoped to
+//! its workspace: [`TapeName::scoped`] names its tape `s@<workspace hash>`, so
+//! two projects never share one; the gateway's chats keep their plain names.
 
 use sha2::{Digest, Sha256};
 use std::fmt;
+use std::path::Path;
 
 /// Marker that joins a tape name to the name of one of its sidecars.
 pub const SIDECAR_MARKER: &str = "__sidecar__";
@@ -22,6 +27,14 @@ pub const MAX_STEM_BYTES: usize = 200;
 
 /// Hex digits of the hash that ends a shortened stem (128 bits).
 const STEM_HASH_HEX: usize = 32;
+
+/// Hex digits of the workspace hash that ends a [`TapeName::scoped`] name
+/// (64 bits: a person has far fewer workspaces than it takes to collide).
+pub const WORKSPACE_HASH_HEX: usize = 16;
+
+/// Longest session a [`TapeName::scoped`] name can hold, in bytes: what
+/// `@` and the hash leave of [`MAX_NAME_BYTES`].
+pub const MAX_SCOPED_SESSION_BYTES: usize = MAX_NAME_BYTES - 1 - WORKSPACE_HASH_HEX;
 
 /// The name of one tape.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -50,6 +63,30 @@ impl TapeName {
             return refuse("it contains a control character");
         }
         Ok(TapeName(name))
+    }
+
+    /// The tape of `session` run in `workspace` from the command line:
+    /// `<session>@<first 16 hex digits of the SHA-256 of the workspace path>`
+    /// (`cli:local@1f3a…`). The session stays readable in `bub tape list`;
+    /// the fixed-length hash keeps the name short whatever the path, and
+    /// makes the mapping one-to-one (the suffix alone gives the workspace
+    /// hash, so the rest is the session). The same session in another
+    /// workspace is another tape.
+    ///
+    /// `workspace` must be canonical (`std::fs::canonicalize`): a relative
+    /// path or a symlink names another tape. The hash is of the path's bytes,
+    /// so the name stays the same across runs and versions of bub.
+    pub fn scoped(session: &str, workspace: &Path) -> Result<TapeName, InvalidTapeName> {
+        let session = TapeName::new(session)?;
+        if session.0.len() > MAX_SCOPED_SESSION_BYTES {
+            return Err(InvalidTapeName {
+                name: session.0,
+                reason: "a session scoped to its workspace may be at most 495 bytes long",
+            });
+        }
+        let digest = Sha256::digest(workspace.as_os_str().as_encoded_bytes());
+        let hash: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        Ok(TapeName(format!("{}@{}", session.0, &hash[..WORKSPACE_HASH_HEX])))
     }
 
     pub fn as_str(&self) -> &str {
@@ -182,6 +219,35 @@ mod tests {
         assert_ne!(a, b, "names that differ only past the kept head");
         // A name that spells out a shortened stem is encoded (`~` → `%7E`), never equal to it.
         assert_ne!(TapeName::new(a.clone()).unwrap().file_stem(), a);
+    }
+
+    #[test]
+    fn scoped_names_keep_the_session_readable_and_differ_by_workspace() {
+        let a = TapeName::scoped("cli:local", Path::new("/home/me/project-a")).unwrap();
+        let b = TapeName::scoped("cli:local", Path::new("/home/me/project-b")).unwrap();
+        assert_ne!(a, b);
+        assert_eq!(a, TapeName::scoped("cli:local", Path::new("/home/me/project-a")).unwrap(), "stable");
+        let (session, hash) = a.as_str().rsplit_once('@').unwrap();
+        assert_eq!(session, "cli:local");
+        assert_eq!(hash.len(), WORKSPACE_HASH_HEX);
+        assert!(hash.chars().all(|c| c.is_ascii_hexdigit()), "{a}");
+        // Pinned: a changed hash would orphan every CLI session's tape.
+        assert_eq!(
+            TapeName::scoped("s", Path::new("/")).unwrap().as_str(),
+            format!("s@{}", &"8a5edab282632443219e051e4ade2d1d5bbc671c781051bf1437897cbdfea0f1"[..16])
+        );
+    }
+
+    #[test]
+    fn scoped_names_refuse_what_a_tape_name_refuses_and_over_long_sessions() {
+        let workspace = Path::new("/w");
+        assert!(TapeName::scoped("", workspace).is_err());
+        assert!(TapeName::scoped("a\nb", workspace).is_err());
+        assert_eq!(MAX_SCOPED_SESSION_BYTES, 495, "as the error says");
+        let longest = "x".repeat(MAX_SCOPED_SESSION_BYTES);
+        assert_eq!(TapeName::scoped(&longest, workspace).unwrap().as_str().len(), MAX_NAME_BYTES);
+        let error = TapeName::scoped(&format!("{longest}x"), workspace).unwrap_err();
+        assert!(error.reason.contains("495"), "{error}");
     }
 
     #[test]

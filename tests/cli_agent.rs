@@ -19,22 +19,14 @@ fn env() -> Env {
 }
 
 fn bub(env: &Env, fake: Option<&FakeModel>, args: &[&str]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_bub"));
-    command.env_clear().env("PATH", std::env::var("PATH").unwrap_or_default()).env("HOME", env.home.path());
-    command.env("BUB_HOME", env.home.path()).current_dir(env.workspace.path()).args(args);
-    if let Some(fake) = fake {
-        command.envs(fake.vars("openai:gpt-test"));
-    }
-    command
+    support::cli::bub_command(env.home.path(), env.workspace.path(), fake, args)
 }
 
 fn run(mut command: Command) -> Output {
     command.output().expect("run bub")
 }
 
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+use support::cli::text;
 
 #[tokio::test]
 async fn bub_run_streams_the_reply_and_records_the_session() {

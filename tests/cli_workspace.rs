@@ -36,13 +36,7 @@ impl Env {
 
     /// `bub ARGS` run in `cwd`, talking to `fake` when given.
     fn bub(&self, cwd: &Path, fake: Option<&FakeModel>, args: &[&str]) -> Command {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_bub"));
-        command.env_clear().env("PATH", std::env::var("PATH").unwrap_or_default()).env("HOME", self.home.path());
-        command.env("BUB_HOME", self.home.path()).current_dir(cwd).args(args);
-        if let Some(fake) = fake {
-            command.envs(fake.vars("openai:gpt-test"));
-        }
-        command
+        support::cli::bub_command(self.home.path(), cwd, fake, args)
     }
 }
 
@@ -52,9 +46,7 @@ async fn run_bub(command: Command) -> Output {
     tokio::task::spawn_blocking(move || command.output().expect("run bub")).await.unwrap()
 }
 
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+use support::cli::text;
 
 fn succeeded(output: Output) -> String {
     assert!(output.status.success(), "bub failed: {}", text(&output.stderr));

@@ -3,6 +3,7 @@
 
 use super::fake_model::FakeModel;
 use serde_json::Value;
+use std::path::Path;
 use std::process::{Command, Output};
 use tempfile::TempDir;
 
@@ -17,15 +18,9 @@ impl CliEnv {
         CliEnv { home: tempfile::tempdir().expect("home"), workspace: tempfile::tempdir().expect("workspace") }
     }
 
-    /// `bub <args>`, talking to `fake` as `openai:gpt-test` when given.
+    /// `bub <args>` in the workspace, talking to `fake` when given.
     pub fn command(&self, fake: Option<&FakeModel>, args: &[&str]) -> Command {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_bub"));
-        command.env_clear().env("PATH", std::env::var("PATH").unwrap_or_default()).env("HOME", self.home.path());
-        command.env("BUB_HOME", self.home.path()).current_dir(self.workspace.path()).args(args);
-        if let Some(fake) = fake {
-            command.envs(fake.vars("openai:gpt-test"));
-        }
-        command
+        bub_command(self.home.path(), self.workspace.path(), fake, args)
     }
 
     /// Runs `bub <args>` to the end, off the async runtime.
@@ -46,6 +41,18 @@ impl CliEnv {
         let export = self.run(None, &["tape", "export", &names[0]]).await;
         text(&export.stdout).lines().map(|line| serde_json::from_str(line).expect("a JSON line")).collect()
     }
+}
+
+/// `bub <args>` with only `PATH`, `HOME` and `BUB_HOME` (= `home`) set, run
+/// in `cwd`, talking to `fake` as `openai:gpt-test` when given.
+pub fn bub_command(home: &Path, cwd: &Path, fake: Option<&FakeModel>, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_bub"));
+    command.env_clear().env("PATH", std::env::var("PATH").unwrap_or_default()).env("HOME", home);
+    command.env("BUB_HOME", home).current_dir(cwd).args(args);
+    if let Some(fake) = fake {
+        command.envs(fake.vars("openai:gpt-test"));
+    }
+    command
 }
 
 pub fn text(bytes: &[u8]) -> String {

@@ -45,6 +45,10 @@ async fn a_cut_answer_is_asked_again_and_the_tape_keeps_the_fragment_as_an_error
         of_kind(&entries, "message").into_iter().filter(|m| m["payload"]["role"] == "assistant").collect();
     assert_eq!(said.len(), 1);
     assert_eq!(said[0]["payload"]["content"], "Complete reply.");
+    let shown = env.run(None, &["tape", "show", "--exact", &env.only_tape_name().await]).await;
+    let shown = text(&shown.stdout);
+    let line = r#"cut: cut off after "first words ": openai stopped mid-answer: connection lost"#;
+    assert!(shown.contains(line), "`bub tape show` reads as what happened: {shown}");
 
     let next = env.run(Some(&fake), &["run", "and now?"]).await;
     assert!(next.status.success(), "stderr: {}", text(&next.stderr));

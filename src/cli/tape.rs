@@ -369,7 +369,14 @@ pub fn summarize(entry: &Entry) -> String {
             .map(|r| text(Some(r)))
             .collect::<Vec<_>>()
             .join(" | "),
-        EntryKind::Error => format!("{}: {}", text(entry.payload.get("kind")), text(entry.payload.get("message"))),
+        EntryKind::Error => {
+            let (kind, message) = (text(entry.payload.get("kind")), text(entry.payload.get("message")));
+            // An answer cut off mid-stream: what it had said, marked as such, first.
+            match entry.payload.get("details").and_then(|d| d.get("partial_text")).and_then(Value::as_str) {
+                Some(partial) if !partial.is_empty() => format!("{kind}: cut off after {partial:?}: {message}"),
+                _ => format!("{kind}: {message}"),
+            }
+        }
     };
     one_line(&line, 160)
 }

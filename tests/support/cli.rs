@@ -31,6 +31,13 @@ impl CliEnv {
 
     /// The entries of the only non-sidecar tape, as `bub tape export` writes them.
     pub async fn only_tape(&self) -> Vec<Value> {
+        let name = self.only_tape_name().await;
+        let export = self.run(None, &["tape", "export", &name]).await;
+        text(&export.stdout).lines().map(|line| serde_json::from_str(line).expect("a JSON line")).collect()
+    }
+
+    /// The name of the only non-sidecar tape, as `bub tape list` prints it.
+    pub async fn only_tape_name(&self) -> String {
         let list = self.run(None, &["tape", "list", "--json"]).await;
         let names: Vec<String> = text(&list.stdout)
             .lines()
@@ -38,8 +45,7 @@ impl CliEnv {
             .map(|tape| tape["name"].as_str().expect("a name").to_string())
             .collect();
         assert_eq!(names.len(), 1, "one tape: {names:?}");
-        let export = self.run(None, &["tape", "export", &names[0]]).await;
-        text(&export.stdout).lines().map(|line| serde_json::from_str(line).expect("a JSON line")).collect()
+        names[0].clone()
     }
 }
 

@@ -407,4 +407,5 @@ async fn cancel_waits_for_the_run_records_the_interruption_and_returns_unread_me
     assert_eq!(errors.len(), 1, "recorded before cancel returned");
     assert_eq!(errors[0].payload["kind"], "interrupted");
     assert_eq!(errors[0].payload["message"], "interrupted: the test stopped it");
+    assert_eq!(errors[0].payload["details"]["partial_text"], "partial", "what it had said when stopped");
 }

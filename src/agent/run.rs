@@ -181,7 +181,7 @@ impl Agent {
         let agent = self.clone();
         let prompt = prompt.into();
         let interruption = Interruption::default();
-        let out = Output { tx, interruption: interruption.clone() };
+        let out = Output { tx, interruption: interruption.clone(), unfinished: Default::default() };
         let task = tokio::spawn(async move {
             agent.drive(prompt, options, &out).await
             // `out` drops here, after the merge: the stream ends last.
@@ -234,7 +234,7 @@ impl Agent {
                 tracing::info!(run_id = %run.run_id, tape = %options.tape, %reason, "run cancelled");
                 if options.merge_back
                     && options.keep_cancelled
-                    && let Err(error) = record_interruption(&run, &reason).await
+                    && let Err(error) = record_interruption(&run, &reason, &out.unfinished_text()).await
                 {
                     tracing::error!(run_id = %run.run_id, %error, "cannot record the interruption");
                 }
@@ -541,6 +541,7 @@ impl Agent {
             elapsed_ms: started.elapsed().as_millis() as u64,
         };
         self.inner.events.emit(after).await?;
+        out.recorded();
         Ok(match result {
             Ok(()) => Ok(answer),
             Err(error) => Err(ModelFailure { error, partial: answer }),
@@ -654,8 +655,9 @@ async fn run_calls(
 
 /// Writes on the run's tape that it was interrupted: a result for each call
 /// left without one (the next context must pair every call with a result, and
-/// the tape must not pretend the tool finished), then an `interrupted` error.
-async fn record_interruption(run: &RunContext, reason: &str) -> Result<(), crate::tape::TapeError> {
+/// the tape must not pretend the tool finished), then an `interrupted` error
+/// with the text the step under way had streamed (`details.partial_text`).
+async fn record_interruption(run: &RunContext, reason: &str, partial: &str) -> Result<(), crate::tape::TapeError> {
     use crate::tape::{EntryKind, NewEntry, TapeQuery};
     let message = format!("interrupted: {reason}");
     let recent = TapeQuery::all().kinds([EntryKind::ToolCall, EntryKind::ToolResult]).newest_first().limit(64);
@@ -666,7 +668,8 @@ async fn record_interruption(run: &RunContext, reason: &str) -> Result<(), crate
         let results = (0..count).map(|_| json!(format!("error: {message} before the tool finished"))).collect();
         entries.push(NewEntry::tool_result(results));
     }
-    entries.push(NewEntry::error("interrupted", message, None));
+    let details = (!partial.is_empty()).then(|| json!({"partial_text": partial}));
+    entries.push(NewEntry::error("interrupted", message, details));
     let entries = entries.into_iter().map(|e| e.with_meta("run_id", json!(run.run_id))).collect();
     run.tape.append_all(entries).await.map(|_| ())
 }

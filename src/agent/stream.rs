@@ -186,12 +186,32 @@ impl Stream for RunStream {
 pub(crate) struct Output {
     pub tx: mpsc::Sender<StreamEvent>,
     pub interruption: Interruption,
+    /// The text of the model step under way, as sent: what an interrupted
+    /// run had said when it was stopped.
+    pub unfinished: Mutex<String>,
 }
 
 impl Output {
     /// Sends an event; false when the consumer is gone (the run should stop).
     pub async fn send(&self, event: StreamEvent) -> bool {
+        match &event {
+            StreamEvent::Text(delta) => self.unfinished.lock().unwrap_or_else(|p| p.into_inner()).push_str(delta),
+            StreamEvent::Final { .. } | StreamEvent::Cut { .. } => {
+                self.unfinished.lock().unwrap_or_else(|p| p.into_inner()).clear()
+            }
+            _ => {}
+        }
         self.tx.send(event).await.is_ok()
+    }
+
+    /// The step's text is on the tape now (or recorded as a fragment).
+    pub fn recorded(&self) {
+        self.unfinished.lock().unwrap_or_else(|p| p.into_inner()).clear()
+    }
+
+    /// The text of the step under way (see [`Output::unfinished`]).
+    pub fn unfinished_text(&self) -> String {
+        self.unfinished.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Resolves when the consumer dropped the stream.

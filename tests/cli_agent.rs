@@ -141,15 +141,21 @@ async fn bub_chat_keeps_one_session_across_lines() {
     let env = env();
     let mut command = bub(&env, Some(&fake), &["chat"]);
     command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let output = tokio::task::spawn_blocking(move || {
-        let mut child = command.spawn().unwrap();
-        let mut stdin = child.stdin.take().unwrap();
-        stdin.write_all(b"hello\nand again\n,quit\n").unwrap();
-        drop(stdin);
-        child.wait_with_output().unwrap()
-    })
-    .await
-    .unwrap();
+    let mut child = command.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"hello\n").unwrap();
+    // Typed once the model has the first line: whether it joins the first
+    // turn (if that still runs) or starts the next, the model reads it after
+    // the first answer.
+    for _ in 0..3000 {
+        if fake.request_count() == 1 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    stdin.write_all(b"and again\n,quit\n").unwrap();
+    drop(stdin);
+    let output = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap()).await.unwrap();
     assert!(output.status.success(), "stderr: {}", text(&output.stderr));
     let stdout = text(&output.stdout);
     assert!(stdout.contains("first answer") && stdout.contains("second answer"), "{stdout}");

@@ -77,6 +77,14 @@ impl Printer {
         while let Some(event) = run.next_event().await {
             self.show(event);
         }
+        self.finish();
+    }
+
+    /// The run is over: text still held (a step that failed without a
+    /// cut, say) is written, and the line ended.
+    fn finish(&mut self) {
+        let held = std::mem::take(&mut self.held);
+        self.write_out(&held);
         self.end_line();
     }
 
@@ -264,7 +272,7 @@ pub(crate) async fn chat(home: &BubHome, session: SessionArgs) -> Result<()> {
                 },
             }
         }
-        printer.end_line();
+        printer.finish();
         scoped.note_workspace(setup.store.clone()).await;
         // Lines the turn ended without reading run next, before any typed later.
         for line in printer.unread.drain(..).rev() {

@@ -219,6 +219,11 @@ pub fn summarize(entry: &Entry) -> String {
             .join(" | "),
         EntryKind::Error => format!("{}: {}", text(entry.payload.get("kind")), text(entry.payload.get("message"))),
     };
+    // Calls made by code under `run_code` (recorded out of the model's context).
+    let line = match entry.meta.get("code_mode") {
+        Some(Value::Bool(true)) => format!("[from code] {line}"),
+        _ => line,
+    };
     one_line(&line, 160)
 }
 

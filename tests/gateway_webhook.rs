@@ -524,3 +524,49 @@ async fn the_gateway_itself_refuses_a_message_over_the_limits() {
     assert_eq!(invalid.to_string(), "channel names no channel of this gateway");
     assert_eq!(inbox_rows(home.path()).await, 0);
 }
+
+/// Runs one statement on the gateway's database (while no gateway runs).
+async fn execute_sql(home: &Path, sql: &'static str) {
+    use sqlx::ConnectOptions;
+    let mut conn = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(home.join("bub.db"))
+        .connect()
+        .await
+        .expect("open the database");
+    sqlx::query(sql).execute(&mut conn).await.expect("run the statement");
+}
+
+/// A callback goes out only once its outbox row is stored: the row is how a
+/// restart knows it was sent. When the store refuses a turn's outcome (here a
+/// trigger makes the outbox refuse rows), nothing is POSTed; the next start
+/// finds the turn on the tape and sends its reply, once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reply_whose_outcome_cannot_be_stored_waits_for_the_restart_and_arrives_once() {
+    let home = tempfile::tempdir().unwrap();
+    let fake = FakeModel::start_answering("pong").await;
+    let receiver = CallbackReceiver::start().await;
+    let env = env(&fake, &[("BUB_WEBHOOK_CALLBACK_URL", &receiver.url())]);
+    let gateway = GatewayProcess::start(home.path(), &env, &[]).await;
+    assert!(gateway.stop().await, "the first start creates the database");
+    execute_sql(
+        home.path(),
+        "CREATE TRIGGER refuse_replies BEFORE INSERT ON gateway_outbox \
+         BEGIN SELECT RAISE(ABORT, 'the outbox refuses rows (test)'); END",
+    )
+    .await;
+
+    let gateway = GatewayProcess::start(home.path(), &env, &[]).await;
+    let (status, _) = post(&gateway, "async", &message("unstored-1", "c1", "hello")).await;
+    assert_eq!(status, 202);
+    wait_for_log(&gateway, "cannot store the outcome", 1).await;
+    assert!(gateway.stop().await, "a stop waits for any POST in flight");
+    assert!(receiver.posts().is_empty(), "no callback without its outbox row: {:?}", receiver.posts_per_key());
+
+    execute_sql(home.path(), "DROP TRIGGER refuse_replies").await;
+    let gateway = GatewayProcess::start(home.path(), &env, &[]).await;
+    assert!(receiver.wait_for_keys(1, Duration::from_secs(60)).await, "stderr:\n{}", gateway.stderr());
+    assert!(gateway.stop().await);
+    let counts = receiver.posts_per_key();
+    assert_eq!(counts.into_iter().collect::<Vec<_>>(), [("reply:webhook:unstored-1".to_string(), 1)]);
+    assert_eq!(receiver.accepted()[0].body["text"], "pong");
+}

@@ -262,10 +262,14 @@ async fn conclude_with(
         }
     }
     let seqs: Vec<i64> = messages.iter().map(|m| m.seq).collect();
-    if let Err(error) = inner.store.finish(&seqs, &result, &replies).await {
-        tracing::error!(%error, "cannot store the outcome; the messages will be handled again after a restart");
-    }
+    let stored = inner.store.finish(&seqs, &result, &replies).await;
     inner.told.remove(waiting.iter().map(|m| &m.inbound));
+    if let Err(error) = stored {
+        // Without its outbox row a reply sent now would be sent again by the
+        // restart that handles these messages: it waits for that restart.
+        tracing::error!(%error, "cannot store the outcome; the messages and their reply are handled again after a restart");
+        return;
+    }
     let mut live = live;
     let mut reached_the_chat = false;
     for reply in replies {

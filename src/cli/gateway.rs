@@ -69,19 +69,34 @@ pub(crate) async fn run_gateway(home: &BubHome, config: Option<PathBuf>, listen:
         let mut stop_requested = stop_requested;
         let _ = stop_requested.wait_for(|stopping| *stopping).await;
     }));
-    if let Err(error) = gateway.start().await {
-        server.abort();
-        setup.shutdown().await;
-        return Err(error.into());
+    // Signals are caught from here on: a SIGTERM while the start resumes the
+    // last run's work (POSTing its replies) is a graceful stop too, not a kill
+    // that cuts a POST whose reply the next start would then send again.
+    let shutdown = shutdown_signal();
+    tokio::pin!(shutdown);
+    let started = tokio::select! {
+        biased;
+        () = &mut shutdown => None,
+        started = gateway.start() => Some(started),
+    };
+    match started {
+        Some(Err(error)) => {
+            server.abort();
+            setup.shutdown().await;
+            return Err(error.into());
+        }
+        Some(Ok(())) => {
+            state.set_started();
+            if let Some(reloads) = reloads {
+                tokio::spawn(report_reloads(gateway.clone(), reloads));
+            }
+            let mut names = gateway.channel_names();
+            names.sort();
+            eprintln!("bub gateway listening on http://{bound} (channels: {})", names.join(", "));
+            shutdown.await;
+        }
+        None => tracing::info!("stopped while starting; the next start resumes the rest"),
     }
-    state.set_started();
-    if let Some(reloads) = reloads {
-        tokio::spawn(report_reloads(gateway.clone(), reloads));
-    }
-    let mut names = gateway.channel_names();
-    names.sort();
-    eprintln!("bub gateway listening on http://{bound} (channels: {})", names.join(", "));
-    shutdown_signal().await;
     let _ = stopping.send(true);
     // The grace of the config in force when the stop begins.
     gateway.stop(live_config.current().http.shutdown_grace()).await;

@@ -64,6 +64,28 @@ impl GatewayProcess {
     /// override any of them). Waits up to [`START_TIMEOUT`] for the
     /// `listening on` line; panics with the stderr when it does not come.
     pub async fn start(home: &Path, env: &[(String, String)], args: &[&str]) -> GatewayProcess {
+        let mut process = GatewayProcess::spawn(home, env, args);
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            let text = process.stderr();
+            if let Some(addr) = listening_addr(&text) {
+                process.addr = addr;
+                return process;
+            }
+            if let Some(status) = process.child_mut().try_wait().expect("poll bub gateway") {
+                panic!("bub gateway exited ({status}) before listening; stderr:\n{text}");
+            }
+            if Instant::now() > deadline {
+                process.kill_hard();
+                panic!("bub gateway did not listen within {START_TIMEOUT:?}; stderr:\n{}", process.stderr());
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Like [`GatewayProcess::start`] without waiting for the `listening on`
+    /// line (`addr` stays unset), to stop a gateway while it is starting.
+    pub fn spawn(home: &Path, env: &[(String, String)], args: &[&str]) -> GatewayProcess {
         std::fs::create_dir_all(home).expect("create BUB_HOME");
         let n = STARTS.fetch_add(1, Ordering::Relaxed);
         let stderr_path = home.join(format!("gateway-{}-{n}.stderr", std::process::id()));
@@ -83,24 +105,7 @@ impl GatewayProcess {
         }
         command.args(args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(stderr);
         let child = command.spawn().expect("spawn bub gateway");
-        let mut process =
-            GatewayProcess { addr: SocketAddr::from(([127, 0, 0, 1], 0)), stderr_path, child: Some(child) };
-        let deadline = Instant::now() + START_TIMEOUT;
-        loop {
-            let text = process.stderr();
-            if let Some(addr) = listening_addr(&text) {
-                process.addr = addr;
-                return process;
-            }
-            if let Some(status) = process.child_mut().try_wait().expect("poll bub gateway") {
-                panic!("bub gateway exited ({status}) before listening; stderr:\n{text}");
-            }
-            if Instant::now() > deadline {
-                process.kill_hard();
-                panic!("bub gateway did not listen within {START_TIMEOUT:?}; stderr:\n{}", process.stderr());
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        GatewayProcess { addr: SocketAddr::from(([127, 0, 0, 1], 0)), stderr_path, child: Some(child) }
     }
 
     /// The process id (for `/proc/<pid>/status`).

@@ -602,3 +602,19 @@ async fn a_sigterm_during_the_start_lets_its_callback_finish_and_it_is_not_sent_
 fn read_file(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_default()
 }
+
+/// Two gateways on one home would both resume its pending replies and send
+/// them twice: a second one refuses to start while the first runs, and says why.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_second_gateway_on_the_same_home_refuses_to_start() {
+    let home = tempfile::tempdir().unwrap();
+    let fake = FakeModel::start_answering("pong").await;
+    let first = GatewayProcess::start(home.path(), &env(&fake, &[]), &[]).await;
+    let config = format!("[channels.webhook]\nkind = \"webhook\"\nsecrets = [\"{SECRET}\"]\n");
+    let stderr = support::gateway::refused_start(home.path(), &config);
+    assert!(stderr.contains("another bub gateway is running on"), "{stderr}");
+    assert!(stderr.contains(&format!("pid {}", first.pid())), "{stderr}");
+    let (status, answer) = post(&first, "sync", &message("still-1", "c1", "hello")).await;
+    assert_eq!((status, answer["text"].as_str()), (200, Some("pong")), "the first one runs on");
+    assert!(first.stop().await);
+}

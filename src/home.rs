@@ -6,6 +6,7 @@
 //! $BUB_HOME/tapes/          JSONL archives written by `tape.reset archive=true`
 //! $BUB_HOME/workspaces/     one workspace per session (when none is given)
 //! $BUB_HOME/codemode/       typed Python stubs of the tools, for code mode
+//! $BUB_HOME/gateway.lock    held by the running gateway (one per home)
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -56,6 +57,11 @@ impl BubHome {
     /// The webhook secret generated on the gateway's first start without a config.
     pub fn webhook_secret_file(&self) -> PathBuf {
         self.root.join("webhook.secret")
+    }
+
+    /// Locked by the running gateway, so a second one on this home refuses to start.
+    pub fn gateway_lock_file(&self) -> PathBuf {
+        self.root.join("gateway.lock")
     }
 
     /// Where sessions get their workspaces (one folder per session).

@@ -9,7 +9,7 @@ use bub::codemode::runner::{CallTool, OutputSink};
 use bub::environment::{Environments, LocalProvider};
 use bub::home::BubHome;
 use bub::setup::Setup;
-use bub::tape::SqliteTapeStore;
+use bub::tape::{EntryKind, SqliteTapeStore};
 use bub::tools::{Tool, ToolContext, ToolError};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -246,4 +246,149 @@ async fn fifty_concurrent_runs_in_different_sessions_do_not_interfere() {
         assert_eq!(output.unwrap(), format!("{n} whoami 1\n"));
     }
     environments.close_all().await;
+}
+
+/// `test.echo(text)` → `{"said": text}`; `test.add(a, b)` → `a + b`.
+#[derive(Deserialize, JsonSchema)]
+struct EchoArgs {
+    text: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct AddArgs {
+    a: i64,
+    b: i64,
+}
+
+fn add_test_tools(world: &World) {
+    world.setup.agent.add_tool(Tool::typed("test.echo", |args: EchoArgs, _: ToolContext| async move {
+        Ok::<_, ToolError>(json!({"said": args.text}))
+    }));
+    world.setup.agent.add_tool(Tool::typed("test.add", |args: AddArgs, _: ToolContext| async move {
+        Ok::<_, ToolError>(args.a + args.b)
+    }));
+}
+
+async fn tape_entries(world: &World) -> Vec<bub::tape::Entry> {
+    let tape = bub::tape::Tape::new(world.setup.store.clone(), bub::tape::TapeName::new("ops").unwrap());
+    tape.read(&bub::tape::TapeQuery::all()).await.unwrap()
+}
+
+fn from_code(entries: &[bub::tape::Entry]) -> Vec<bub::tape::Entry> {
+    entries.iter().filter(|e| e.meta.get("code_mode") == Some(&json!(true))).cloned().collect()
+}
+
+/// The id of the newest `run_code` call the model made, and the tape ids of
+/// its `tool_call` entry and of the `tool_result` entry after it.
+fn run_code_call(entries: &[bub::tape::Entry]) -> (String, u64, u64) {
+    let call = entries
+        .iter()
+        .rev()
+        .find(|e| e.kind == EntryKind::ToolCall && e.payload["calls"][0]["function"]["name"] == "run_code")
+        .expect("a run_code call on the tape");
+    let result = entries
+        .iter()
+        .find(|e| e.id > call.id && e.kind == EntryKind::ToolResult && e.meta.get("code_mode").is_none())
+        .expect("the run_code result on the tape");
+    (call.payload["calls"][0]["id"].as_str().unwrap().to_string(), call.id, result.id)
+}
+
+#[tokio::test]
+async fn calls_from_code_are_recorded_on_the_tape_but_not_shown_to_the_model() {
+    let fake = FakeModel::start().await;
+    let world = world(&fake).await;
+    add_test_tools(&world);
+    world.say(",code_mode enable=true").await;
+    let code = "import asyncio, json\n\
+                results = await asyncio.gather(tools.test_echo(text='one'), tools.test_echo(text='two'), tools.test_add(a=2, b=3))\n\
+                print(json.dumps(results))";
+    fake.push(run_code(code, 30)).push(Reply::text("done"));
+    let outcome = world.say("use code").await;
+    assert_eq!(outcome.text, "done");
+    let (printed, is_error) = tool_result(&outcome);
+    assert!(!is_error, "{printed}");
+    let printed: Value = serde_json::from_str(&printed).unwrap();
+    assert_eq!(printed, json!([{"said": "one"}, {"said": "two"}, 5]));
+
+    let entries = tape_entries(&world).await;
+    let (run_code_id, run_code_entry, run_code_result) = run_code_call(&entries);
+    let recorded = from_code(&entries);
+    assert_eq!(recorded.len(), 6, "a call and a result per nested call: {recorded:#?}");
+    let mut calls = Vec::new();
+    for pair in recorded.chunks(2) {
+        let (call, result) = (&pair[0], &pair[1]);
+        assert_eq!((call.kind, result.kind), (EntryKind::ToolCall, EntryKind::ToolResult));
+        for entry in pair {
+            assert!(!entry.in_context(), "hidden from the model: {entry:?}");
+            assert_eq!(entry.meta["parent_call_id"], json!(run_code_id));
+            assert!(run_code_entry < entry.id && entry.id < run_code_result, "inside the run_code call");
+        }
+        let request = &call.payload["calls"][0];
+        assert_eq!(request["type"], "function");
+        assert_eq!(result.meta["call_id"], request["id"], "the result names its call");
+        let arguments: Value = serde_json::from_str(request["function"]["arguments"].as_str().unwrap()).unwrap();
+        let name = request["function"]["name"].as_str().unwrap().to_string();
+        calls.push((
+            request["id"].as_str().unwrap().to_string(),
+            name,
+            arguments,
+            result.payload["results"][0].clone(),
+        ));
+    }
+    let ids: std::collections::HashSet<&String> = calls.iter().map(|c| &c.0).collect();
+    assert_eq!(ids.len(), 3, "every nested call has its own id: {calls:?}");
+    let mut seen: Vec<(String, Value, Value)> = calls.into_iter().map(|(_, n, a, r)| (n, a, r)).collect();
+    seen.sort_by_key(|c| c.1.to_string());
+    assert_eq!(
+        seen,
+        vec![
+            ("test_add".to_string(), json!({"a": 2, "b": 3}), json!(5)),
+            ("test_echo".to_string(), json!({"text": "one"}), json!({"said": "one"})),
+            ("test_echo".to_string(), json!({"text": "two"}), json!({"said": "two"})),
+        ]
+    );
+
+    // The next request is a valid chat: the run_code call, then its result only.
+    let messages = fake.requests()[1]["messages"].as_array().cloned().unwrap();
+    let call_at = messages.iter().position(|m| m["tool_calls"][0]["id"] == json!(run_code_id)).unwrap();
+    assert_eq!(messages[call_at]["tool_calls"].as_array().unwrap().len(), 1);
+    assert_eq!(messages[call_at + 1]["role"], "tool");
+    assert_eq!(messages[call_at + 1]["tool_call_id"], json!(run_code_id));
+    let about_tools = messages.iter().filter(|m| m["role"] == "tool" || m.get("tool_calls").is_some()).count();
+    let text = serde_json::to_string(&messages).unwrap();
+    assert!(about_tools == 2 && !text.contains("/code-"), "no nested call reaches the model: {text}");
+
+    let lines: Vec<String> = recorded.iter().map(bub::cli::summarize).collect();
+    assert!(lines.contains(&r#"[from code] test_echo({"text":"one"})"#.to_string()), "{lines:#?}");
+    assert!(lines.contains(&r#"[from code] {"said":"one"}"#.to_string()), "{lines:#?}");
+    assert!(lines.contains(&"[from code] 5".to_string()), "{lines:#?}");
+}
+
+#[tokio::test]
+async fn a_call_from_code_that_is_denied_is_recorded_with_its_error() {
+    let fake = FakeModel::start().await;
+    let world = world(&fake).await;
+    world.setup.agent.events().on_sync(|event: &mut BeforeToolCall| {
+        if event.call.tool == "tape.reset" {
+            event.decision = Some(ToolCallDecision::Deny("resets are for operators".into()));
+        }
+        Ok(())
+    });
+    world.say(",code_mode enable=true").await;
+    let code =
+        "try:\n    await tools.tape_reset(archive=False)\nexcept Exception as error:\n    print('refused:', error)";
+    fake.push(run_code(code, 30)).push(Reply::text("ok"));
+    world.say("reset please").await;
+
+    let entries = tape_entries(&world).await;
+    let (run_code_id, _, _) = run_code_call(&entries);
+    let recorded = from_code(&entries);
+    assert_eq!(recorded.len(), 2, "{recorded:#?}");
+    let call = &recorded[0].payload["calls"][0];
+    assert_eq!(call["function"]["name"], "tape_reset");
+    assert_eq!(call["function"]["arguments"], r#"{"archive":false}"#);
+    assert_eq!(recorded[1].kind, EntryKind::ToolResult);
+    assert_eq!(recorded[1].payload["results"], json!([{"kind": "denied", "message": "resets are for operators"}]));
+    assert_eq!(recorded[1].meta["is_error"], json!(true));
+    assert!(recorded.iter().all(|e| !e.in_context() && e.meta["parent_call_id"] == json!(run_code_id)));
 }

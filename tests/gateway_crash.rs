@@ -525,3 +525,72 @@ async fn a_stop_abandons_a_turn_past_its_grace_and_the_next_start_answers_it() {
 fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_default()
 }
+
+/// `[channels.webhook]` calling back `receiver`, with a stop grace of 0: a
+/// stop abandons every turn at once, even one whose reply is being POSTed.
+fn zero_grace_config(home: &Path, receiver: &CallbackReceiver) -> std::path::PathBuf {
+    let path = home.join("bub.toml");
+    let text = format!(
+        "[http]\nshutdown_grace_seconds = 0\n\n[channels.webhook]\nkind = \"webhook\"\nsecrets = [\"{SECRET}\"]\n\
+         callback_url = \"{}\"\n",
+        receiver.url()
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Without a crash or a failed POST, a graceful stop never makes a callback
+/// repeat. The receiver takes 2 s to answer, so each SIGTERM lands while POSTs
+/// are in flight: the first while turns deliver their replies and while other
+/// replies wait for their chat's turn; the second while the next start sends
+/// what the first left. Every
+/// message is still answered, and each `Idempotency-Key` arrives exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn graceful_stops_mid_delivery_send_every_callback_exactly_once() {
+    let fake = FakeModel::start_answering("answered").await;
+    let receiver = CallbackReceiver::start_slow(Duration::from_secs(2)).await;
+    let home = tempfile::tempdir().unwrap();
+    let config = zero_grace_config(home.path(), &receiver);
+    let args = ["--config", config.to_str().unwrap()];
+    let env = fake.vars("openai:gpt-test");
+    // Prompts in one chat (one turn at a time, later ones queued into one
+    // turn); commands in another, each its own turn at once, their replies
+    // sent one after another.
+    let messages: Vec<Value> = (0..12)
+        .map(|k| {
+            let (chat, text) =
+                if k % 3 == 0 { ("prompts", format!("question {k}")) } else { ("commands", ",help".into()) };
+            json!({"message_id": message_id(k), "chat_id": chat, "sender_id": "u1", "text": text})
+        })
+        .collect();
+    let ids: BTreeSet<String> = (0..messages.len()).map(message_id).collect();
+    // Messages queued behind a turn are answered together, under the first one's key.
+    let answered = |receiver: &CallbackReceiver| -> BTreeSet<String> {
+        receiver.posts().iter().flat_map(|post| post.reply_to()).collect()
+    };
+
+    let mut gateway = GatewayProcess::start(home.path(), &env, &args).await;
+    for body in &messages {
+        let response = signed_request(&client(), gateway.addr, "webhook", "async", body, SECRET).await.unwrap();
+        assert_eq!(response.status(), 202, "{}", response.text().await.unwrap_or_default());
+    }
+    let mut logs = Vec::new();
+    for round in 1..=2 {
+        // Stop as soon as the receiver holds a POST it has not answered yet
+        // (or once everything is answered: the next start has nothing to do).
+        let in_flight = receiver.wait_until(ANSWER_TIMEOUT, |r| r.unanswered() > 0 || answered(r) == ids).await;
+        assert!(in_flight, "round {round}: no callback came; stderr:\n{}", gateway.stderr());
+        logs.push(gateway.stderr_path.clone());
+        assert!(gateway.stop().await, "round {round}: SIGTERM ends the gateway cleanly");
+        gateway = GatewayProcess::start(home.path(), &env, &args).await;
+    }
+    let all_in = receiver.wait_until(ANSWER_TIMEOUT, |r| answered(r) == ids).await;
+    logs.push(gateway.stderr_path.clone());
+    assert!(gateway.stop().await, "the last gateway stops cleanly");
+
+    let counts = receiver.posts_per_key();
+    let repeated: BTreeMap<&String, &usize> = counts.iter().filter(|(_, n)| **n > 1).collect();
+    let stderr: String = logs.iter().map(|path| read(path)).collect::<Vec<_>>().join("\n---\n");
+    assert!(all_in, "every message is answered: {:?} of {ids:?}\n{stderr}", answered(&receiver));
+    assert!(repeated.is_empty(), "callbacks repeated without a crash or a failed POST: {repeated:?}\n{stderr}");
+}

@@ -524,3 +524,97 @@ async fn the_gateway_itself_refuses_a_message_over_the_limits() {
     assert_eq!(invalid.to_string(), "channel names no channel of this gateway");
     assert_eq!(inbox_rows(home.path()).await, 0);
 }
+
+/// Runs one statement on the gateway's database (while no gateway runs).
+async fn execute_sql(home: &Path, sql: &'static str) {
+    use sqlx::ConnectOptions;
+    let mut conn = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(home.join("bub.db"))
+        .connect()
+        .await
+        .expect("open the database");
+    sqlx::query(sql).execute(&mut conn).await.expect("run the statement");
+}
+
+/// Leaves a turn on the tape whose outcome and reply were never stored (a
+/// trigger makes the outbox refuse rows while it runs): what a restart then
+/// answers from the tape. Checks that nothing was POSTed for it.
+async fn a_turn_without_its_outcome(home: &Path, env: &[(String, String)], receiver: &CallbackReceiver) {
+    let gateway = GatewayProcess::start(home, env, &[]).await;
+    assert!(gateway.stop().await, "the first start creates the database");
+    execute_sql(
+        home,
+        "CREATE TRIGGER refuse_replies BEFORE INSERT ON gateway_outbox \
+         BEGIN SELECT RAISE(ABORT, 'the outbox refuses rows (test)'); END",
+    )
+    .await;
+    let gateway = GatewayProcess::start(home, env, &[]).await;
+    let (status, _) = post(&gateway, "async", &message("unstored-1", "c1", "hello")).await;
+    assert_eq!(status, 202);
+    wait_for_log(&gateway, "cannot store the outcome", 1).await;
+    assert!(gateway.stop().await, "a stop waits for any POST in flight");
+    // A callback goes out only once its outbox row is stored: the row is how a restart knows it was sent.
+    assert!(receiver.posts().is_empty(), "no callback without its outbox row: {:?}", receiver.posts_per_key());
+    execute_sql(home, "DROP TRIGGER refuse_replies").await;
+}
+
+/// When the store refuses a turn's outcome nothing is POSTed; the next start
+/// finds the turn on the tape and sends its reply, once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reply_whose_outcome_cannot_be_stored_waits_for_the_restart_and_arrives_once() {
+    let home = tempfile::tempdir().unwrap();
+    let fake = FakeModel::start_answering("pong").await;
+    let receiver = CallbackReceiver::start().await;
+    let env = env(&fake, &[("BUB_WEBHOOK_CALLBACK_URL", &receiver.url())]);
+    a_turn_without_its_outcome(home.path(), &env, &receiver).await;
+
+    let gateway = GatewayProcess::start(home.path(), &env, &[]).await;
+    assert!(receiver.wait_for_keys(1, Duration::from_secs(60)).await, "stderr:\n{}", gateway.stderr());
+    assert!(gateway.stop().await);
+    let counts = receiver.posts_per_key();
+    assert_eq!(counts.into_iter().collect::<Vec<_>>(), [("reply:webhook:unstored-1".to_string(), 1)]);
+    assert_eq!(receiver.accepted()[0].body["text"], "pong");
+}
+
+/// SIGTERM while a start still resumes the last run's work — here POSTing, to
+/// a receiver slow to answer, the reply of a turn found on the tape — is a
+/// graceful stop: the POST is finished and recorded, and the next start does
+/// not send it again.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sigterm_during_the_start_lets_its_callback_finish_and_it_is_not_sent_again() {
+    let home = tempfile::tempdir().unwrap();
+    let fake = FakeModel::start_answering("pong").await;
+    let receiver = CallbackReceiver::start_slow(Duration::from_secs(2)).await;
+    let env = env(&fake, &[("BUB_WEBHOOK_CALLBACK_URL", &receiver.url())]);
+    a_turn_without_its_outcome(home.path(), &env, &receiver).await;
+
+    let starting = GatewayProcess::spawn(home.path(), &env, &[]);
+    let stderr_path = starting.stderr_path.clone();
+    assert!(receiver.wait_until(Duration::from_secs(60), |r| r.unanswered() > 0).await, "no callback");
+    let clean = starting.stop().await;
+    let again = GatewayProcess::start(home.path(), &env, &[]).await;
+    assert!(again.stop().await);
+    let counts = receiver.posts_per_key();
+    assert_eq!(counts.into_iter().collect::<Vec<_>>(), [("reply:webhook:unstored-1".to_string(), 1)]);
+    assert!(clean, "SIGTERM mid-start ends the gateway cleanly:\n{}", read_file(&stderr_path));
+}
+
+fn read_file(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+/// Two gateways on one home would both resume its pending replies and send
+/// them twice: a second one refuses to start while the first runs, and says why.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_second_gateway_on_the_same_home_refuses_to_start() {
+    let home = tempfile::tempdir().unwrap();
+    let fake = FakeModel::start_answering("pong").await;
+    let first = GatewayProcess::start(home.path(), &env(&fake, &[]), &[]).await;
+    let config = format!("[channels.webhook]\nkind = \"webhook\"\nsecrets = [\"{SECRET}\"]\n");
+    let stderr = support::gateway::refused_start(home.path(), &config);
+    assert!(stderr.contains("another bub gateway is running on"), "{stderr}");
+    assert!(stderr.contains(&format!("pid {}", first.pid())), "{stderr}");
+    let (status, answer) = post(&first, "sync", &message("still-1", "c1", "hello")).await;
+    assert_eq!((status, answer["text"].as_str()), (200, Some("pong")), "the first one runs on");
+    assert!(first.stop().await);
+}

@@ -698,3 +698,51 @@ async fn chats_with_their_own_rate_are_held_to_it_and_a_new_budget_applies() {
     let last_two = &after[after.len() - 2..];
     assert!(last_two[1].at - last_two[0].at >= Duration::from_secs(60), "the new budget did not apply");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_stop_ends_sends_at_their_next_wait_and_names_the_parts_delivered() {
+    let fake = FakeChannel::new("fake", 20, true);
+    // Part 0 goes through, part 1 fails for a moment: the stop comes during its backoff.
+    fake.script("a", [None, Some(SendError::Transient("502".into()))]);
+    let scheduler = scheduler_with(&fake, Budget::default());
+    let text = "one two three four five six seven eight nine ten";
+    assert_eq!(split_message(text, 20).len(), 3);
+
+    let sending = tokio::spawn({
+        let scheduler = scheduler.clone();
+        async move { scheduler.send_final("fake", outbound("a", "k", text)).await }
+    });
+    until_calls(&fake, 2).await;
+    scheduler.stop();
+    let error = sending.await.unwrap().unwrap_err();
+    assert!(matches!(error, OutboundError::Stopped { part: 1, .. }), "{error:?}");
+    assert_eq!(error.delivered().len(), 1, "part 0 was delivered");
+    let later = scheduler.send_final("fake", outbound("b", "other", "hello")).await.unwrap_err();
+    assert!(matches!(later, OutboundError::Stopped { part: 0, .. }), "{later:?}");
+    assert_eq!(fake.calls().len(), 2, "nothing is attempted once stopped");
+
+    // The next start sends the rest of the reply, and only the rest.
+    let next = scheduler_with(&fake, Budget::default());
+    let all = next.send_final_after("fake", outbound("a", "k", text), error.delivered().to_vec()).await.unwrap();
+    let keys: Vec<String> = fake.delivered().iter().map(|c| c.key.clone().unwrap()).collect();
+    assert_eq!(keys, ["k", "k#1", "k#2"], "each part delivered once");
+    assert_eq!(all.len(), 3);
+    assert_eq!(all[0].message_id, error.delivered()[0].message_id);
+}
+
+#[tokio::test]
+async fn the_outbox_keeps_the_parts_a_stop_left_delivered() {
+    use bub::gateway::store::{GatewayStore, PendingReply};
+    use bub_channel::{Outcome, OutcomeStatus};
+    let dir = tempfile::tempdir().unwrap();
+    let store = GatewayStore::new(bub::tape::SqliteTapeStore::open(dir.path().join("bub.db")).await.unwrap());
+    let reply = PendingReply { channel: "fake".into(), outbound: outbound("a", "k", "text"), sent: Vec::new() };
+    let outcome = Outcome { status: OutcomeStatus::Replied, text: "text".into(), session: "fake:a".into() };
+    store.finish(&[], &outcome, &[reply]).await.unwrap();
+    store.parts_delivered("k", &["m1".to_string()]).await.unwrap();
+    let pending = store.undelivered().await.unwrap();
+    assert_eq!(pending.len(), 1, "still pending");
+    assert_eq!(pending[0].sent, ["m1"]);
+    store.delivered("k", &["m1".to_string(), "m2".to_string()]).await.unwrap();
+    assert!(store.undelivered().await.unwrap().is_empty());
+}

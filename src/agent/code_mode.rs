@@ -13,6 +13,7 @@ use crate::codemode::stub::{StubTool, write_stub};
 use crate::tools::{Tool, ToolRegistry};
 use serde_json::Value;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The tool that runs code.
 pub const RUN_CODE: &str = "run_code";
@@ -24,24 +25,30 @@ pub struct CodeModeSession {
     pub tools: Vec<String>,
     /// The typed stub of those tools.
     pub stub: PathBuf,
+    /// Numbers the calls made from code in this run, so each has its own id.
+    calls: AtomicU64,
 }
 
 impl CodeModeSession {
-    /// Runs one call from the code through the tool events (`code_mode = true`);
-    /// the structured result, not rendered or spilled, or the error message.
-    pub async fn call(&self, name: &str, arguments: Value) -> Result<Value, String> {
+    /// Runs one call from the code of the `run_code` call `parent` through the
+    /// tool events (`code_mode = true`, call id `<parent>/code-<n>`, unique in
+    /// the run); the structured result, not rendered or spilled, or the error
+    /// message.
+    pub async fn call(&self, parent: &str, name: &str, arguments: Value) -> Result<Value, String> {
         if !arguments.is_object() {
             return Err(format!("tools.{name} takes keyword arguments"));
         }
         let Some(tool) = self.site.tools.get(name).filter(|t| self.tools.contains(&t.model_name())) else {
             return Err(format!("no tool `{name}` in code mode"));
         };
+        let number = self.calls.fetch_add(1, Ordering::Relaxed) + 1;
         let call = ToolCall {
             tool: tool.name().to_string(),
-            call_id: "code".into(),
+            call_id: format!("{parent}/code-{number}"),
             arguments,
             command: false,
             code_mode: true,
+            parent_call_id: Some(parent.to_string()),
         };
         match self.site.execute(call, None).await {
             Ok(result) => result.value.map_err(|error| error.message),
@@ -77,7 +84,7 @@ pub(crate) async fn open(
     let stub = tokio::task::spawn_blocking(move || write_stub(&codemode_dir, &workspace, &session, &stubs))
         .await
         .map_err(std::io::Error::other)??;
-    Ok(CodeModeSession { site, tools: in_code.iter().map(Tool::model_name).collect(), stub })
+    Ok(CodeModeSession { site, tools: in_code.iter().map(Tool::model_name).collect(), stub, calls: AtomicU64::new(0) })
 }
 
 /// The system prompt block that explains code mode.

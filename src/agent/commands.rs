@@ -78,7 +78,14 @@ async fn execute(
             return Ok((line.name.clone(), Err(format!("unknown command `{}`{hint}", line.name))));
         }
     };
-    let call = ToolCall { tool: tool.clone(), call_id: "command".into(), arguments, command: true, code_mode: false };
+    let call = ToolCall {
+        tool: tool.clone(),
+        call_id: "command".into(),
+        arguments,
+        command: true,
+        code_mode: false,
+        parent_call_id: None,
+    };
     let result = site.execute(call, None).await?;
     let output = match result.value {
         Ok(_) => Ok(result.output),

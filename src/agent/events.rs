@@ -133,6 +133,8 @@ pub struct ToolCall {
     pub command: bool,
     /// Came from code run by `run_code`.
     pub code_mode: bool,
+    /// For a call from code: the id of the `run_code` call running that code.
+    pub parent_call_id: Option<String>,
 }
 
 /// What a `BeforeToolCall` handler decided.

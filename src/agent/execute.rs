@@ -71,6 +71,7 @@ impl CallSite {
             tape: self.run.tape.clone(),
             state: self.run.state.clone(),
             run_id: self.run.run_id.clone(),
+            call_id: call.call_id.clone(),
             events: Some(self.agent.inner.events.clone()),
             command: call.command,
             code_mode: call.code_mode,

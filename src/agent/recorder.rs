@@ -9,9 +9,16 @@
 //! | `ChatCompleted` | one `tool_result` entry, results in call order |
 //! | `StepFinished` | event `loop.step {step, status, elapsed_ms, error?}` |
 //! | `CommandFinished` | event `command {raw, name, status, elapsed_ms, output}` |
+//! | `AfterToolCall` from code (`call.code_mode`) | one `tool_call` entry (the call, OpenAI shape) and one `tool_result` entry (its structured result, or the error `{kind, message, details?}` with `meta.is_error`), both with `meta.code_mode = true`, `meta.call_id`, `meta.parent_call_id` (the `run_code` call) and hidden from the model's context |
 //!
 //! Because it is registered first, what it records is what happened before
 //! any other handler could react.
+//!
+//! Calls made from code land between the `run_code` call and its result, so a
+//! chat context could not hold them (a tool call must be followed by its own
+//! results); they are there for an audit and `bub tape show`, not the model,
+//! which reads only what the code printed. Their ids (`<run_code id>/code-<n>`)
+//! pair each call with its result even when the code ran them at once.
 
 use super::bus::{EventBus, HandlerError};
 use super::events::*;
@@ -72,6 +79,34 @@ pub fn register(bus: &EventBus) {
         write(&event.run, vec![NewEntry::event("command", data)]).await?;
         Ok(event)
     });
+    bus.on(|event: AfterToolCall| async move {
+        if event.call.code_mode {
+            write(&event.run, code_call_entries(&event)).await?;
+        }
+        Ok(event)
+    });
+}
+
+/// The call and result of one tool call made from code (see the module docs).
+fn code_call_entries(event: &AfterToolCall) -> Vec<NewEntry> {
+    let call = &event.call;
+    let request = crate::model::ToolCallRequest {
+        id: call.call_id.clone(),
+        name: crate::tools::model_name(&call.tool),
+        arguments: call.arguments.to_string(),
+    };
+    let mark = |entry: NewEntry| {
+        entry
+            .with_meta("code_mode", json!(true))
+            .with_meta("call_id", json!(call.call_id))
+            .with_meta("parent_call_id", json!(call.parent_call_id))
+            .hidden_from_context()
+    };
+    let result = match &event.result.value {
+        Ok(value) => NewEntry::tool_result(vec![value.clone()]),
+        Err(error) => NewEntry::tool_result(vec![error.to_value()]).with_meta("is_error", json!(true)),
+    };
+    vec![mark(NewEntry::tool_call(vec![request.to_openai()])), mark(result)]
 }
 
 async fn llm_call_entries(event: &AfterLlmCall) -> Result<Vec<NewEntry>, HandlerError> {

@@ -634,7 +634,14 @@ async fn run_calls(
                 request.name.clone()
             }
         };
-        let call = ToolCall { tool, call_id: request.id.clone(), arguments, command: false, code_mode: false };
+        let call = ToolCall {
+            tool,
+            call_id: request.id.clone(),
+            arguments,
+            command: false,
+            code_mode: false,
+            parent_call_id: None,
+        };
         site.execute(call, preset).await
     });
     let results = futures::future::join_all(runs).await;

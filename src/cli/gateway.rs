@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub(crate) async fn run_gateway(home: &BubHome, config: Option<PathBuf>, listen: Option<SocketAddr>) -> Result<()> {
+    let _one_gateway = lock_home(home)?;
     let config_path = config.or_else(|| Some(home.config_file()).filter(|path| path.exists()));
     let confinement = PolicyConfinement::new();
     let store = Arc::new(SqliteTapeStore::open_with(home.database(), durability()?).await?);
@@ -69,19 +70,34 @@ pub(crate) async fn run_gateway(home: &BubHome, config: Option<PathBuf>, listen:
         let mut stop_requested = stop_requested;
         let _ = stop_requested.wait_for(|stopping| *stopping).await;
     }));
-    if let Err(error) = gateway.start().await {
-        server.abort();
-        setup.shutdown().await;
-        return Err(error.into());
+    // Signals are caught from here on: a SIGTERM while the start resumes the
+    // last run's work (POSTing its replies) is a graceful stop too, not a kill
+    // that cuts a POST whose reply the next start would then send again.
+    let shutdown = shutdown_signal();
+    tokio::pin!(shutdown);
+    let started = tokio::select! {
+        biased;
+        () = &mut shutdown => None,
+        started = gateway.start() => Some(started),
+    };
+    match started {
+        Some(Err(error)) => {
+            server.abort();
+            setup.shutdown().await;
+            return Err(error.into());
+        }
+        Some(Ok(())) => {
+            state.set_started();
+            if let Some(reloads) = reloads {
+                tokio::spawn(report_reloads(gateway.clone(), reloads));
+            }
+            let mut names = gateway.channel_names();
+            names.sort();
+            eprintln!("bub gateway listening on http://{bound} (channels: {})", names.join(", "));
+            shutdown.await;
+        }
+        None => tracing::info!("stopped while starting; the next start resumes the rest"),
     }
-    state.set_started();
-    if let Some(reloads) = reloads {
-        tokio::spawn(report_reloads(gateway.clone(), reloads));
-    }
-    let mut names = gateway.channel_names();
-    names.sort();
-    eprintln!("bub gateway listening on http://{bound} (channels: {})", names.join(", "));
-    shutdown_signal().await;
     let _ = stopping.send(true);
     // The grace of the config in force when the stop begins.
     gateway.stop(live_config.current().http.shutdown_grace()).await;
@@ -93,6 +109,45 @@ pub(crate) async fn run_gateway(home: &BubHome, config: Option<PathBuf>, listen:
     }
     setup.shutdown().await;
     Ok(())
+}
+
+/// Locks the home's `gateway.lock` for as long as the gateway runs (the lock
+/// goes with the process, however it ends). Two gateways on one home would
+/// both resume its unfinished turns and pending replies: callbacks POSTed
+/// twice, turns answered twice.
+fn lock_home(home: &BubHome) -> Result<std::fs::File> {
+    use rustix::fs::{FlockOperation, flock};
+    use std::io::{Read, Seek, Write};
+    let path = home.gateway_lock_file();
+    std::fs::create_dir_all(home.root()).with_context(|| format!("cannot create {}", home.root().display()))?;
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    match flock(&file, FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => {}
+        Err(rustix::io::Errno::WOULDBLOCK) => {
+            let mut holder = String::new();
+            let _ = file.read_to_string(&mut holder);
+            let holder = holder.trim();
+            let by = if holder.is_empty() { String::new() } else { format!(" (pid {holder})") };
+            anyhow::bail!(
+                "another bub gateway is running on {}{by}: stop it first (it holds {}); two gateways on one \
+                 home would both send its pending replies",
+                home.root().display(),
+                path.display()
+            );
+        }
+        Err(error) => return Err(error).with_context(|| format!("cannot lock {}", path.display())),
+    }
+    // The holder's pid, for the message above; the lock, not the text, is what counts.
+    file.set_len(0)?;
+    file.rewind()?;
+    write!(file, "{}", std::process::id())?;
+    Ok(file)
 }
 
 /// `BUB_SQLITE_SYNC`: `full` (default: every commit reaches the disk before a

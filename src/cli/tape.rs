@@ -378,6 +378,11 @@ pub fn summarize(entry: &Entry) -> String {
             }
         }
     };
+    // Calls made by code under `run_code` (recorded out of the model's context).
+    let line = match entry.meta.get("code_mode") {
+        Some(Value::Bool(true)) => format!("[from code] {line}"),
+        _ => line,
+    };
     one_line(&line, 160)
 }
 

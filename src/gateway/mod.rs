@@ -62,6 +62,12 @@ use store::{GatewayStore, Received};
 /// at all; a restart looks for it to know whether a turn already happened.
 pub const TURN_EVENT: &str = "gateway.turn";
 
+/// How long a stop waits for the platform calls in flight (a callback POST)
+/// to answer, so their deliveries are recorded: longer than the webhook
+/// callback's request timeout (30 s) and Telegram's client timeout, so only a
+/// call that has timed out already is cut.
+pub const DELIVERY_DRAIN: std::time::Duration = std::time::Duration::from_secs(40);
+
 /// One stored inbound message on its way through the pipeline.
 pub(crate) struct Message {
     pub seq: i64,
@@ -106,7 +112,9 @@ pub(crate) struct Inner {
     /// Outcomes told to waiting callers whose store has not committed yet.
     pub told: told::ToldOutcomes,
     /// Turns in flight, for a bounded stop.
-    pub running: Arc<running::RunningTurns>,
+    pub running: Arc<running::RunningTasks>,
+    /// Replies being delivered, stopped after the turns (see [`running`]).
+    pub deliveries: Arc<running::RunningTasks>,
     /// The config whose outbound budgets the scheduler has.
     budgets_from: std::sync::Mutex<Option<Arc<crate::policy::GatewayConfig>>>,
 }
@@ -136,6 +144,7 @@ impl Gateway {
             sessions: Sessions::default(),
             told: told::ToldOutcomes::default(),
             running: Arc::default(),
+            deliveries: Arc::default(),
             budgets_from: std::sync::Mutex::new(None),
             confinement,
             waiting: Default::default(),
@@ -181,7 +190,10 @@ impl Gateway {
     /// Stops the channels (no new messages), lets the turns in flight finish
     /// for up to `grace` and abandons the rest (no new turn starts meanwhile;
     /// the next start runs what was abandoned or never started, and callers
-    /// still waiting are answered 503 at once), then waits (5 s at most) until
+    /// still waiting are answered 503 at once). Then replies stop going out:
+    /// a platform call already made (a callback POST) is finished and its
+    /// delivery recorded, for [`DELIVERY_DRAIN`] at most, and the rest of
+    /// every reply is left to the next start. Last, waits (5 s at most) until
     /// the outcomes already told to callers are stored.
     pub async fn stop(&self, grace: std::time::Duration) {
         for channel in self.inner.channels.values() {
@@ -193,6 +205,15 @@ impl Gateway {
                 abandoned,
                 ?grace,
                 "turns still running at the end of the stop's grace; the next start runs them again"
+            );
+        }
+        self.inner.scheduler.stop();
+        let cut = self.inner.deliveries.stop(DELIVERY_DRAIN).await;
+        if cut > 0 {
+            tracing::warn!(
+                cut,
+                drain = ?DELIVERY_DRAIN,
+                "replies still being sent at the end of the stop; the next start may send them again"
             );
         }
         self.inner.told.settled(std::time::Duration::from_secs(5)).await;

@@ -1,7 +1,8 @@
 //! What a start does about the previous run's unfinished work.
 //!
 //! - Replies stored but not delivered are sent (once: the outbox row is
-//!   marked delivered when the platform confirms).
+//!   marked delivered when the platform confirms; of a reply a stop left
+//!   half-sent, only the parts not delivered).
 //! - Messages without an outcome: if a turn's marker event on the session's
 //!   tape names them (or, for messages steered into a turn, names that turn),
 //!   the turn happened (the fork merged) and only its outcome and reply were

@@ -1,5 +1,11 @@
-//! The turns running now, so that a stop can give them a grace period and
-//! then abandon the rest instead of waiting for a model call of minutes.
+//! The tasks running now — turns, and deliveries of replies — so that a stop
+//! can give them a grace period and then abandon the rest instead of waiting
+//! for a model call of minutes.
+//!
+//! Deliveries have a set of their own, stopped after the turns: a turn
+//! abandoned while its reply is being sent leaves the delivery running, so a
+//! POST in flight is finished and recorded, never cut (a cut one would be
+//! sent again by the next start, though it may have arrived).
 //!
 //! Abandoning is safe because a turn only reaches its tape when its fork is
 //! merged, in one transaction: an abandoned turn left no trace there, its
@@ -16,9 +22,9 @@ use tokio::sync::Notify;
 use tokio::task::AbortHandle;
 
 #[derive(Default)]
-pub(crate) struct RunningTurns {
+pub(crate) struct RunningTasks {
     state: Mutex<State>,
-    /// Woken whenever a turn ends.
+    /// Woken whenever a task ends.
     ended: Notify,
 }
 
@@ -26,32 +32,32 @@ pub(crate) struct RunningTurns {
 struct State {
     next: u64,
     running: HashMap<u64, AbortHandle>,
-    /// Set once a stop began: no new turn starts.
+    /// Set once a stop began: no new task starts.
     closed: bool,
 }
 
-/// Removes its turn from the set when the turn ends or is aborted.
+/// Removes its task from the set when the task ends or is aborted.
 struct Registration<'a> {
-    turns: &'a RunningTurns,
+    tasks: &'a RunningTasks,
     id: u64,
 }
 
 impl Drop for Registration<'_> {
     fn drop(&mut self) {
-        self.turns.lock().running.remove(&self.id);
-        self.turns.ended.notify_waiters();
+        self.tasks.lock().running.remove(&self.id);
+        self.tasks.ended.notify_waiters();
     }
 }
 
-impl RunningTurns {
+impl RunningTasks {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Runs `turn` on its own task, unless a stop began: then `turn` is
-    /// dropped unstarted (its messages wait in the inbox for the next start)
-    /// and this returns false.
-    pub(crate) fn spawn<F>(self: &std::sync::Arc<Self>, turn: F) -> bool
+    /// Runs `task` on its own tokio task, unless a stop began: then `task` is
+    /// dropped unstarted (a turn's messages, or a reply, wait in the store for
+    /// the next start) and this returns false.
+    pub(crate) fn spawn<F>(self: &std::sync::Arc<Self>, task: F) -> bool
     where
         F: Future<Output = ()> + Send + 'static,
     {
@@ -61,17 +67,17 @@ impl RunningTurns {
         }
         let id = state.next;
         state.next += 1;
-        let turns = self.clone();
+        let tasks = self.clone();
         // The task cannot deregister before it is registered: that needs this lock.
-        let task = tokio::spawn(async move {
-            let _registration = Registration { turns: &turns, id };
-            turn.await;
+        let handle = tokio::spawn(async move {
+            let _registration = Registration { tasks: &tasks, id };
+            task.await;
         });
-        state.running.insert(id, task.abort_handle());
+        state.running.insert(id, handle.abort_handle());
         true
     }
 
-    /// Stops new turns, waits up to `grace` for the running ones, then aborts
+    /// Stops new tasks, waits up to `grace` for the running ones, then aborts
     /// those still going; returns how many were abandoned.
     pub(crate) async fn stop(&self, grace: Duration) -> usize {
         self.lock().closed = true;
@@ -102,7 +108,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_stop_waits_for_short_turns_abandons_long_ones_and_refuses_new_ones() {
-        let turns = Arc::new(RunningTurns::default());
+        let turns = Arc::new(RunningTasks::default());
         let (short_done, short_seen) = tokio::sync::oneshot::channel();
         assert!(turns.spawn(async move {
             tokio::time::sleep(Duration::from_secs(1)).await;
@@ -122,7 +128,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_stop_with_nothing_running_returns_at_once() {
-        let turns = Arc::new(RunningTurns::default());
+        let turns = Arc::new(RunningTasks::default());
         let started = tokio::time::Instant::now();
         assert_eq!(turns.stop(Duration::from_secs(10)).await, 0);
         assert_eq!(started.elapsed(), Duration::ZERO);

@@ -8,7 +8,8 @@
 //!   replies in the outbox in one transaction, so a reply exists exactly when
 //!   its messages are done.
 //! - [`GatewayStore::unfinished`] and [`GatewayStore::undelivered`] are what a
-//!   restart resumes.
+//!   restart resumes; a pending reply keeps the parts a stop left delivered
+//!   ([`GatewayStore::parts_delivered`]), so they are not sent again.
 
 use crate::tape::SqliteTapeStore;
 use bub_channel::{Inbound, Outbound, Outcome};
@@ -56,6 +57,9 @@ pub struct Unfinished {
 pub struct PendingReply {
     pub channel: String,
     pub outbound: Outbound,
+    /// The platform ids of its first parts, already delivered (a stop came
+    /// between its parts): they are not sent again.
+    pub sent: Vec<String>,
 }
 
 /// The inbox and outbox tables of the bub database.
@@ -177,6 +181,21 @@ impl GatewayStore {
         self.set_reply_state(key, "delivered", Some(ids), None).await
     }
 
+    /// Records the parts of a reply delivered before a stop; the rest stays
+    /// pending for the next start.
+    pub async fn parts_delivered(&self, key: &str, platform_ids: &[String]) -> StoreResult<()> {
+        let ids = serde_json::to_string(platform_ids).map_err(failed("encode ids"))?;
+        let key = key.to_string();
+        self.db
+            .write(Box::new(move |conn| {
+                conn.prepare_cached("UPDATE gateway_outbox SET platform_ids = ?1 WHERE key = ?2 AND state = 'pending'")?
+                    .execute(params![ids, key])
+                    .map(|_| ())
+            }))
+            .await
+            .map_err(failed("update reply"))
+    }
+
     /// Records that a reply cannot be delivered (the platform refused it for good).
     pub async fn undeliverable(&self, key: &str, error: &str) -> StoreResult<()> {
         self.set_reply_state(key, "failed", None, Some(error.to_string())).await
@@ -272,7 +291,8 @@ impl GatewayStore {
                 let read = failed("read outbox");
                 let mut select = conn
                     .prepare_cached(
-                        "SELECT channel, outbound FROM gateway_outbox WHERE state = 'pending' ORDER BY created_at",
+                        "SELECT channel, outbound, platform_ids FROM gateway_outbox WHERE state = 'pending' \
+                         ORDER BY created_at",
                     )
                     .map_err(&read)?;
                 let mut rows = select.query([]).map_err(&read)?;
@@ -280,7 +300,12 @@ impl GatewayStore {
                 while let Some(row) = rows.next().map_err(&read)? {
                     let text: String = row.get(1).map_err(&read)?;
                     let outbound = serde_json::from_str(&text).map_err(failed("decode reply"))?;
-                    out.push(PendingReply { channel: row.get(0).map_err(&read)?, outbound });
+                    let sent: Option<String> = row.get(2).map_err(&read)?;
+                    let sent = match sent {
+                        Some(ids) => serde_json::from_str(&ids).map_err(failed("decode ids"))?,
+                        None => Vec::new(),
+                    };
+                    out.push(PendingReply { channel: row.get(0).map_err(&read)?, outbound, sent });
                 }
                 Ok(out)
             })

@@ -2,7 +2,7 @@
 //! outcome and reply are stored together, and the reply is delivered.
 
 use super::admission;
-use super::outbound::LiveReply;
+use super::outbound::{LiveReply, OutboundError};
 use super::store::PendingReply;
 use super::typing::Typing;
 use super::{Inner, Message, outcome};
@@ -10,7 +10,7 @@ use crate::agent::{AnswerText, RunOptions, StreamEvent, TurnState};
 use crate::policy::SessionPolicy;
 use crate::tape::NewEntry;
 use crate::tools::Capabilities;
-use bub_channel::{Delivery, Outbound, Outcome, OutcomeStatus};
+use bub_channel::{Delivered, Delivery, Outbound, Outcome, OutcomeStatus};
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -264,6 +264,7 @@ async fn conclude_with(
                 idempotency_key: reply_key(first),
                 session: result.session.clone(),
             },
+            sent: Vec::new(),
         }]
     } else {
         Vec::new()
@@ -282,10 +283,14 @@ async fn conclude_with(
         }
     }
     let seqs: Vec<i64> = messages.iter().map(|m| m.seq).collect();
-    if let Err(error) = inner.store.finish(&seqs, &result, &replies).await {
-        tracing::error!(%error, "cannot store the outcome; the messages will be handled again after a restart");
-    }
+    let stored = inner.store.finish(&seqs, &result, &replies).await;
     inner.told.remove(waiting.iter().map(|m| &m.inbound));
+    if let Err(error) = stored {
+        // Without its outbox row a reply sent now would be sent again by the
+        // restart that handles these messages: it waits for that restart.
+        tracing::error!(%error, "cannot store the outcome; the messages and their reply are handled again after a restart");
+        return;
+    }
     let mut live = live;
     let mut reached_the_chat = false;
     for reply in replies {
@@ -312,21 +317,48 @@ fn record_reply_time(message: &Message, to: &'static str) {
 }
 
 /// Sends a stored reply and records the delivery; true when the platform took it.
+///
+/// The sending runs among the gateway's deliveries, not in the caller's task,
+/// so a turn abandoned by a stop does not cut a POST in flight (one cut would
+/// be sent again by the next start though it may have arrived). Once a stop
+/// began, the reply stays in the outbox for the next start.
 pub(crate) async fn deliver(inner: &Arc<Inner>, reply: PendingReply, live: Option<LiveReply>) -> bool {
-    let key = reply.outbound.idempotency_key.clone();
+    let (reached_tx, reached) = oneshot::channel();
+    let task = {
+        let inner = inner.clone();
+        async move {
+            let _ = reached_tx.send(send_and_record(&inner, reply, live).await);
+        }
+    };
+    if !inner.deliveries.spawn(task) {
+        tracing::info!("gateway stopping; the reply goes out at the next start");
+        return false;
+    }
+    reached.await.unwrap_or(false)
+}
+
+async fn send_and_record(inner: &Arc<Inner>, reply: PendingReply, live: Option<LiveReply>) -> bool {
+    let PendingReply { channel, outbound, sent } = reply;
+    let key = outbound.idempotency_key.clone();
     let sent = match live {
-        Some(live) => live.finish(&reply.outbound.text).await,
-        None => inner.outbound().send_final(&reply.channel, reply.outbound).await,
+        Some(live) => live.finish(&outbound.text).await,
+        None => {
+            let sent = sent.into_iter().map(|message_id| Delivered { message_id }).collect();
+            inner.outbound().send_final_after(&channel, outbound, sent).await
+        }
     };
     let reached = sent.is_ok();
+    let platform_ids = |delivered: &[Delivered]| delivered.iter().map(|d| d.message_id.clone()).collect::<Vec<_>>();
     let stored = match sent {
-        Ok(delivered) => {
-            let ids: Vec<String> = delivered.into_iter().map(|d| d.message_id).collect();
-            inner.store.delivered(&key, &ids).await
+        Ok(delivered) => inner.store.delivered(&key, &platform_ids(&delivered)).await,
+        // Nothing of the rest was attempted: the next start sends it, and only it.
+        Err(OutboundError::Stopped { delivered, .. }) => {
+            tracing::info!(key = %key, channel = %channel, parts_sent = delivered.len(), "gateway stopping; the reply goes out at the next start");
+            inner.store.parts_delivered(&key, &platform_ids(&delivered)).await
         }
         Err(error) => {
-            tracing::warn!(%error, key = %key, channel = %reply.channel, "reply not delivered");
-            metrics::counter!("bub_delivery_errors_total", "channel" => reply.channel.clone()).increment(1);
+            tracing::warn!(%error, key = %key, channel = %channel, "reply not delivered");
+            metrics::counter!("bub_delivery_errors_total", "channel" => channel.clone()).increment(1);
             inner.store.undeliverable(&key, &error.to_string()).await
         }
     };

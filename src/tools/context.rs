@@ -15,6 +15,9 @@ pub struct ToolContext {
     /// The run's turn state.
     pub state: TurnState,
     pub run_id: String,
+    /// The id of the call being served: the model's call id (`command` for a
+    /// comma command); code mode names the calls of its code after it.
+    pub call_id: String,
     /// The run's event bus; `None` when a tool is called outside an agent.
     pub events: Option<EventBus>,
     /// The call came from a comma command, not from the model.
@@ -36,6 +39,7 @@ impl ToolContext {
             tape,
             state: TurnState::new(),
             run_id: "detached".to_string(),
+            call_id: "detached".to_string(),
             events: None,
             command: false,
             code_mode: false,

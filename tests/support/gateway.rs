@@ -6,8 +6,9 @@
 //!   (`gateway-<n>.stderr`, one per start) and is printed when a start fails.
 //! - [`signed_request`]: one signed `POST /webhook/<channel>?mode=<mode>`.
 //! - [`CallbackReceiver`]: a callback URL that records every POST (headers,
-//!   raw and JSON body), can refuse the first N with 429 or 500, and waits
-//!   for K distinct `Idempotency-Key`s.
+//!   raw and JSON body), can refuse the first N with 429 or 500 or take its
+//!   time to answer, counts POSTs per `Idempotency-Key`, and waits for K
+//!   distinct keys.
 //!
 //! ```ignore
 //! let fake = FakeModel::start_answering("hello").await;
@@ -29,7 +30,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -63,6 +64,28 @@ impl GatewayProcess {
     /// override any of them). Waits up to [`START_TIMEOUT`] for the
     /// `listening on` line; panics with the stderr when it does not come.
     pub async fn start(home: &Path, env: &[(String, String)], args: &[&str]) -> GatewayProcess {
+        let mut process = GatewayProcess::spawn(home, env, args);
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            let text = process.stderr();
+            if let Some(addr) = listening_addr(&text) {
+                process.addr = addr;
+                return process;
+            }
+            if let Some(status) = process.child_mut().try_wait().expect("poll bub gateway") {
+                panic!("bub gateway exited ({status}) before listening; stderr:\n{text}");
+            }
+            if Instant::now() > deadline {
+                process.kill_hard();
+                panic!("bub gateway did not listen within {START_TIMEOUT:?}; stderr:\n{}", process.stderr());
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Like [`GatewayProcess::start`] without waiting for the `listening on`
+    /// line (`addr` stays unset), to stop a gateway while it is starting.
+    pub fn spawn(home: &Path, env: &[(String, String)], args: &[&str]) -> GatewayProcess {
         std::fs::create_dir_all(home).expect("create BUB_HOME");
         let n = STARTS.fetch_add(1, Ordering::Relaxed);
         let stderr_path = home.join(format!("gateway-{}-{n}.stderr", std::process::id()));
@@ -82,24 +105,7 @@ impl GatewayProcess {
         }
         command.args(args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(stderr);
         let child = command.spawn().expect("spawn bub gateway");
-        let mut process =
-            GatewayProcess { addr: SocketAddr::from(([127, 0, 0, 1], 0)), stderr_path, child: Some(child) };
-        let deadline = Instant::now() + START_TIMEOUT;
-        loop {
-            let text = process.stderr();
-            if let Some(addr) = listening_addr(&text) {
-                process.addr = addr;
-                return process;
-            }
-            if let Some(status) = process.child_mut().try_wait().expect("poll bub gateway") {
-                panic!("bub gateway exited ({status}) before listening; stderr:\n{text}");
-            }
-            if Instant::now() > deadline {
-                process.kill_hard();
-                panic!("bub gateway did not listen within {START_TIMEOUT:?}; stderr:\n{}", process.stderr());
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        GatewayProcess { addr: SocketAddr::from(([127, 0, 0, 1], 0)), stderr_path, child: Some(child) }
     }
 
     /// The process id (for `/proc/<pid>/status`).
@@ -319,6 +325,10 @@ struct ReceiverState {
     fault: Option<CallbackFault>,
     /// Requests still to refuse with `fault`.
     refuse: AtomicUsize,
+    /// How long each POST waits, once recorded, before it is answered.
+    delay: Option<Duration>,
+    /// POSTs recorded and not answered yet.
+    unanswered: AtomicUsize,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -346,6 +356,12 @@ impl CallbackReceiver {
             ..Default::default()
         })
         .await
+    }
+
+    /// Records each POST when it arrives (as a receiver that has taken the
+    /// reply), then answers like [`CallbackReceiver::start`] `delay` later.
+    pub async fn start_slow(delay: Duration) -> CallbackReceiver {
+        CallbackReceiver::serve(ReceiverState { delay: Some(delay), ..Default::default() }).await
     }
 
     async fn serve(state: ReceiverState) -> CallbackReceiver {
@@ -377,6 +393,20 @@ impl CallbackReceiver {
     /// The distinct idempotency keys of the accepted POSTs.
     pub fn keys(&self) -> BTreeSet<String> {
         self.accepted().iter().filter_map(|post| post.idempotency_key().map(String::from)).collect()
+    }
+
+    /// POSTs recorded but not answered yet (see [`CallbackReceiver::start_slow`]).
+    pub fn unanswered(&self) -> usize {
+        self.state.unanswered.load(Ordering::SeqCst)
+    }
+
+    /// How many POSTs (refused ones included) carried each `Idempotency-Key`.
+    pub fn posts_per_key(&self) -> BTreeMap<String, usize> {
+        let mut counts = BTreeMap::new();
+        for post in self.posts() {
+            *counts.entry(post.idempotency_key().unwrap_or("(none)").to_string()).or_default() += 1;
+        }
+        counts
     }
 
     /// Waits until `count` distinct keys were accepted; false after `timeout`.
@@ -421,6 +451,11 @@ async fn record(State(state): State<Arc<ReceiverState>>, headers: HeaderMap, raw
         posts.push(CallbackPost { headers, raw, body, status: status.as_u16(), at: Instant::now() });
         posts.len()
     };
+    if let Some(delay) = state.delay {
+        state.unanswered.fetch_add(1, Ordering::SeqCst);
+        tokio::time::sleep(delay).await;
+        state.unanswered.fetch_sub(1, Ordering::SeqCst);
+    }
     match refused {
         Some(CallbackFault::RateLimited) => {
             (status, [(header::RETRY_AFTER, "1")], axum::Json(json!({"error": "rate limited", "retry_after": 1})))

@@ -85,7 +85,7 @@ impl LiveReply {
         let Some(message_id) = shown.message_id else {
             return route.send_final(outbound).await;
         };
-        let _turn = route.chat_turn(&outbound.chat.id).await;
+        let _turn = route.chat_turn_unless_stopped(&outbound.chat.id, 0).await?;
         let mut parts = split_message(&outbound.text, route.max_chars()).into_iter().enumerate();
         let delivered = vec![Delivered { message_id: message_id.clone() }];
         let Some((_, first)) = parts.next() else {

@@ -8,6 +8,10 @@
 //! - Live replies ([`OutboundScheduler::live`]) grow one message by throttled,
 //!   coalesced edits that are dropped, not queued, under pressure; their
 //!   [`LiveReply::finish`] is delivered like a final reply.
+//! - [`OutboundScheduler::stop`] ends every send at its next wait (budget,
+//!   pause, backoff, its chat's turn) with [`OutboundError::Stopped`], naming
+//!   the parts already delivered; a platform call already made is never cut,
+//!   so what reached the platform is always known and can be recorded.
 //!
 //! Metrics (through the `metrics` facade): `bub_outbound_messages_total{channel, kind}`,
 //! `bub_outbound_edits_dropped_total{channel}`, `bub_outbound_errors_total{channel, kind}`,
@@ -27,6 +31,7 @@ use rand::Rng;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
+use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::{Instrument, debug, info_span, warn};
 
@@ -81,6 +86,10 @@ pub enum OutboundError {
         #[source]
         source: SendError,
     },
+    /// [`OutboundScheduler::stop`] came while part `part` waited for its turn:
+    /// it was not sent (nor any part after it).
+    #[error("channel {channel}: the scheduler stopped before part {part} of the reply was sent")]
+    Stopped { channel: String, part: usize, delivered: Vec<Delivered> },
 }
 
 impl OutboundError {
@@ -88,12 +97,17 @@ impl OutboundError {
     pub fn delivered(&self) -> &[Delivered] {
         match self {
             OutboundError::UnknownChannel(_) => &[],
-            OutboundError::Permanent { delivered, .. } | OutboundError::GaveUp { delivered, .. } => delivered,
+            OutboundError::Permanent { delivered, .. }
+            | OutboundError::GaveUp { delivered, .. }
+            | OutboundError::Stopped { delivered, .. } => delivered,
         }
     }
 
     fn with_delivered(mut self, before: Vec<Delivered>) -> OutboundError {
-        if let OutboundError::Permanent { delivered, .. } | OutboundError::GaveUp { delivered, .. } = &mut self {
+        if let OutboundError::Permanent { delivered, .. }
+        | OutboundError::GaveUp { delivered, .. }
+        | OutboundError::Stopped { delivered, .. } = &mut self
+        {
             *delivered = before;
         }
         self
@@ -104,6 +118,8 @@ impl OutboundError {
 pub struct OutboundScheduler {
     routes: RwLock<HashMap<String, Arc<Route>>>,
     config: OutboundConfig,
+    /// True once [`OutboundScheduler::stop`] was called.
+    stopping: watch::Sender<bool>,
 }
 
 impl OutboundScheduler {
@@ -112,7 +128,7 @@ impl OutboundScheduler {
     }
 
     pub fn with_config(config: OutboundConfig) -> Arc<OutboundScheduler> {
-        Arc::new(OutboundScheduler { routes: RwLock::new(HashMap::new()), config })
+        Arc::new(OutboundScheduler { routes: RwLock::new(HashMap::new()), config, stopping: watch::Sender::new(false) })
     }
 
     /// Sends through `channel` (by its [`Channel::name`]) within `budget` from
@@ -125,6 +141,7 @@ impl OutboundScheduler {
             gate: Gate::new(budget),
             config: self.config,
             chat_turns: Mutex::default(),
+            stopping: self.stopping.subscribe(),
         });
         let replaced = self.routes.write().unwrap_or_else(PoisonError::into_inner).insert(name.clone(), route);
         debug!(channel = %name, replaced = replaced.is_some(), "outbound channel registered");
@@ -146,6 +163,26 @@ impl OutboundScheduler {
     /// another, so their parts never interleave. Whitespace-only text sends nothing.
     pub async fn send_final(&self, channel: &str, outbound: Outbound) -> Result<Vec<Delivered>, OutboundError> {
         self.route(channel)?.send_final(outbound).await
+    }
+
+    /// [`OutboundScheduler::send_final`] for a reply whose first
+    /// `delivered.len()` parts were delivered already (a stop came between
+    /// its parts): sends the others; the result lists all of them.
+    pub async fn send_final_after(
+        &self,
+        channel: &str,
+        outbound: Outbound,
+        delivered: Vec<Delivered>,
+    ) -> Result<Vec<Delivered>, OutboundError> {
+        self.route(channel)?.send_final_after(outbound, delivered).await
+    }
+
+    /// Stops sending, for a shutdown: every send, now or later, ends at its
+    /// next wait — for budget, a 429 pause, a backoff or its chat's turn — with
+    /// [`OutboundError::Stopped`] listing the parts it delivered. A platform
+    /// call in flight is finished, never cut, so its outcome is known.
+    pub fn stop(&self) {
+        self.stopping.send_replace(true);
     }
 
     /// Starts a live reply to `chat`: see [`LiveReply`]. With an unknown
@@ -180,6 +217,8 @@ struct Route {
     config: OutboundConfig,
     /// One reply at a time per chat, so the parts of two replies never interleave.
     chat_turns: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// The scheduler's [`OutboundScheduler::stop`].
+    stopping: watch::Receiver<bool>,
 }
 
 /// One platform call.
@@ -210,9 +249,45 @@ impl Route {
     }
 
     async fn send_final(&self, outbound: Outbound) -> Result<Vec<Delivered>, OutboundError> {
-        let _turn = self.chat_turn(&outbound.chat.id).await;
+        self.send_final_after(outbound, Vec::new()).await
+    }
+
+    async fn send_final_after(
+        &self,
+        outbound: Outbound,
+        delivered: Vec<Delivered>,
+    ) -> Result<Vec<Delivered>, OutboundError> {
+        let _turn = match self.chat_turn_unless_stopped(&outbound.chat.id, delivered.len()).await {
+            Ok(turn) => turn,
+            Err(stopped) => return Err(stopped.with_delivered(delivered)),
+        };
         let parts = split_message(&outbound.text, self.max_chars());
-        self.send_parts(&outbound, parts.into_iter().enumerate(), Vec::new()).await
+        self.send_parts(&outbound, parts.into_iter().enumerate().skip(delivered.len()), delivered).await
+    }
+
+    /// Resolves once the scheduler stops (never, if it was dropped without stopping).
+    async fn stopped(&self) {
+        let mut stopping = self.stopping.clone();
+        if stopping.wait_for(|stopping| *stopping).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+
+    fn stopped_error(&self, part: usize) -> OutboundError {
+        OutboundError::Stopped { channel: self.name.clone(), part, delivered: Vec::new() }
+    }
+
+    /// [`Route::chat_turn`], or [`OutboundError::Stopped`] (for `part`) once the scheduler stops.
+    async fn chat_turn_unless_stopped(
+        &self,
+        chat: &str,
+        part: usize,
+    ) -> Result<tokio::sync::OwnedMutexGuard<()>, OutboundError> {
+        tokio::select! {
+            biased;
+            () = self.stopped() => Err(self.stopped_error(part)),
+            turn = self.chat_turn(chat) => Ok(turn),
+        }
     }
 
     /// Waits until no other reply is being delivered to `chat`; holding the
@@ -258,7 +333,9 @@ impl Route {
         let mut transient_since: Option<Instant> = None;
         let mut transient_failures = 0u32;
         loop {
-            self.wait_turn(&chat).await;
+            if !self.wait_turn(&chat).await {
+                return Err(self.stopped_error(part));
+            }
             attempts += 1;
             let error = match self.call(&op).await {
                 Ok(delivered) => {
@@ -295,7 +372,11 @@ impl Route {
                         });
                     }
                     debug!(attempts, ?delay, error = %message, "transient failure; retrying");
-                    tokio::time::sleep(delay).await;
+                    tokio::select! {
+                        biased;
+                        () = self.stopped() => return Err(self.stopped_error(part)),
+                        () = tokio::time::sleep(delay) => {}
+                    }
                 }
                 SendError::Permanent(ref message) => {
                     warn!(attempts, error = %message, "rejected by the platform");
@@ -321,15 +402,23 @@ impl Route {
         }
     }
 
-    /// Waits for the chat's turn, counted in the queue-depth gauge and the wait histogram.
-    async fn wait_turn(&self, chat: &str) {
+    /// Waits for the chat's turn, counted in the queue-depth gauge and the
+    /// wait histogram; false when the scheduler stopped first.
+    async fn wait_turn(&self, chat: &str) -> bool {
         let depth = metrics::gauge!("bub_outbound_queue_depth", "channel" => self.name.clone());
         depth.increment(1.0);
         let started = Instant::now();
-        self.gate.wait(chat).await;
+        let turn = tokio::select! {
+            biased;
+            () = self.stopped() => false,
+            () = self.gate.wait(chat) => true,
+        };
         depth.decrement(1.0);
-        metrics::histogram!("bub_outbound_rate_limit_wait_seconds", "channel" => self.name.clone())
-            .record(started.elapsed().as_secs_f64());
+        if turn {
+            metrics::histogram!("bub_outbound_rate_limit_wait_seconds", "channel" => self.name.clone())
+                .record(started.elapsed().as_secs_f64());
+        }
+        turn
     }
 
     fn count_message(&self, kind: &'static str) {

@@ -40,9 +40,10 @@ pub fn run_code_tool() -> Tool {
         }
         let environment = ctx.environment()?;
         let caller = session.clone();
+        let parent: Arc<str> = ctx.call_id.clone().into();
         let call_tool: CallTool = Arc::new(move |name, arguments| {
-            let session = caller.clone();
-            Box::pin(async move { session.call(&name, arguments).await })
+            let (session, parent) = (caller.clone(), parent.clone());
+            Box::pin(async move { session.call(&parent, &name, arguments).await })
         });
         let write: OutputSink = Arc::new(|_| {});
         let timeout = Duration::from_secs(args.timeout_seconds);

@@ -114,7 +114,7 @@ async fn a_failing_handler_fails_the_run_with_its_message() {
     agent.events().on_sync(|_: &mut BeforeLlmCall| Err("budget exhausted for today".into()));
     model.text("never");
     let outcome = agent.run("hi", RunOptions::new("chat")).collect().await;
-    assert_eq!(outcome.error, Some(("handler".to_string(), "budget exhausted for today".to_string())));
+    assert_eq!(outcome.error, Some((bub::agent::FailureKind::Handler, "budget exhausted for today".to_string())));
 }
 
 #[derive(Debug)]

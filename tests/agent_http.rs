@@ -170,7 +170,7 @@ async fn max_steps_bounds_the_model_calls() {
     }
     let (agent, _store) = agent_on(&fake, "openai:gpt-test", 3).await;
     let outcome = agent.run("loop", RunOptions::new("chat")).collect().await;
-    assert_eq!(outcome.error, Some(("max_steps".to_string(), "max_steps reached (3)".to_string())));
+    assert_eq!(outcome.error, Some((bub::agent::FailureKind::MaxSteps, "max_steps reached (3)".to_string())));
     assert_eq!(fake.request_count(), 3);
 }
 

@@ -212,7 +212,7 @@ async fn model_errors_reach_the_user_typed_and_are_recorded() {
     assert_eq!(outcome.text, "");
     assert_eq!(
         outcome.error,
-        Some(("rate_limited".to_string(), "scripted rate limit: slow down (retry after 20s)".to_string()))
+        Some((bub::agent::FailureKind::RateLimited, "scripted rate limit: slow down (retry after 20s)".to_string()))
     );
     let errors = store.tape("chat").read(&TapeQuery::all().kinds([EntryKind::Error])).await.unwrap();
     assert_eq!(errors[0].payload["kind"], "rate_limited");
@@ -243,7 +243,7 @@ async fn max_steps_ends_a_run_that_keeps_calling_tools() {
 async fn an_empty_prompt_is_an_error_that_opens_no_tape() {
     let (agent, _model, store) = scripted_agent(vec![]).await;
     let outcome = agent.run("   ", RunOptions::new("chat")).collect().await;
-    assert_eq!(outcome.error, Some(("invalid_input".to_string(), "empty prompt".to_string())));
+    assert_eq!(outcome.error, Some((bub::agent::FailureKind::InvalidInput, "empty prompt".to_string())));
     assert!(store.store.list().await.unwrap().is_empty());
 }
 

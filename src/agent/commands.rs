@@ -9,19 +9,16 @@
 
 use super::events::{CommandFinished, ToolCall};
 use super::execute::CallSite;
-use super::run::RunFailure;
+use super::failure::{FailureKind, RunFailure};
 use super::stream::{Output, StreamEvent};
 use crate::command::{CommandLine, bind_arguments, parse_command};
 use crate::tools::ToolError;
 use serde_json::json;
 use std::time::Instant;
 
-/// The `Error` kind of a run whose comma command failed; its message is the
-/// command's output, already streamed as the run's text.
-pub const COMMAND_FAILED: &str = "command";
-
 /// Runs the command in `text` and streams its output as one `Text` and one
-/// `Final`, then an `Error` ([`COMMAND_FAILED`]) if it failed.
+/// `Final`, then an `Error` ([`FailureKind::Command`], its message the
+/// output again) if it failed.
 pub(crate) async fn run_command(site: &CallSite, text: &str, prefix: &str, out: &Output) -> Result<(), RunFailure> {
     let started = Instant::now();
     let (name, raw, outcome) = match parse_command(text, prefix) {
@@ -56,7 +53,7 @@ pub(crate) async fn run_command(site: &CallSite, text: &str, prefix: &str, out: 
     out.send(StreamEvent::Final { step: 0, text: output.clone() }).await;
     if !ok {
         // The output says what failed; the run fails too (`bub run` exits non-zero).
-        out.send(StreamEvent::Error { kind: COMMAND_FAILED.into(), message: output }).await;
+        out.send(StreamEvent::Error { kind: FailureKind::Command, message: output }).await;
     }
     Ok(())
 }

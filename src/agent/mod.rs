@@ -3,7 +3,7 @@
 //!
 //! - [`runtime`]: `Agent` and its builder (tools, prompt, model, store, bus).
 //! - [`run`]: `Agent::run`, `RunOptions`, the loop (auto handoff, steering, `max_steps`).
-//! - [`stream`]: `RunStream` and `StreamEvent`, what a run yields.
+//! - [`stream`]: `RunStream` and `StreamEvent`, what a run yields; [`failure`]: `FailureKind`, why a run failed.
 //! - [`events`]: the typed loop events; [`bus`]: the `EventBus` they travel on.
 //! - [`recorder`]: the first handler, writing events to the tape.
 //! - [`prompt`]: system prompt sections; [`state`]: `TurnState`.
@@ -34,6 +34,7 @@ pub mod code_mode;
 mod commands;
 pub mod events;
 mod execute;
+pub mod failure;
 pub mod prompt;
 pub mod recorder;
 pub mod run;
@@ -44,7 +45,7 @@ mod steering;
 pub mod stream;
 
 pub use bus::{AgentEvent, EventBus, HandlerError, HandlerId};
-pub use commands::COMMAND_FAILED;
+pub use failure::FailureKind;
 pub use prompt::{PromptContext, SectionId, SystemPrompt, ToolSummary};
 pub use run::{CUT_RETRIES, MessageMeta, OVERFLOW_ANCHOR, PinnedModel, RunOptions, RunTools};
 pub use runtime::{Agent, AgentBuilder, DEFAULT_MAX_STEPS};

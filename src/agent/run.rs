@@ -14,10 +14,10 @@
 //!   timeout) is recorded as an error with its fragment, never as the
 //!   answer; the run yields `Cut` and asks again ([`CUT_RETRIES`]), then fails.
 
-use super::bus::HandlerError;
 use super::code_mode;
 use super::events::*;
 use super::execute::{CallSite, parse_arguments};
+use super::failure::{FailureKind, RunFailure};
 use super::prompt::{PromptContext, ToolSummary};
 use super::runtime::Agent;
 use super::state::TurnState;
@@ -147,30 +147,6 @@ pub struct MessageMeta(pub serde_json::Map<String, Value>);
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunTools(pub Vec<String>);
 
-/// Why a run stopped early.
-pub(crate) struct RunFailure {
-    pub kind: String,
-    pub message: String,
-}
-
-impl RunFailure {
-    fn new(kind: &str, message: impl Into<String>) -> RunFailure {
-        RunFailure { kind: kind.to_string(), message: message.into() }
-    }
-}
-
-impl From<HandlerError> for RunFailure {
-    fn from(error: HandlerError) -> RunFailure {
-        RunFailure::new("handler", error.to_string())
-    }
-}
-
-impl From<crate::tape::TapeError> for RunFailure {
-    fn from(error: crate::tape::TapeError) -> RunFailure {
-        RunFailure::new("tape", error.to_string())
-    }
-}
-
 /// Events buffered between the run task and a slow consumer.
 const STREAM_BUFFER: usize = 256;
 
@@ -194,13 +170,13 @@ impl Agent {
     /// ends otherwise yields them as [`StreamEvent::Unread`].
     async fn drive(&self, prompt: String, options: RunOptions, out: &Output) -> Vec<String> {
         if prompt.trim().is_empty() {
-            out.send(StreamEvent::Error { kind: "invalid_input".into(), message: "empty prompt".into() }).await;
+            out.send(StreamEvent::Error { kind: FailureKind::InvalidInput, message: "empty prompt".into() }).await;
             return Vec::new();
         }
         let parent = match self.tape(&options.tape) {
             Ok(tape) => tape,
             Err(error) => {
-                out.send(StreamEvent::Error { kind: "invalid_input".into(), message: error.to_string() }).await;
+                out.send(StreamEvent::Error { kind: FailureKind::InvalidInput, message: error.to_string() }).await;
                 return Vec::new();
             }
         };
@@ -209,14 +185,14 @@ impl Agent {
         let start = match super::settings::read(fork.tape()).await {
             Ok(start) => start,
             Err(error) => {
-                out.send(StreamEvent::Error { kind: "tape".into(), message: error.to_string() }).await;
+                out.send(StreamEvent::Error { kind: FailureKind::Tape, message: error.to_string() }).await;
                 return Vec::new();
             }
         };
         if !start.has_anchor
             && let Err(error) = fork.tape().write_bootstrap_anchor().await
         {
-            out.send(StreamEvent::Error { kind: "tape".into(), message: error.to_string() }).await;
+            out.send(StreamEvent::Error { kind: FailureKind::Tape, message: error.to_string() }).await;
             return Vec::new();
         }
         let run = RunContext { run_id: new_run_id(), tape: fork.tape().clone(), state: options.state.clone() };
@@ -255,7 +231,7 @@ impl Agent {
         }
         if let Err(error) = merged {
             tracing::error!(run_id = %run.run_id, %error, "merging the run's tape failed");
-            out.send(StreamEvent::Error { kind: "tape".into(), message: error.to_string() }).await;
+            out.send(StreamEvent::Error { kind: FailureKind::Tape, message: error.to_string() }).await;
         }
         if cancelled {
             return unread;
@@ -277,7 +253,9 @@ impl Agent {
     ) -> Result<(), RunFailure> {
         let all_tools = self.tools();
         let tools = match &options.allowed_tools {
-            Some(names) => all_tools.only(names).map_err(|e| RunFailure::new("invalid_input", e.to_string()))?,
+            Some(names) => {
+                all_tools.only(names).map_err(|e| RunFailure::new(FailureKind::InvalidInput, e.to_string()))?
+            }
             None => all_tools.clone(),
         };
         let (workspace, environment) = match &self.inner.environments {
@@ -285,7 +263,7 @@ impl Agent {
                 let environment = environments
                     .get(&options.tape, options.workspace.clone())
                     .await
-                    .map_err(|e| RunFailure::new("environment", e.to_string()))?;
+                    .map_err(|e| RunFailure::new(FailureKind::Environment, e.to_string()))?;
                 run.state.insert_extension(environment.clone());
                 (environment.workspace().to_path_buf(), Some(environment))
             }
@@ -348,7 +326,10 @@ impl Agent {
         let mut step = 0;
         loop {
             if step >= self.inner.max_steps {
-                return Err(RunFailure::new("max_steps", format!("max_steps reached ({})", self.inner.max_steps)));
+                return Err(RunFailure::new(
+                    FailureKind::MaxSteps,
+                    format!("max_steps reached ({})", self.inner.max_steps),
+                ));
             }
             step += 1;
             let started = Instant::now();
@@ -403,7 +384,7 @@ impl Agent {
                     } else {
                         error.to_string()
                     };
-                    return Err(RunFailure::new(error.kind(), message));
+                    return Err(RunFailure::new(FailureKind::from(&error), message));
                 }
                 Ok(answer) if answer.calls.is_empty() => {
                     out.send(StreamEvent::Final { step, text: answer.text }).await;
@@ -443,7 +424,7 @@ impl Agent {
         let (direct, in_code) = code_mode::split(&site.tools);
         let session = code_mode::open(site.clone(), &in_code, self.inner.codemode_dir.clone(), options.tape.clone())
             .await
-            .map_err(|e| RunFailure::new("code_mode", format!("cannot write the code-mode stub: {e}")))?;
+            .map_err(|e| RunFailure::new(FailureKind::CodeMode, format!("cannot write the code-mode stub: {e}")))?;
         site.run.state.set("code_mode", json!(true));
         site.run.state.insert_extension(session);
         Ok(Some(Arc::new(direct)))
@@ -457,7 +438,7 @@ impl Agent {
         }
         self.inner.default_model.clone().ok_or_else(|| {
             RunFailure::new(
-                "not_configured",
+                FailureKind::NotConfigured,
                 "no model configured: set BUB_MODEL to provider:model, e.g. openai:gpt-4o-mini",
             )
         })

@@ -13,6 +13,7 @@
 //! and either asks the model again (its text follows from the start) or ends
 //! with an `Error`. [`AnswerText`] keeps the text a consumer should show.
 
+use super::failure::FailureKind;
 use crate::model::Usage;
 use futures::Stream;
 use std::pin::Pin;
@@ -56,9 +57,9 @@ pub enum StreamEvent {
     /// that it ended without reading (it failed first): the caller should
     /// start a turn with them. Comes just before the stream ends.
     Unread(Vec<String>),
-    /// The run failed; `kind` is a stable name (`rate_limited`, `max_steps`, …).
+    /// The run failed; nothing follows but the end of the stream.
     Error {
-        kind: String,
+        kind: FailureKind,
         message: String,
     },
     /// A model step (or a command) ended; `text` is what it said.
@@ -128,8 +129,8 @@ impl AnswerText {
 pub struct RunOutcome {
     /// All text of the run, concatenated (a cut answer asked again counts once, see [`AnswerText`]).
     pub text: String,
-    /// The first error, if the run failed.
-    pub error: Option<(String, String)>,
+    /// The first error, if the run failed: its kind and message.
+    pub error: Option<(FailureKind, String)>,
     /// Usage of the last model call.
     pub usage: Option<Usage>,
     pub events: Vec<StreamEvent>,
@@ -163,7 +164,7 @@ impl RunStream {
             match &event {
                 StreamEvent::Usage(usage) => outcome.usage = Some(*usage),
                 StreamEvent::Error { kind, message } if outcome.error.is_none() => {
-                    outcome.error = Some((kind.clone(), message.clone()));
+                    outcome.error = Some((*kind, message.clone()));
                 }
                 _ => {}
             }

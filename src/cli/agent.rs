@@ -2,7 +2,7 @@
 
 use super::exit::{self, Exit};
 use super::tape::{CliSession, one_line};
-use crate::agent::{COMMAND_FAILED, RunOptions, RunStream, StreamEvent};
+use crate::agent::{FailureKind, RunOptions, RunStream, StreamEvent};
 use crate::home::BubHome;
 use crate::setup::{Setup, workspace_or_cwd};
 use anyhow::{Context, Result};
@@ -55,7 +55,7 @@ struct Printer {
     held: String,
     ends_with_newline: bool,
     /// The run's first error.
-    error: Option<(String, String)>,
+    error: Option<(FailureKind, String)>,
     /// Steered lines the run ended without reading.
     unread: Vec<String>,
 }
@@ -147,8 +147,8 @@ impl Printer {
     fn into_result(self) -> Result<()> {
         match self.error {
             None => Ok(()),
-            Some((kind, _)) if kind == COMMAND_FAILED => Err(Exit::quiet(exit::FAILED).into()),
-            Some((kind, message)) => Err(Exit::new(exit::for_run_error(&kind), message).into()),
+            Some((FailureKind::Command, _)) => Err(Exit::quiet(exit::FAILED).into()),
+            Some((kind, message)) => Err(Exit::new(exit::for_run_error(kind), message).into()),
         }
     }
 }
@@ -279,7 +279,7 @@ pub(crate) async fn chat(home: &BubHome, session: SessionArgs) -> Result<()> {
             queued.push_front(line);
         }
         if let Some((kind, message)) = printer.error.take()
-            && kind != COMMAND_FAILED
+            && kind != FailureKind::Command
         {
             eprintln!("error: {message}");
         }

@@ -10,6 +10,8 @@
 //! | 130 | stopped by SIGINT (Ctrl-C); the run was stopped and recorded as interrupted |
 //! | 143 | stopped by SIGTERM; likewise |
 
+use crate::agent::FailureKind;
+
 /// Done.
 pub const OK: u8 = 0;
 /// The run (or the command) failed.
@@ -43,12 +45,11 @@ impl Exit {
     }
 }
 
-/// The status for a run that failed with an error of `kind` (see
-/// [`crate::agent::StreamEvent::Error`]).
-pub fn for_run_error(kind: &str) -> u8 {
+/// The status for a run that failed with an error of `kind`.
+pub fn for_run_error(kind: FailureKind) -> u8 {
     match kind {
-        "invalid_input" => USAGE,
-        "not_configured" | "config" => NOT_CONFIGURED,
+        FailureKind::InvalidInput => USAGE,
+        FailureKind::NotConfigured => NOT_CONFIGURED,
         _ => FAILED,
     }
 }
@@ -64,9 +65,10 @@ mod tests {
 
     #[test]
     fn run_errors_map_to_documented_statuses() {
-        assert_eq!(for_run_error("invalid_input"), USAGE);
-        assert_eq!(for_run_error("not_configured"), NOT_CONFIGURED);
-        for kind in ["timeout", "connection", "max_steps", "command", "tape", "anything_new"] {
+        assert_eq!(for_run_error(FailureKind::InvalidInput), USAGE);
+        assert_eq!(for_run_error(FailureKind::NotConfigured), NOT_CONFIGURED);
+        use FailureKind::*;
+        for kind in [Timeout, Connection, Cut, MaxSteps, Command, Tape, Handler] {
             assert_eq!(for_run_error(kind), FAILED, "{kind}");
         }
         assert_eq!(status_of(&Exit::new(INTERRUPTED, "x").into()), INTERRUPTED);

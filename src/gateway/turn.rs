@@ -6,7 +6,7 @@ use super::outbound::{LiveReply, OutboundError};
 use super::store::PendingReply;
 use super::typing::Typing;
 use super::{Inner, Message, outcome};
-use crate::agent::{AnswerText, RunOptions, StreamEvent, TurnState};
+use crate::agent::{AnswerText, FailureKind, RunOptions, StreamEvent, TurnState};
 use crate::policy::SessionPolicy;
 use crate::tape::NewEntry;
 use crate::tools::Capabilities;
@@ -150,7 +150,7 @@ async fn run(inner: &Arc<Inner>, share: &TurnShare) {
     };
     let mut stream = inner.agent.run(prompt, options);
     let mut text = AnswerText::default();
-    let mut failure: Option<(String, String)> = None;
+    let mut failure: Option<(FailureKind, String)> = None;
     while let Some(event) = stream.next_event().await {
         let changed = text.apply(&event);
         match event {
@@ -185,12 +185,12 @@ async fn run(inner: &Arc<Inner>, share: &TurnShare) {
     metrics::histogram!("bub_turn_seconds", "channel" => channel.clone()).record(elapsed);
     let result = match failure {
         // A failed command's output is its reply, and says what failed.
-        Some((kind, _)) if kind == crate::agent::COMMAND_FAILED => outcome(OutcomeStatus::Failed, text, &share.session),
+        Some((FailureKind::Command, _)) => outcome(OutcomeStatus::Failed, text, &share.session),
         Some((kind, message)) => {
-            metrics::counter!("bub_turn_errors_total", "kind" => kind.clone()).increment(1);
+            metrics::counter!("bub_turn_errors_total", "kind" => kind.as_str()).increment(1);
             tracing::error!(session = %share.session, turn = %share.id, %kind, error = %message, "turn failed");
             // What was said before the failure stays, and the chat reads that it failed.
-            let failed = failure_text(&kind, &message, &share.id);
+            let failed = failure_text(kind, &message, &share.id);
             let text = if text.trim().is_empty() { failed } else { format!("{}\n\n{failed}", text.trim_end()) };
             outcome(OutcomeStatus::Failed, text, &share.session)
         }
@@ -211,16 +211,16 @@ const ASKING_AGAIN: &str = "\n\n⏳ (the answer was cut off; asking the model ag
 /// unknown) carry server paths and I/O details, so the chat reads what
 /// failed and where to look — the gateway's log, under the same turn id,
 /// has the detail.
-fn failure_text(kind: &str, message: &str, turn: &str) -> String {
+fn failure_text(kind: FailureKind, message: &str, turn: &str) -> String {
+    use FailureKind::*;
     let what = match kind {
-        "not_configured" | "model" | "config" => return format!("⚠️ {message}"),
-        "rate_limited" | "auth" | "context_overflow" | "bad_request" | "server" | "timeout" | "connection" | "cut"
-        | "protocol" | "invalid_input" | "max_steps" => return format!("⚠️ The turn failed ({kind}): {message}"),
-        "environment" => "the session's workspace could not be opened",
-        "tape" => "the session's tape could not be read or written",
-        "code_mode" => "code mode could not be prepared for this session",
-        "handler" => "a gateway hook failed",
-        _ => "an internal error",
+        NotConfigured => return format!("⚠️ {message}"),
+        RateLimited | Auth | ContextOverflow | BadRequest | Server | Timeout | Connection | Cut | Protocol
+        | InvalidInput | MaxSteps | Command => return format!("⚠️ The turn failed ({kind}): {message}"),
+        Environment => "the session's workspace could not be opened",
+        Tape => "the session's tape could not be read or written",
+        CodeMode => "code mode could not be prepared for this session",
+        Handler => "a gateway hook failed",
     };
     format!("⚠️ The turn failed ({kind}): {what}; the gateway's log has the details (turn {turn}).")
 }
@@ -423,24 +423,25 @@ async fn already_recorded(tape: &crate::tape::Tape, message_id: &str) -> Result<
 #[cfg(test)]
 mod tests {
     use super::failure_text;
+    use crate::agent::FailureKind;
 
     #[test]
     fn host_failures_reach_the_chat_without_their_details() {
         let error = "/home/bub/workspaces/webhook%3Ac1: File name too long (os error 36)";
-        let text = failure_text("environment", error, "t1");
+        let text = failure_text(FailureKind::Environment, error, "t1");
         assert_eq!(
             text,
             "⚠️ The turn failed (environment): the session's workspace could not be opened; \
              the gateway's log has the details (turn t1)."
         );
-        for kind in ["tape", "code_mode", "handler", "something_new"] {
+        for kind in [FailureKind::Tape, FailureKind::CodeMode, FailureKind::Handler] {
             let text = failure_text(kind, error, "t1");
             assert!(!text.contains('/') && !text.contains("os error"), "{kind}: {text}");
         }
         assert_eq!(
-            failure_text("rate_limited", "retry in 3 s", "t1"),
+            failure_text(FailureKind::RateLimited, "retry in 3 s", "t1"),
             "⚠️ The turn failed (rate_limited): retry in 3 s"
         );
-        assert_eq!(failure_text("not_configured", "set BUB_MODEL", "t1"), "⚠️ set BUB_MODEL");
+        assert_eq!(failure_text(FailureKind::NotConfigured, "set BUB_MODEL", "t1"), "⚠️ set BUB_MODEL");
     }
 }

@@ -109,3 +109,55 @@ fn invalid_tape_names_say_why() {
         "invalid tape name \"a\\0b\": it contains a control character"
     );
 }
+
+/// A store written elsewhere that answers appends and `latest` with nothing.
+struct ForgetfulStore(bub::tape::InMemoryTapeStore);
+
+#[async_trait::async_trait]
+impl bub::tape::TapeStore for ForgetfulStore {
+    async fn append(&self, tape: &TapeName, entries: Vec<NewEntry>) -> bub::tape::TapeResult<Vec<bub::tape::Entry>> {
+        self.0.append(tape, entries).await?;
+        Ok(Vec::new())
+    }
+    async fn read(&self, tape: &TapeName, query: &TapeQuery) -> bub::tape::TapeResult<Vec<bub::tape::Entry>> {
+        self.0.read(tape, query).await
+    }
+    async fn latest(
+        &self,
+        _tape: &TapeName,
+        _queries: &[TapeQuery],
+    ) -> bub::tape::TapeResult<Vec<Option<bub::tape::Entry>>> {
+        Ok(Vec::new())
+    }
+    async fn stats(&self, tape: &TapeName) -> bub::tape::TapeResult<bub::tape::TapeStats> {
+        self.0.stats(tape).await
+    }
+    async fn list(&self) -> bub::tape::TapeResult<Vec<bub::tape::TapeSummary>> {
+        self.0.list().await
+    }
+    async fn reset(&self, tape: &TapeName) -> bub::tape::TapeResult<()> {
+        self.0.reset(tape).await
+    }
+    fn location(&self) -> String {
+        "forgetful".into()
+    }
+}
+
+/// Issue 14.7: a store that breaks the contract fails the call (and a run on
+/// it) with an error naming the tape; it never panics a run.
+#[tokio::test]
+async fn a_store_that_breaks_its_contract_fails_the_run_without_a_panic() {
+    let store: Arc<dyn bub::tape::TapeStore> = Arc::new(ForgetfulStore(bub::tape::InMemoryTapeStore::new()));
+    let tape = Tape::new(store.clone(), TapeName::new("chat").unwrap());
+    let error = tape.append(NewEntry::event("x", json!({}))).await.unwrap_err();
+    assert!(matches!(error, TapeError::StoreContract { .. }), "{error:?}");
+    assert!(error.to_string().contains("broke its contract"), "{error}");
+    assert!(matches!(tape.latest(&[TapeQuery::all()]).await, Err(TapeError::StoreContract { .. })));
+    assert!(matches!(tape.handoff("phase", json!({})).await, Err(TapeError::StoreContract { .. })));
+
+    let agent = bub::agent::Agent::builder().store(store).build();
+    let outcome = agent.run("hello", bub::agent::RunOptions::new("chat")).collect().await;
+    let (kind, message) = outcome.error.expect("the run fails");
+    assert_eq!(kind, bub::agent::FailureKind::Tape);
+    assert!(message.contains("broke its contract"), "{message}");
+}

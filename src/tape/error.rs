@@ -36,6 +36,12 @@ pub enum TapeError {
     #[error("tape {tape}: cannot write archive {}: {source}", .path.display())]
     Archive { tape: TapeName, path: PathBuf, source: std::io::Error },
 
+    /// A store answered against the [`TapeStore`](super::TapeStore)
+    /// contract (an append that returned another number of entries than it
+    /// was given, say): a store written elsewhere fails the run, never panics it.
+    #[error("tape {tape}: the tape store broke its contract: {message}")]
+    StoreContract { tape: TapeName, message: String },
+
     /// A fork was used after it was merged or discarded.
     #[error("tape {tape}: the fork was already {state}; open a new one")]
     ForkClosed { tape: TapeName, state: &'static str },

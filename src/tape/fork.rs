@@ -140,7 +140,7 @@ impl TapeStore for ForkStore {
 
     async fn latest(&self, tape: &TapeName, queries: &[TapeQuery]) -> TapeResult<Vec<Option<Entry>>> {
         let Some(overlay) = self.overlay(tape)? else {
-            let found = self.parent.latest(tape, queries).await?;
+            let found = super::store::checked_latest(tape, queries.len(), self.parent.latest(tape, queries).await?)?;
             // An unfiltered query's answer is the parent's last entry: the base
             // of this tape's overlay, so its first write needs no `stats`.
             if let Some(i) = queries.iter().position(|q| *q == TapeQuery::all()) {
@@ -166,7 +166,8 @@ impl TapeStore for ForkStore {
         let missing: Vec<usize> = (0..queries.len()).filter(|i| found[*i].is_none()).collect();
         if !missing.is_empty() {
             let asked: Vec<TapeQuery> = missing.iter().map(|i| queries[*i].clone()).collect();
-            for (i, entry) in missing.into_iter().zip(self.parent.latest(tape, &asked).await?) {
+            let answers = super::store::checked_latest(tape, asked.len(), self.parent.latest(tape, &asked).await?)?;
+            for (i, entry) in missing.into_iter().zip(answers) {
                 found[i] = entry;
             }
         }

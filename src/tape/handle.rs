@@ -4,7 +4,7 @@
 use super::archive;
 use super::context::{ChatMessage, ContextSelector, default_context_owned};
 use super::entry::{Entry, EntryKind, NewEntry};
-use super::error::TapeResult;
+use super::error::{TapeError, TapeResult};
 use super::fork::Fork;
 use super::name::TapeName;
 use super::query::TapeQuery;
@@ -116,13 +116,23 @@ impl Tape {
     }
 
     pub async fn append(&self, entry: NewEntry) -> TapeResult<Entry> {
-        let mut stored = self.store.append(&self.name, vec![entry]).await?;
-        Ok(stored.remove(0))
+        let stored = self.append_all(vec![entry]).await?;
+        stored.into_iter().next().ok_or_else(|| self.broken_contract("an append of one entry returned none"))
     }
 
     /// Appends several entries atomically, with consecutive ids.
     pub async fn append_all(&self, entries: Vec<NewEntry>) -> TapeResult<Vec<Entry>> {
-        self.store.append(&self.name, entries).await
+        let given = entries.len();
+        let stored = self.store.append(&self.name, entries).await?;
+        if stored.len() != given {
+            let message = format!("an append of {given} entries returned {}", stored.len());
+            return Err(self.broken_contract(&message));
+        }
+        Ok(stored)
+    }
+
+    fn broken_contract(&self, message: &str) -> TapeError {
+        TapeError::StoreContract { tape: self.name.clone(), message: message.to_string() }
     }
 
     /// Appends an event `{name, data}`.
@@ -142,7 +152,7 @@ impl Tape {
                 NewEntry::event("handoff", json!({"name": name, "state": state})),
             ])
             .await?;
-        Ok(stored.into_iter().next().expect("append returns what it was given"))
+        stored.into_iter().next().ok_or_else(|| self.broken_contract("an append of two entries returned none"))
     }
 
     /// Writes the bootstrap anchor `session/start` if the tape has no anchor yet.
@@ -198,7 +208,8 @@ impl Tape {
     /// # }).unwrap();
     /// ```
     pub async fn latest(&self, queries: &[TapeQuery]) -> TapeResult<Vec<Option<Entry>>> {
-        self.store.latest(&self.name, queries).await
+        let found = self.store.latest(&self.name, queries).await?;
+        super::store::checked_latest(&self.name, queries.len(), found)
     }
 
     pub async fn info(&self) -> TapeResult<TapeInfo> {

@@ -67,6 +67,21 @@ pub trait TapeStore: Send + Sync + 'static {
     fn location(&self) -> String;
 }
 
+/// `found`, a store's answer to [`TapeStore::latest`] for `asked` queries,
+/// or the error that it has another number of answers (a store written
+/// elsewhere must not be able to make its callers index past the end).
+pub(crate) fn checked_latest(
+    tape: &TapeName,
+    asked: usize,
+    found: Vec<Option<Entry>>,
+) -> TapeResult<Vec<Option<Entry>>> {
+    if found.len() == asked {
+        return Ok(found);
+    }
+    let message = format!("`latest` of {asked} queries returned {} answers", found.len());
+    Err(TapeError::StoreContract { tape: tape.clone(), message })
+}
+
 /// [`TapeStore::latest`] as one read per query.
 pub async fn latest_one_by_one<S: TapeStore + ?Sized>(
     store: &S,

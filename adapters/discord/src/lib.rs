@@ -74,6 +74,9 @@ struct Running {
     http: Arc<Http>,
     shards: Arc<ShardManager>,
     task: tokio::task::JoinHandle<()>,
+    /// Fetching what was missed while stopped: kept so a stop ends it (it
+    /// holds a sender of the queue, which `task` drains to its end).
+    catch_up: tokio::task::JoinHandle<()>,
 }
 
 impl DiscordChannel {
@@ -255,9 +258,11 @@ impl Channel for DiscordChannel {
                 return Err(self.fail(format!("Discord did not say READY within {START_TIMEOUT:?}")));
             }
         }
-        tokio::spawn(catch_up::run(name.clone(), http.clone(), catch_up_inbox, catch_up_queue));
-        let previous = self.running.lock().unwrap_or_else(|p| p.into_inner()).replace(Running { http, shards, task });
+        let catch_up = tokio::spawn(catch_up::run(name.clone(), http.clone(), catch_up_inbox, catch_up_queue));
+        let running = Running { http, shards, task, catch_up };
+        let previous = self.running.lock().unwrap_or_else(|p| p.into_inner()).replace(running);
         if let Some(previous) = previous {
+            previous.catch_up.abort();
             previous.shards.shutdown_all().await;
         }
         Ok(())
@@ -282,6 +287,9 @@ impl Channel for DiscordChannel {
     async fn stop(&self) {
         let running = self.running.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(running) = running {
+            // What it had handed over is queued and still reaches the gateway;
+            // what it had not fetched yet, the next start catches up.
+            running.catch_up.abort();
             running.shards.shutdown_all().await;
             let _ = tokio::time::timeout(Duration::from_secs(5), running.task).await;
         }

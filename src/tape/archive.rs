@@ -11,46 +11,84 @@ use std::path::{Path, PathBuf};
 /// Entries read per page, so an export never holds the whole tape in memory.
 const PAGE: usize = 1000;
 
+/// A tape as JSON lines, a page of entries at a time, oldest first.
+struct JsonlPages<'a> {
+    tape: &'a Tape,
+    after: u64,
+    done: bool,
+    written: u64,
+}
+
+impl<'a> JsonlPages<'a> {
+    fn new(tape: &'a Tape) -> JsonlPages<'a> {
+        JsonlPages { tape, after: 0, done: false, written: 0 }
+    }
+
+    /// The next page's lines; `None` after the last entry.
+    async fn next(&mut self) -> TapeResult<Option<Vec<u8>>> {
+        if self.done {
+            return Ok(None);
+        }
+        let page = self.tape.read(&TapeQuery::all().after_id(self.after).limit(PAGE)).await?;
+        let mut lines = Vec::new();
+        for entry in &page {
+            // Entries are JSON values already: serializing them into memory cannot fail.
+            serde_json::to_writer(&mut lines, entry).map_err(|e| TapeError::Corrupt {
+                tape: self.tape.name().clone(),
+                id: entry.id,
+                location: self.tape.store().location(),
+                reason: e.to_string(),
+            })?;
+            lines.push(b'\n');
+        }
+        self.written += page.len() as u64;
+        match page.last() {
+            Some(last) if page.len() == PAGE => self.after = last.id,
+            _ => self.done = true,
+        }
+        Ok(Some(lines))
+    }
+}
+
 /// Writes every entry of `tape` to `out`, oldest first; returns how many.
-/// `target` names the destination in errors.
+/// `target` names the destination in errors. `out` is written on the
+/// caller's thread (the CLI's export); [`archive`] writes off the runtime.
 pub async fn write_jsonl(tape: &Tape, out: &mut (dyn Write + Send), target: &Path) -> TapeResult<u64> {
     let io_error = |source| TapeError::Archive { tape: tape.name().clone(), path: target.to_path_buf(), source };
-    let mut written = 0;
-    let mut after = 0;
-    loop {
-        let page = tape.read(&TapeQuery::all().after_id(after).limit(PAGE)).await?;
-        for entry in &page {
-            serde_json::to_writer(&mut *out, entry).map_err(|e| io_error(e.into()))?;
-            out.write_all(b"\n").map_err(io_error)?;
-        }
-        written += page.len() as u64;
-        match page.last() {
-            Some(last) if page.len() == PAGE => after = last.id,
-            _ => break,
-        }
+    let mut pages = JsonlPages::new(tape);
+    while let Some(lines) = pages.next().await? {
+        out.write_all(&lines).map_err(io_error)?;
     }
     out.flush().map_err(io_error)?;
-    Ok(written)
+    Ok(pages.written)
 }
 
 /// Archives `tape` to `<dir>/<file stem>.jsonl.<YYYYmmddTHHMMSSZ>.bak`. The file
 /// is written under a temporary name and renamed when complete, so a failed
-/// archive never leaves a partial file that looks finished.
+/// archive never leaves a partial file that looks finished. The file work
+/// runs on tokio's blocking pool, never on a runtime thread that serves turns.
 pub async fn archive(tape: &Tape, dir: &Path) -> TapeResult<PathBuf> {
+    use tokio::io::AsyncWriteExt;
     let stamp = Utc::now().format("%Y%m%dT%H%M%S%.6fZ");
     let path = dir.join(format!("{}.jsonl.{stamp}.bak", tape.name().file_stem()));
     let io_error = |source| TapeError::Archive { tape: tape.name().clone(), path: path.clone(), source };
-    std::fs::create_dir_all(dir).map_err(io_error)?;
+    tokio::fs::create_dir_all(dir).await.map_err(io_error)?;
     let partial = path.with_extension("bak.partial");
-    let file = std::fs::File::create(&partial).map_err(io_error)?;
-    let mut out = std::io::BufWriter::new(file);
-    let result = write_jsonl(tape, &mut out, &path).await;
-    let synced =
-        result.and_then(|_| out.into_inner().map_err(|e| io_error(e.into_error()))?.sync_all().map_err(io_error));
-    if let Err(error) = synced {
-        let _ = std::fs::remove_file(&partial);
+    let file = tokio::fs::File::create(&partial).await.map_err(io_error)?;
+    let written: TapeResult<()> = async {
+        let mut out = tokio::io::BufWriter::new(file);
+        let mut pages = JsonlPages::new(tape);
+        while let Some(lines) = pages.next().await? {
+            out.write_all(&lines).await.map_err(io_error)?;
+        }
+        out.flush().await.map_err(io_error)?;
+        out.into_inner().sync_all().await.map_err(io_error)
+    }
+    .await;
+    if let Err(error) = written {
+        let _ = tokio::fs::remove_file(&partial).await;
         return Err(error);
     }
-    std::fs::rename(&partial, &path).map_err(io_error)?;
+    tokio::fs::rename(&partial, &path).await.map_err(io_error)?;
     Ok(path)
 }

@@ -98,14 +98,20 @@ pub(crate) enum Mode {
     Async,
 }
 
+/// The query string's fields (others are ignored).
+#[derive(Deserialize)]
+struct ModeQuery {
+    mode: Option<String>,
+}
+
 impl Mode {
+    /// The `mode` of a query string, percent-decoded. Read after the
+    /// signature check (hence not axum's `Query` extractor, which would
+    /// answer an unsigned request first).
     pub(crate) fn from_query(query: Option<&str>) -> Result<Mode, WebhookError> {
-        let value = query
-            .unwrap_or_default()
-            .split('&')
-            .filter_map(|pair| pair.split_once('='))
-            .find_map(|(key, value)| (key == "mode").then_some(value));
-        match value {
+        let fields: ModeQuery = serde_urlencoded::from_str(query.unwrap_or_default())
+            .map_err(|error| WebhookError::BadMode(format!("{} ({error})", query.unwrap_or_default())))?;
+        match fields.mode.as_deref() {
             None | Some("sync") => Ok(Mode::Sync),
             Some("sse") => Ok(Mode::Sse),
             Some("async") => Ok(Mode::Async),
@@ -482,6 +488,9 @@ mod tests {
         assert_eq!(Mode::from_query(Some("x=1&mode=sse")).ok(), Some(Mode::Sse));
         assert_eq!(Mode::from_query(Some("mode=async")).ok(), Some(Mode::Async));
         assert!(matches!(Mode::from_query(Some("mode=push")), Err(WebhookError::BadMode(_))));
+        assert_eq!(Mode::from_query(Some("mode=%73se")).ok(), Some(Mode::Sse), "percent-decoded");
+        assert_eq!(Mode::from_query(Some("mode=async&x=%20")).ok(), Some(Mode::Async));
+        assert!(matches!(Mode::from_query(Some("mode=sse&mode=sync")), Err(WebhookError::BadMode(_))), "ambiguous");
     }
 
     #[test]

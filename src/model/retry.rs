@@ -3,7 +3,7 @@
 //! A call is retried only while nothing has reached the user: errors from
 //! `stream()` itself or as the stream's first item. Once a token is out a retry
 //! would repeat or contradict it, so later errors go to the caller as they are.
-//! Waits grow exponentially with full jitter (spreading replicas that hit the
+//! Waits grow exponentially with jitter ([`bub_channel::Backoff`], spreading replicas that hit the
 //! same limit), never shorter than the provider's `Retry-After`, within a
 //! maximum attempt count and a total time budget: a wait that would overrun
 //! the budget is not started, the last error is returned instead.
@@ -17,7 +17,6 @@ use super::error::ModelError;
 use super::types::{ChatRequest, ModelClient, ModelEvent, ModelStream};
 use async_trait::async_trait;
 use futures::StreamExt;
-use rand::Rng;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -53,14 +52,12 @@ impl Default for RetryPolicy {
 }
 
 impl RetryPolicy {
-    /// The wait before retry number `retry` (1-based): full jitter over the
-    /// exponential cap, at least `retry_after`.
+    /// The wait before retry number `retry` (1-based): the shared
+    /// [`Backoff`](bub_channel::Backoff) from `base_delay` to `max_delay`,
+    /// at least `retry_after`.
     pub fn delay(&self, retry: u32, retry_after: Option<Duration>) -> Duration {
-        let factor = 2u32.saturating_pow(retry.saturating_sub(1));
-        let cap = self.base_delay.saturating_mul(factor).min(self.max_delay);
-        let cap_ms = u64::try_from(cap.as_millis()).unwrap_or(u64::MAX);
-        let jittered = Duration::from_millis(rand::rng().random_range(0..=cap_ms));
-        jittered.max(retry_after.unwrap_or(Duration::ZERO))
+        let wait = bub_channel::Backoff::new(self.base_delay, self.max_delay).delay(retry);
+        wait.max(retry_after.unwrap_or(Duration::ZERO))
     }
 }
 

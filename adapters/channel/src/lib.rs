@@ -7,6 +7,7 @@
 //! decided once, in the gateway, so no adapter can get authorization wrong.
 //!
 //! # Layout
+//! - [`backoff`]: [`Backoff`], the wait before a retry (one jitter for every retry loop).
 //! - [`message`]: [`Inbound`], [`ChatRef`], [`SenderRef`], [`Outbound`], [`Delivery`].
 //! - [`check`]: the limits of each [`Inbound`] field ([`Inbound::check`],
 //!   [`InvalidInbound`]), enforced by adapters on arrival and by the gateway.
@@ -14,11 +15,13 @@
 //! - [`reply`]: [`InboundSink`] (the gateway side) and [`ReplySink`], the
 //!   per-message stream of a reply to a caller that waits for it (webhook `sync`/`sse`).
 
+pub mod backoff;
 pub mod channel;
 pub mod check;
 pub mod message;
 pub mod reply;
 
+pub use backoff::Backoff;
 pub use channel::{Channel, ChannelError, Delivered, Limits, RateScope, SendError};
 pub use check::{
     InboundField, InvalidInbound, MAX_CHANNEL_BYTES, MAX_DISPLAY_BYTES, MAX_ID_BYTES, MAX_TEXT_BYTES, Problem,

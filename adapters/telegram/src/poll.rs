@@ -20,7 +20,7 @@ use tokio::sync::watch;
 
 /// How long one `getUpdates` waits for news; under teloxide's 17 s client timeout.
 pub(crate) const POLL_SECONDS: u32 = 10;
-/// The first pause after a failed poll; it doubles up to [`MAX_PAUSE`].
+/// The first pause after a failed poll; it doubles up to [`MAX_PAUSE`], jittered ([`bub_channel::Backoff`]).
 const FIRST_PAUSE: Duration = Duration::from_millis(500);
 const MAX_PAUSE: Duration = Duration::from_secs(30);
 
@@ -101,7 +101,7 @@ impl Poller {
 
     /// Waits before the next poll; true when the channel stopped meanwhile.
     async fn pause(&mut self, failures: u32) -> bool {
-        let pause = FIRST_PAUSE.saturating_mul(2u32.saturating_pow(failures.saturating_sub(1).min(16))).min(MAX_PAUSE);
+        let pause = bub_channel::Backoff::new(FIRST_PAUSE, MAX_PAUSE).delay(failures);
         tokio::select! {
             _ = tokio::time::sleep(pause) => false,
             _ = self.stop.wait_for(|stopped| *stopped) => true,

@@ -27,7 +27,6 @@ use crate::gateway::split::split_message;
 use bub_channel::{Channel, ChatRef, Delivered, Outbound, SendError};
 use budget::Gate;
 use governor::Quota;
-use rand::Rng;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
@@ -435,14 +434,11 @@ impl Route {
     }
 }
 
-/// The wait before retry number `failures` (1-based): exponential from
-/// [`OutboundConfig::retry_base`], capped, with the upper half jittered so
-/// retries of many sends do not arrive together.
+/// The wait before retry number `failures` (1-based): the shared
+/// [`Backoff`](bub_channel::Backoff) from [`OutboundConfig::retry_base`] up
+/// to [`OutboundConfig::retry_cap`].
 fn backoff(config: &OutboundConfig, failures: u32) -> Duration {
-    let exponential = config.retry_base.saturating_mul(2u32.saturating_pow(failures.saturating_sub(1)));
-    let ceiling = exponential.min(config.retry_cap);
-    let half = ceiling / 2;
-    half + half.mul_f64(rand::rng().random::<f64>())
+    bub_channel::Backoff::new(config.retry_base, config.retry_cap).delay(failures)
 }
 
 #[cfg(test)]

@@ -82,7 +82,10 @@ fn a_webhook_channel_without_secrets_is_refused() {
     assert_eq!(error, format!("{}:3:11: `secrets` needs at least one non-empty secret", path.display()));
 }
 
+// The example names every kind: a build without one refuses it
+// (`bub_policy_check_names_a_kind_this_build_lacks`).
 #[tokio::test]
+#[cfg(all(feature = "telegram", feature = "discord"))]
 async fn the_example_file_loads_and_names_only_real_tools() {
     let config = GatewayConfig::load_checked(EXAMPLE, &binary_tools().await).unwrap();
     assert_eq!(config.channels.keys().collect::<Vec<_>>(), ["hooks", "tg", "discord"]);
@@ -126,6 +129,7 @@ fn bub_policy_check(home: &Path, args: &[&str]) -> (bool, String, String) {
 /// The shortest bot config is safe and checks clean; every line that opens
 /// it wider is named, with its position, and still passes (an admin may mean it).
 #[test]
+#[cfg(feature = "telegram")]
 fn bub_policy_check_warns_where_a_file_opens_access_wider_than_the_defaults() {
     let home = tempfile::tempdir().unwrap();
     let shortest = write(home.path(), "short.toml", "[channels.tg]\nkind = \"telegram\"\ntoken = \"1:x\"\n");
@@ -152,9 +156,12 @@ fn bub_policy_check_warns_where_a_file_opens_access_wider_than_the_defaults() {
 #[test]
 fn bub_policy_check_accepts_a_good_file_and_points_at_the_problem_in_a_bad_one() {
     let home = tempfile::tempdir().unwrap();
-    let (ok, stdout, stderr) = bub_policy_check(home.path(), &[EXAMPLE]);
-    assert!(ok, "{stderr}");
-    assert_eq!(stdout, format!("{EXAMPLE}: ok (3 channels)\n"));
+    if cfg!(all(feature = "telegram", feature = "discord")) {
+        // The example names every kind.
+        let (ok, stdout, stderr) = bub_policy_check(home.path(), &[EXAMPLE]);
+        assert!(ok, "{stderr}");
+        assert_eq!(stdout, format!("{EXAMPLE}: ok (3 channels)\n"));
+    }
 
     let bad = write(home.path(), "bad.toml", &format!("{HOOKS}[policy.defaults]\ndenied_tools = [\"fs.reed\"]\n"));
     let (ok, stdout, stderr) = bub_policy_check(home.path(), &[bad.to_str().unwrap()]);
@@ -179,6 +186,23 @@ fn bub_policy_check_accepts_a_good_file_and_points_at_the_problem_in_a_bad_one()
     let (ok, stdout, stderr) = bub_policy_check(home.path(), &[]);
     assert!(ok, "{stderr}");
     assert_eq!(stdout, format!("{}: ok (1 channel)\n", home.path().join("bub.toml").display()));
+}
+
+/// A webhook-only build (`--no-default-features`) refuses a chat platform
+/// where the file names it, and says how to get it: at `bub policy check`
+/// and at the gateway's start alike.
+#[test]
+#[cfg(not(feature = "telegram"))]
+fn bub_policy_check_names_a_kind_this_build_lacks() {
+    let home = tempfile::tempdir().unwrap();
+    let text = format!("{HOOKS}[channels.tg]\nkind = \"telegram\"\ntoken = \"1:x\"\n");
+    let file = write(home.path(), "tg.toml", &text);
+    let (ok, stdout, stderr) = bub_policy_check(home.path(), &[file.to_str().unwrap()]);
+    assert!(!ok && stdout.is_empty(), "{stdout}");
+    let refusal = "channel `tg`: kind `telegram` is not built into this bub (rebuild with --features telegram)";
+    assert_eq!(stderr, format!("error: {}:5:8: {refusal}\n", file.display()));
+    let stderr = support::gateway::refused_start(home.path(), &text);
+    assert!(stderr.contains(&format!("bub.toml:5:8: {refusal}")), "{stderr}");
 }
 
 // ---- enforcement on a real agent ----

@@ -474,12 +474,28 @@ struct RawPolicySection {
     defaults: PolicyLayer,
 }
 
+/// Every kind parses in every build, so a misspelt one still lists them all;
+/// a kind this build lacks is refused after ([`KindName::is_built_in`]).
 #[derive(Clone, Copy, PartialEq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 enum KindName {
     Webhook,
     Telegram,
     Discord,
+}
+
+impl KindName {
+    /// Whether this bub has the kind's adapter: the chat platforms are the
+    /// Cargo features `telegram` and `discord` (both default), which a
+    /// webhook-only build leaves out. Its one counterpart is the adapter's
+    /// construction in `gateway::channels`.
+    fn is_built_in(self) -> bool {
+        match self {
+            KindName::Webhook => true,
+            KindName::Telegram => cfg!(feature = "telegram"),
+            KindName::Discord => cfg!(feature = "discord"),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -526,7 +542,7 @@ impl GatewayConfig {
         let mut channels = IndexMap::new();
         for (name, channel) in raw.channels {
             check_channel_name(&source, &name)?;
-            let channel = channel.into_config(&source)?;
+            let channel = channel.into_config(&source, name.get_ref())?;
             channels.insert(name.into_inner(), channel);
         }
         let config = GatewayConfig { http: raw.http, defaults: raw.policy.defaults, channels, source: Some(source) };
@@ -804,8 +820,9 @@ fn check_channel_name(source: &Source, name: &Spanned<String>) -> Result<(), Con
 }
 
 impl RawChannel {
-    /// The typed channel, or the first key that does not fit its kind.
-    fn into_config(self, source: &Source) -> Result<ChannelConfig, ConfigError> {
+    /// The typed channel, or the first key that does not fit its kind (or a
+    /// kind this build lacks).
+    fn into_config(self, source: &Source, name: &str) -> Result<ChannelConfig, ConfigError> {
         let kind_span = self.kind.span();
         let kind = *self.kind.get_ref();
         let (kind_name, own_keys): (&str, &[&str]) = match kind {
@@ -813,6 +830,15 @@ impl RawChannel {
             KindName::Telegram => ("telegram", &["token", "api_url", "webhook_url", "webhook_secret"]),
             KindName::Discord => ("discord", &["token", "api_url"]),
         };
+        if !kind.is_built_in() {
+            // The feature is named as the kind is.
+            return Err(source.error(
+                Some(kind_span),
+                format!(
+                    "channel `{name}`: kind `{kind_name}` is not built into this bub (rebuild with --features {kind_name})"
+                ),
+            ));
+        }
         let present: [(&str, Option<std::ops::Range<usize>>); 8] = [
             ("secrets", self.secrets.as_ref().map(Spanned::span)),
             ("callback_url", self.callback_url.as_ref().map(Spanned::span)),
@@ -973,6 +999,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(all(feature = "telegram", feature = "discord"))]
     fn each_kind_takes_its_own_keys() {
         assert_eq!(error("[channels.hooks]\nkind = \"webhook\"\n"), "bub.toml:2:8: a webhook channel needs `secrets`");
         assert_eq!(
@@ -992,6 +1019,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(all(feature = "telegram", feature = "discord"))]
     fn a_telegram_webhook_needs_a_url_and_a_secret_telegram_accepts() {
         let tg = "[channels.tg]\nkind = \"telegram\"\ntoken = \"t\"\n";
         let text = format!("{tg}webhook_url = \"https://bot.example.com/telegram/tg\"\n");
@@ -1008,6 +1036,18 @@ mod tests {
         assert_eq!(bot.webhook_url.as_deref(), Some("https://x/telegram/tg"));
         let discord = "[channels.dc]\nkind = \"discord\"\ntoken = \"t\"\nwebhook_url = \"https://x\"\n";
         assert!(error(discord).contains("`webhook_url` does not apply to a discord channel"), "{}", error(discord));
+    }
+
+    /// A webhook-only build (`--no-default-features`) refuses a chat
+    /// platform where the file names it, and says how to get it.
+    #[test]
+    #[cfg(not(feature = "telegram"))]
+    fn a_kind_this_build_lacks_is_refused_where_it_is_written() {
+        let text = format!("{MINIMAL}[channels.tg]\nkind = \"telegram\"\ntoken = \"t\"\n");
+        assert_eq!(
+            error(&text),
+            "bub.toml:5:8: channel `tg`: kind `telegram` is not built into this bub (rebuild with --features telegram)"
+        );
     }
 
     #[test]

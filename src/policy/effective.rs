@@ -748,11 +748,13 @@ allowed_tools = ["fs.*", "bash*"]
         }
     }
 
+    #[cfg(feature = "telegram")]
     fn admitted(policy: &EffectivePolicy, user: &str, kind: ChatKind, chat: &str) -> Admission {
         policy.admission(user, kind, chat)
     }
 
     #[test]
+    #[cfg(feature = "telegram")]
     fn allowlists_admit_listed_users_and_chats_only() {
         let text = "[policy.defaults]\nallow_users = [\"hooks:alice\", \"tg:*\"]\nallow_chats = [\"1\"]\n\
                     [channels.hooks]\nkind = \"webhook\"\nsecrets = [\"s\"]\n\
@@ -774,6 +776,7 @@ allowed_tools = ["fs.*", "bash*"]
     /// groups are answered only once approved; named users and operators
     /// need no pairing.
     #[test]
+    #[cfg(feature = "telegram")]
     fn chat_platforms_pair_strangers_and_answer_only_approved_groups() {
         let text = "[channels.tg]\nkind = \"telegram\"\ntoken = \"t\"\n";
         let policy = GatewayConfig::parse(text, "bub.toml").unwrap().effective("tg", "42");

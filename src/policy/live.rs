@@ -326,6 +326,7 @@ mod tests {
     const BASE: &str = "[channels.hooks]\nkind = \"webhook\"\nsecrets = [\"a\"]\n";
 
     #[test]
+    #[cfg(feature = "telegram")]
     fn only_connection_changes_need_a_restart() {
         let old = GatewayConfig::parse(BASE, "bub.toml").unwrap();
         let policy_only = format!("{BASE}[channels.hooks.policy]\nbusy = \"drop\"\n");
@@ -343,6 +344,7 @@ mod tests {
         assert_eq!(needs_restart(&old, &new), ["http", "channels.hooks", "channels.tg"]);
     }
 
+    #[cfg(all(feature = "telegram", feature = "discord"))]
     fn refusal(text: &str) -> Option<String> {
         let started =
             GatewayConfig::parse(&format!("{BASE}[channels.tg]\nkind = \"telegram\"\ntoken = \"t\"\n"), "bub.toml")
@@ -352,6 +354,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(all(feature = "telegram", feature = "discord"))]
     fn a_reload_may_not_take_a_running_channel_away_or_change_its_kind() {
         let empty = refusal("  \n").unwrap();
         assert!(empty.starts_with("bub.toml: the file is empty: no channels, while channels hooks, tg run"), "{empty}");

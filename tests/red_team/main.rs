@@ -22,6 +22,8 @@ mod support;
 mod agent;
 mod held;
 mod model_tools;
+// A stranger on Telegram: the route is a chat platform's.
+#[cfg(feature = "telegram")]
 mod pairing;
 mod provenance;
 mod sandbox;

@@ -342,7 +342,8 @@ impl Agent {
 
             let mut cuts_left = CUT_RETRIES;
             let answer = loop {
-                match self.call_model(run, step, &spec, &tools, &step_prompt, options, out).await? {
+                let call = ModelStep { run, step, spec: &spec, tools: &tools, prompt: &step_prompt, options };
+                match self.call_model(&call, out).await? {
                     Err(failure) if failure.partial.streamed => {
                         let retrying = cuts_left > 0 && failure.error.is_retryable();
                         tracing::warn!(run_id = %run.run_id, step, kind = failure.error.kind(), error = %failure.error, retrying, "the model's answer was cut off");
@@ -447,57 +448,17 @@ impl Agent {
     /// One model call, streamed to `out`. `Ok(Err(_))` is a model failure, with
     /// what streamed before it (the loop decides what to do); `Err(_)` is a
     /// handler or tape failure.
-    #[allow(clippy::too_many_arguments)]
     async fn call_model(
         &self,
-        run: &RunContext,
-        step: usize,
-        spec: &str,
-        tools: &ToolRegistry,
-        step_prompt: &str,
-        options: &RunOptions,
+        call: &ModelStep<'_>,
         out: &Output,
     ) -> Result<Result<ModelAnswer, ModelFailure>, RunFailure> {
-        let visible: Vec<_> = tools.model_tools().collect();
-        let prompt_context = PromptContext {
-            prompt: step_prompt.to_string(),
-            tools: visible
-                .iter()
-                .map(|t| ToolSummary {
-                    name: t.name().into(),
-                    model_name: t.model_name(),
-                    description: t.description().into(),
-                })
-                .collect(),
-            model: spec.to_string(),
-            tape: run.tape.clone(),
-            state: run.state.clone(),
-        };
-        let mut system = self.inner.system_prompt.render(&prompt_context).await;
-        if let Some(session) = run.state.extension::<code_mode::CodeModeSession>() {
-            let block = code_mode::prompt_block(&session);
-            system = if system.is_empty() { block } else { format!("{system}\n\n{block}") };
-        }
-        let history = match &self.inner.context {
-            Some(selector) => run.tape.context_with(selector).await?,
-            None => run.tape.context().await?,
-        };
-        let mut messages = Vec::with_capacity(history.len() + 1);
-        if !system.is_empty() {
-            messages.push(json!({"role": "system", "content": system}));
-        }
-        messages.extend(history);
-        let request = ChatRequest {
-            model: ModelSpec::parse(spec).map_or_else(|_| spec.to_string(), |spec| spec.model),
-            messages,
-            tools: visible.iter().map(|t| t.definition()).collect(),
-            max_tokens: options.max_tokens.or(self.inner.max_tokens),
-            options: request_options(options, &run.state),
-        };
+        let (run, step) = (call.run, call.step);
+        let request = self.request(call).await?;
         let before = self
             .inner
             .events
-            .emit(BeforeLlmCall { run: run.clone(), step, spec: spec.to_string(), request, decision: None })
+            .emit(BeforeLlmCall { run: run.clone(), step, spec: call.spec.to_string(), request, decision: None })
             .await?;
         let (spec, request) = (before.spec, before.request);
         let started = Instant::now();
@@ -526,6 +487,48 @@ impl Agent {
         Ok(match result {
             Ok(()) => Ok(answer),
             Err(error) => Err(ModelFailure { error, partial: answer }),
+        })
+    }
+
+    /// The request of a model call: the system prompt (code mode's block
+    /// included), the tape's context, the offered tools and the options.
+    async fn request(&self, call: &ModelStep<'_>) -> Result<ChatRequest, RunFailure> {
+        let (run, spec) = (call.run, call.spec);
+        let visible: Vec<_> = call.tools.model_tools().collect();
+        let prompt_context = PromptContext {
+            prompt: call.prompt.to_string(),
+            tools: visible
+                .iter()
+                .map(|t| ToolSummary {
+                    name: t.name().into(),
+                    model_name: t.model_name(),
+                    description: t.description().into(),
+                })
+                .collect(),
+            model: spec.to_string(),
+            tape: run.tape.clone(),
+            state: run.state.clone(),
+        };
+        let mut system = self.inner.system_prompt.render(&prompt_context).await;
+        if let Some(session) = run.state.extension::<code_mode::CodeModeSession>() {
+            let block = code_mode::prompt_block(&session);
+            system = if system.is_empty() { block } else { format!("{system}\n\n{block}") };
+        }
+        let history = match &self.inner.context {
+            Some(selector) => run.tape.context_with(selector).await?,
+            None => run.tape.context().await?,
+        };
+        let mut messages = Vec::with_capacity(history.len() + 1);
+        if !system.is_empty() {
+            messages.push(json!({"role": "system", "content": system}));
+        }
+        messages.extend(history);
+        Ok(ChatRequest {
+            model: ModelSpec::parse(spec).map_or_else(|_| spec.to_string(), |spec| spec.model),
+            messages,
+            tools: visible.iter().map(|t| t.definition()).collect(),
+            max_tokens: call.options.max_tokens.or(self.inner.max_tokens),
+            options: request_options(call.options, &run.state),
         })
     }
 
@@ -577,6 +580,19 @@ struct ModelAnswer {
     /// Some of the answer (text, reasoning or a call) arrived: a failure
     /// after this cut the answer off.
     streamed: bool,
+}
+
+/// What one model call of a step is made of.
+struct ModelStep<'a> {
+    run: &'a RunContext,
+    step: usize,
+    /// `provider:model`, before `BeforeLlmCall` handlers.
+    spec: &'a str,
+    /// What the model is offered.
+    tools: &'a ToolRegistry,
+    /// The step's new user text, for the system prompt's sections.
+    prompt: &'a str,
+    options: &'a RunOptions,
 }
 
 /// A model call that failed, and what it had streamed before.

@@ -117,8 +117,9 @@ async fn run_code_calls_tools_through_the_events_with_structured_results() {
     assert!(seen.contains(&("tape.handoff".to_string(), true)), "{seen:?}");
 }
 
-#[tokio::test]
-async fn a_tool_denied_by_a_handler_stays_denied_inside_code() {
+/// A handler denies `tape.reset`; in code mode the model's code calls it
+/// (catching the error and printing it). Returns the world and the outcome.
+async fn reset_denied_inside_code() -> (World, bub::agent::RunOutcome) {
     let fake = FakeModel::start().await;
     let world = world(&fake).await;
     world.setup.agent.events().on_sync(|event: &mut BeforeToolCall| {
@@ -131,7 +132,14 @@ async fn a_tool_denied_by_a_handler_stays_denied_inside_code() {
     let code =
         "try:\n    await tools.tape_reset(archive=False)\nexcept Exception as error:\n    print('refused:', error)";
     fake.push(run_code(code, 30)).push(Reply::text("ok"));
-    let (output, _) = tool_result(&world.say("reset please").await);
+    let outcome = world.say("reset please").await;
+    (world, outcome)
+}
+
+#[tokio::test]
+async fn a_tool_denied_by_a_handler_stays_denied_inside_code() {
+    let (_world, outcome) = reset_denied_inside_code().await;
+    let (output, _) = tool_result(&outcome);
     assert_eq!(output.trim(), "refused: resets are for operators");
 }
 
@@ -366,19 +374,7 @@ async fn calls_from_code_are_recorded_on_the_tape_but_not_shown_to_the_model() {
 
 #[tokio::test]
 async fn a_call_from_code_that_is_denied_is_recorded_with_its_error() {
-    let fake = FakeModel::start().await;
-    let world = world(&fake).await;
-    world.setup.agent.events().on_sync(|event: &mut BeforeToolCall| {
-        if event.call.tool == "tape.reset" {
-            event.decision = Some(ToolCallDecision::Deny("resets are for operators".into()));
-        }
-        Ok(())
-    });
-    world.say(",code_mode enable=true").await;
-    let code =
-        "try:\n    await tools.tape_reset(archive=False)\nexcept Exception as error:\n    print('refused:', error)";
-    fake.push(run_code(code, 30)).push(Reply::text("ok"));
-    world.say("reset please").await;
+    let (world, _) = reset_denied_inside_code().await;
 
     let entries = tape_entries(&world).await;
     let (run_code_id, _, _) = run_code_call(&entries);

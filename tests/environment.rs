@@ -1,11 +1,14 @@
 //! Session environments on the host: spawning, whole-tree signals, files,
 //! confinement and one environment per session.
 
+mod support;
+
 use bub::environment::{
     Command, Environment, EnvironmentError, Environments, LocalEnvironment, LocalProvider, PathError, SpawnOptions,
 };
 use std::sync::Arc;
 use std::time::Duration;
+use support::gone_within;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 async fn output_of(environment: &LocalEnvironment, command: Command, options: SpawnOptions) -> (String, i32) {
@@ -14,17 +17,6 @@ async fn output_of(environment: &LocalEnvironment, command: Command, options: Sp
     let mut text = String::new();
     stdout.read_to_string(&mut text).await.expect("read");
     (text, process.wait().await.expect("wait"))
-}
-
-async fn gone_within(process: &dyn bub::environment::Process, limit: Duration) -> bool {
-    let deadline = tokio::time::Instant::now() + limit;
-    while tokio::time::Instant::now() < deadline {
-        if !process.is_running() {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    false
 }
 
 #[tokio::test]

@@ -8,7 +8,7 @@ mod support;
 
 use bub::codemode::runner::{CallTool, OutputSink};
 use bub::environment::sandbox::{SandboxEnvironment, SandboxError, SandboxLimits, SandboxProvider, SandboxSettings};
-use bub::environment::{Command, Environment, EnvironmentError, Process, SpawnOptions};
+use bub::environment::{Command, Environment, EnvironmentError, SpawnOptions};
 use bub::tools::builtin::{self, ShellManager, WebFetchSettings};
 use bub::tools::{ToolContext, ToolRegistry};
 use futures::FutureExt;
@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use support::gone_within;
 use tempfile::TempDir;
 use tokio::io::AsyncReadExt;
 
@@ -62,17 +63,6 @@ async fn run(environment: &dyn Environment, command: Command) -> (String, i32) {
     let read = tokio::time::timeout(Duration::from_secs(60), stdout.read_to_string(&mut text)).await;
     assert!(read.is_ok(), "the command ends: {text}");
     (text, process.wait().await.expect("wait"))
-}
-
-async fn gone_within(process: &dyn Process, limit: Duration) -> bool {
-    let deadline = tokio::time::Instant::now() + limit;
-    while tokio::time::Instant::now() < deadline {
-        if !process.is_running() {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    false
 }
 
 #[tokio::test]

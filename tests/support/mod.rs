@@ -88,3 +88,15 @@ pub fn fake_bash(seen: Arc<std::sync::Mutex<Vec<String>>>) -> bub::tools::Tool {
     )
     .with_capabilities([bub::tools::Capability::Exec])
 }
+
+/// Whether `process` has ended within `limit` (polled, for tests that kill it).
+pub async fn gone_within(process: &dyn bub::environment::Process, limit: std::time::Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + limit;
+    while tokio::time::Instant::now() < deadline {
+        if !process.is_running() {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    false
+}

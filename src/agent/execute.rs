@@ -51,9 +51,10 @@ impl CallSite {
             Err(error) => error.to_value().to_string(),
         };
         // Commands show their output to an operator and code-mode results go
-        // back into code: only what the model reads is spilled. A page of a
-        // spill is never spilled again: it would be out of reach for good.
-        let output = if call.command || call.code_mode || call.tool == crate::tools::builtin::spill::SPILL_READ {
+        // back into code: only what the model reads is spilled, and not what
+        // a tool marks as never spilled (a page of a spill).
+        let spills = tool.as_ref().is_none_or(|t| t.spills());
+        let output = if call.command || call.code_mode || !spills {
             rendered
         } else {
             self.run.tape.spill_if_large(&call.tool, rendered).await.into_text()

@@ -58,6 +58,8 @@ struct ToolSpec {
     output_schema: Option<Value>,
     agent_use: bool,
     preserve: bool,
+    /// Its results reach the model whole, never spilled (see [`Tool::never_spilled`]).
+    never_spilled: bool,
     /// `None`: undeclared, taken as [`Capabilities::ALL`].
     capabilities: Option<Capabilities>,
     handler: Handler,
@@ -93,6 +95,7 @@ impl Tool {
             output_schema: None,
             agent_use: true,
             preserve: false,
+            never_spilled: false,
             capabilities: None,
             handler: Arc::new(move |args, ctx| Box::pin(handler(args, ctx))),
             renderer: Arc::new(default_render),
@@ -151,6 +154,14 @@ impl Tool {
         self
     }
 
+    /// Its results reach the model whole, however long: for a tool whose
+    /// result is itself a bounded page of a spill (`spill.read`), which
+    /// spilled again could never be read.
+    pub fn never_spilled(mut self) -> Tool {
+        self.spec_mut().never_spilled = true;
+        self
+    }
+
     /// Declares what the tool can do, for capability rules in policies
     /// (`denied_tools = ["cap:write"]`). Undeclared: everything.
     pub fn with_capabilities(mut self, capabilities: impl IntoIterator<Item = Capability>) -> Tool {
@@ -193,6 +204,11 @@ impl Tool {
 
     pub fn preserve(&self) -> bool {
         self.inner.preserve
+    }
+
+    /// See [`Tool::never_spilled`].
+    pub fn spills(&self) -> bool {
+        !self.inner.never_spilled
     }
 
     /// What the tool can do: as declared, else [`Capabilities::ALL`].

@@ -34,8 +34,7 @@ pub struct SpillReadArgs {
     pub from_end: bool,
 }
 
-/// The tool's name: its results are never spilled again (a page of a spill
-/// answered with another spill notice could never be read).
+/// The tool's name.
 pub const SPILL_READ: &str = "spill.read";
 
 /// How many chunks fit in one result the model reads: as many as stay within
@@ -69,6 +68,8 @@ pub fn spill_read_tool() -> Tool {
         })
     })
     .preserved()
+    // A page answered with another spill notice could never be read.
+    .never_spilled()
     .with_capabilities([Capability::Read])
 }
 

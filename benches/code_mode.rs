@@ -2,8 +2,9 @@
 //! send the code, get `done`, kill the tree) and the extra cost of one nested
 //! tool call from the code to a host tool that answers at once.
 
+use bub::codemode::RunCode;
 use bub::codemode::runner::{CallTool, OutputSink};
-use bub::environment::{Environment, LocalEnvironment};
+use bub::environment::LocalEnvironment;
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::json;
 use std::sync::Arc;

@@ -4,12 +4,19 @@
 //! - [`tape`]: append-only session history — entries, stores (SQLite, memory),
 //!   anchors, forks, context building, spill of oversized tool results.
 //! - [`agent`]: the agent loop — `Agent`, runs and their event streams, the
-//!   typed event bus, system prompt sections, steering.
+//!   loop's events, system prompt sections, steering; the agent's own tool
+//!   `subagent`, and the `ToolHost` it hands tools.
 //! - [`model`]: streaming model clients (`ModelClient`), typed model errors.
-//! - [`tools`]: `Tool`, `ToolRegistry`, and the builtin tools.
-//! - [`codemode`]: code mode — model-written Python whose tool calls run on the host.
+//! - [`tools`]: `Tool`, `ToolRegistry`, a narrow `ToolContext` (with the
+//!   `ToolHost` handle, never the agent), `TurnState`, the `EventBus`, the
+//!   session-switch events, and the builtin tools (`tools/builtin/*`, one file
+//!   per family). Imports nothing from `agent` or `codemode`.
+//! - [`codemode`]: everything of code mode — the `,code_mode` switch and
+//!   `run_code` tools, stubs, the child and its protocol, the seam the agent
+//!   loop calls to swap the offered tools.
 //! - [`command`]: comma-command parsing and argument binding.
-//! - [`environment`]: per-session environments where processes and files live.
+//! - [`environment`]: per-session environments where processes and files live
+//!   (they spawn code mode's child; they know nothing of code mode).
 //! - [`policy`]: gateway policy — the TOML config, per-chat effective policy,
 //!   tool enforcement, `,policy explain`, hot reload.
 //! - [`gateway`]: the inbound pipeline — durable inbox, admission, session

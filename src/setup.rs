@@ -14,7 +14,8 @@
 //! in the workspace a run names (`bub run` uses the current directory), else
 //! in `$BUB_HOME/workspaces/<session>`.
 
-use crate::agent::Agent;
+use crate::agent::{self, Agent};
+use crate::codemode;
 use crate::command::CommandPrefix;
 use crate::environment::sessions::DEFAULT_IDLE;
 use crate::environment::{EnvironmentProvider, Environments, LocalProvider};
@@ -122,8 +123,9 @@ impl Setup {
             .store(store.clone() as Arc<dyn TapeStore>)
             .tools(builtin::tools(shells.clone(), WebFetchSettings::default()))
             .tools(builtin::session_tools(shells.clone()))
-            .tool(builtin::subagent::subagent_tool())
-            .tool(builtin::code::run_code_tool())
+            .tool(codemode::code_mode_tool())
+            .tool(agent::subagent_tool())
+            .tool(codemode::run_code_tool())
             .tool(skills::skill_tool())
             .environments(environments.clone())
             .command_prefix(prefix.as_ref())

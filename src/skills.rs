@@ -143,7 +143,7 @@ fn mentions(text: &str, name: &str) -> bool {
 
 /// The skills a turn may use: every one, or only those the turn state's
 /// `allowed_skills` names (a list of names, as a subagent is given).
-pub fn allowed_by(skills: Vec<Skill>, state: &crate::agent::TurnState) -> Vec<Skill> {
+pub fn allowed_by(skills: Vec<Skill>, state: &crate::tools::TurnState) -> Vec<Skill> {
     let Some(allowed) = state.get("allowed_skills") else { return skills };
     let Some(names) = allowed.as_array() else { return skills };
     let names: Vec<String> = names.iter().filter_map(|n| n.as_str().map(str::to_lowercase)).collect();
@@ -596,7 +596,7 @@ mod tests {
         assert!(listing.starts_with("tape-handoff: ") && !listing.contains("deploy"), "{listing}");
         assert_eq!(skill_tool().call(json!({"name": "deploy"}), ctx).await.unwrap(), json!("(no such skill)"));
         let everything = discover(&skill_roots(workspace.path()));
-        let all = allowed_by(everything.clone(), &crate::agent::TurnState::new());
+        let all = allowed_by(everything.clone(), &crate::tools::TurnState::new());
         assert_eq!(all.len(), everything.len(), "no allowed_skills: every skill");
     }
 

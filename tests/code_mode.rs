@@ -5,6 +5,7 @@ mod support;
 
 use bub::agent::events::{BeforeToolCall, ToolCallDecision};
 use bub::agent::{RunOptions, StreamEvent};
+use bub::codemode::RunCode;
 use bub::codemode::runner::{CallTool, OutputSink};
 use bub::environment::{Environments, LocalProvider};
 use bub::home::BubHome;

@@ -6,6 +6,7 @@
 
 mod support;
 
+use bub::codemode::RunCode;
 use bub::codemode::runner::{CallTool, OutputSink};
 use bub::environment::sandbox::{SandboxEnvironment, SandboxError, SandboxLimits, SandboxProvider, SandboxSettings};
 use bub::environment::{Command, Environment, EnvironmentError, SpawnOptions};

@@ -62,7 +62,7 @@ pub(crate) async fn run_command(site: &CallSite, text: &str, prefix: &str, out: 
 async fn execute(
     site: &CallSite,
     line: &CommandLine,
-) -> Result<(String, Result<String, String>), super::bus::HandlerError> {
+) -> Result<(String, Result<String, String>), crate::tools::bus::HandlerError> {
     let (tool, arguments) = match site.tools.get(&line.name) {
         Some(tool) => match bind_arguments(line, tool.parameters()) {
             Ok(arguments) => (tool.name().to_string(), arguments),

@@ -5,11 +5,11 @@
 //! Decisions: [`BeforeLlmCall::decision`] and [`BeforeToolCall::decision`] stop
 //! dispatch once set (see [`super::bus`]).
 
-use super::bus::AgentEvent;
-use super::state::TurnState;
 use crate::model::{ChatRequest, ModelError, ToolCallRequest, Usage};
 use crate::tape::Tape;
 use crate::tools::ToolError;
+use crate::tools::TurnState;
+use crate::tools::bus::AgentEvent;
 use serde_json::Value;
 
 /// Who is running: shared by every event of one run.

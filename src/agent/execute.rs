@@ -3,10 +3,12 @@
 //! and code-mode calls all come through here, so a handler on these events
 //! (policy, audit) covers every path.
 
-use super::bus::HandlerError;
 use super::events::{AfterToolCall, BeforeToolCall, RunContext, ToolCall, ToolCallDecision, ToolCallResult};
+use super::host::AgentHost;
 use super::runtime::Agent;
+use crate::codemode::{CodeCall, ExecuteCall};
 use crate::environment::Environment;
+use crate::tools::bus::HandlerError;
 use crate::tools::{ToolContext, ToolError, ToolErrorKind, ToolRegistry, default_render};
 use serde_json::Value;
 use std::path::PathBuf;
@@ -77,9 +79,33 @@ impl CallSite {
             command: call.command,
             code_mode: call.code_mode,
             workspace: self.workspace.clone(),
-            agent: Some(self.agent.clone()),
+            host: Some(Arc::new(AgentHost(self.agent.clone()))),
             environment: self.environment.clone(),
         }
+    }
+
+    /// Runs code mode's calls from running code here, through the same events
+    /// (`code_mode = true`, the `run_code` call as parent); a failing handler
+    /// becomes the call's error.
+    pub(crate) fn code_calls(&self) -> ExecuteCall {
+        let site = self.clone();
+        Arc::new(move |call: CodeCall| {
+            let site = site.clone();
+            Box::pin(async move {
+                let call = ToolCall {
+                    tool: call.tool,
+                    call_id: call.call_id,
+                    arguments: call.arguments,
+                    command: false,
+                    code_mode: true,
+                    parent_call_id: Some(call.parent_call_id),
+                };
+                match site.execute(call, None).await {
+                    Ok(result) => result.value.map_err(|error| error.message),
+                    Err(error) => Err(format!("a handler failed: {error}")),
+                }
+            })
+        })
     }
 
     /// The error for a call naming no tool of `offered`, with close names from it.

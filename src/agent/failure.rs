@@ -118,8 +118,8 @@ impl RunFailure {
     }
 }
 
-impl From<super::bus::HandlerError> for RunFailure {
-    fn from(error: super::bus::HandlerError) -> RunFailure {
+impl From<crate::tools::bus::HandlerError> for RunFailure {
+    fn from(error: crate::tools::bus::HandlerError) -> RunFailure {
         RunFailure::new(FailureKind::Handler, error.to_string())
     }
 }

@@ -4,9 +4,13 @@
 //! - [`runtime`]: `Agent` and its builder (tools, prompt, model, store, bus).
 //! - [`run`]: `Agent::run`, `RunOptions`, the loop (auto handoff, steering, `max_steps`).
 //! - [`stream`]: `RunStream` and `StreamEvent`, what a run yields; [`failure`]: `FailureKind`, why a run failed.
-//! - [`events`]: the typed loop events; [`bus`]: the `EventBus` they travel on.
+//! - [`events`]: the typed loop events; `EventBus`, which they travel on, is
+//!   defined in [`crate::tools::bus`] (tools emit on it too) and re-exported here.
 //! - [`recorder`]: the first handler, writing events to the tape.
-//! - [`prompt`]: system prompt sections; [`state`]: `TurnState`.
+//! - [`prompt`]: system prompt sections; `TurnState` is the tools' ([`crate::tools::state`]), re-exported here.
+//! - `host`: what tools may ask of the agent ([`crate::tools::ToolHost`]);
+//!   [`subagent`]: the `subagent` tool, the one tool that starts runs.
+//! - Code mode is [`crate::codemode`]'s; the loop calls it when a run starts.
 //!
 //! # Example
 //! ```
@@ -29,26 +33,25 @@
 //! # });
 //! ```
 
-pub mod bus;
-pub mod code_mode;
 mod commands;
 pub mod events;
 mod execute;
 pub mod failure;
+pub(crate) mod host;
 pub mod prompt;
 pub mod recorder;
 pub mod run;
 pub mod runtime;
 mod settings;
-pub mod state;
 mod steering;
 pub mod stream;
+pub mod subagent;
 
-pub use bus::{AgentEvent, EventBus, HandlerError, HandlerId};
+pub use crate::tools::TurnState;
+pub use crate::tools::bus::{AgentEvent, EventBus, HandlerError, HandlerId};
 pub use failure::FailureKind;
 pub use prompt::{PromptContext, SectionId, SystemPrompt, ToolSummary};
 pub use run::{CUT_RETRIES, MessageMeta, OVERFLOW_ANCHOR, PinnedModel, RunOptions, RunTools};
 pub use runtime::{Agent, AgentBuilder, DEFAULT_MAX_STEPS};
-pub(crate) use settings::{session_model, session_reasoning_effort};
-pub use state::TurnState;
 pub use stream::{AnswerText, RunOutcome, RunStream, StreamEvent};
+pub use subagent::subagent_tool;

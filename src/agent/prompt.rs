@@ -2,8 +2,8 @@
 //! step and joined by blank lines. A section is fixed text or a function of the
 //! step ([`PromptContext`]); an empty result is skipped.
 
-use super::state::TurnState;
 use crate::tape::Tape;
+use crate::tools::TurnState;
 use futures::future::BoxFuture;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -20,11 +20,11 @@
 //! which reads only what the code printed. Their ids (`<run_code id>/code-<n>`)
 //! pair each call with its result even when the code ran them at once.
 
-use super::bus::{EventBus, HandlerError};
 use super::events::*;
 use super::settings::LastSystemPrompt;
 use crate::model::ModelSpec;
 use crate::tape::{EntryKind, NewEntry, TapeQuery};
+use crate::tools::bus::{EventBus, HandlerError};
 use serde_json::{Value, json};
 
 /// Registers the recorder's handlers on `bus`.

@@ -14,17 +14,17 @@
 //!   timeout) is recorded as an error with its fragment, never as the
 //!   answer; the run yields `Cut` and asks again ([`CUT_RETRIES`]), then fails.
 
-use super::code_mode;
 use super::events::*;
 use super::execute::{CallSite, parse_arguments};
 use super::failure::{FailureKind, RunFailure};
 use super::prompt::{PromptContext, ToolSummary};
 use super::runtime::Agent;
-use super::state::TurnState;
 use super::steering::ActiveRun;
 use super::stream::{Interruption, Output, RunStream, StreamEvent};
+use crate::codemode::{self, CodeModeRun};
 use crate::model::{ChatRequest, ModelError, ModelEvent, ModelSpec, ToolCallRequest, Usage};
 use crate::tools::ToolRegistry;
+use crate::tools::TurnState;
 use futures::StreamExt;
 use serde_json::{Map, Value, json};
 use std::path::PathBuf;
@@ -242,6 +242,8 @@ impl Agent {
         Vec::new()
     }
 
+    /// A run from its tools to its end: the call site, then either a comma
+    /// command or the model's steps.
     async fn run_on(
         &self,
         run: &RunContext,
@@ -252,6 +254,24 @@ impl Agent {
         out: &Output,
     ) -> Result<(), RunFailure> {
         let all_tools = self.tools();
+        let site = self.call_site(run, options, &all_tools).await?;
+        if let Some(prefix) = self.inner.command_prefix.as_deref().filter(|_| options.commands)
+            && crate::command::is_command(&prompt, prefix)
+        {
+            return self.run_as_command(site, all_tools, &prompt, prefix, out).await;
+        }
+        let turn = self.open_turn(site, active, prompt, options, start, out).await?;
+        self.run_steps(&turn).await
+    }
+
+    /// Where the run's calls go: its allowed tools, the session's workspace and
+    /// environment (kept on the turn state with the session id).
+    async fn call_site(
+        &self,
+        run: &RunContext,
+        options: &RunOptions,
+        all_tools: &ToolRegistry,
+    ) -> Result<CallSite, RunFailure> {
         let tools = match &options.allowed_tools {
             Some(names) => {
                 all_tools.only(names).map_err(|e| RunFailure::new(FailureKind::InvalidInput, e.to_string()))?
@@ -271,99 +291,90 @@ impl Agent {
         };
         run.state.set("session_id", json!(options.tape));
         run.state.set("workspace", json!(workspace.display().to_string()));
-        let site = CallSite { agent: self.clone(), run: run.clone(), tools: Arc::new(tools), workspace, environment };
-        let tools = site.tools.clone();
+        Ok(CallSite { agent: self.clone(), run: run.clone(), tools: Arc::new(tools), workspace, environment })
+    }
 
-        if let Some(prefix) = self.inner.command_prefix.as_deref().filter(|_| options.commands)
-            && crate::command::is_command(&prompt, prefix)
-        {
-            let allowed = tools.iter().map(|t| t.name().to_string()).collect();
-            self.inner
-                .events
-                .emit(RunStarted {
-                    run: run.clone(),
-                    model: String::new(),
-                    prompt: prompt.clone(),
-                    allowed_tools: allowed,
-                })
-                .await?;
-            let commands = CallSite { tools: Arc::new(all_tools), ..site };
-            return super::commands::run_command(&commands, &prompt, prefix, out).await;
-        }
-
-        let settings = start.settings;
-        run.state.insert_extension(start.last_system);
-        let tools = match self.open_code_mode(&site, options, settings.code_mode).await? {
-            Some(direct) => direct,
-            // `run_code` means nothing outside code mode: the model does not see it.
-            None if tools.get(code_mode::RUN_CODE).is_some() => {
-                let mut visible = (*tools).clone();
-                visible.remove(code_mode::RUN_CODE);
-                Arc::new(visible)
-            }
-            None => tools,
+    /// A comma command as the whole run: it may call any tool of the agent
+    /// (policy still decides, through the events).
+    async fn run_as_command(
+        &self,
+        site: CallSite,
+        all_tools: ToolRegistry,
+        prompt: &str,
+        prefix: &str,
+        out: &Output,
+    ) -> Result<(), RunFailure> {
+        let allowed = site.tools.iter().map(|t| t.name().to_string()).collect();
+        let started = RunStarted {
+            run: site.run.clone(),
+            model: String::new(),
+            prompt: prompt.to_string(),
+            allowed_tools: allowed,
         };
-        let spec = self.model_spec(settings.model, options)?;
+        self.inner.events.emit(started).await?;
+        let commands = CallSite { tools: Arc::new(all_tools), ..site };
+        super::commands::run_command(&commands, prompt, prefix, out).await
+    }
+
+    /// Settles what the model's steps work with — the offered tools (code mode
+    /// decides), the model, the session's switches on the turn state — and
+    /// announces the run.
+    async fn open_turn<'a>(
+        &self,
+        site: CallSite,
+        active: &'a ActiveRun,
+        prompt: String,
+        options: &'a RunOptions,
+        start: super::settings::RunStart,
+        out: &'a Output,
+    ) -> Result<Turn<'a>, RunFailure> {
+        let (run, switches) = (&site.run, start.switches);
+        run.state.insert_extension(start.last_system);
+        let offered = codemode::offered_tools(CodeModeRun {
+            tools: site.tools.clone(),
+            state: run.state.clone(),
+            switched_on: switches.code_mode,
+            codemode_dir: self.inner.codemode_dir.clone(),
+            workspace: site.workspace.clone(),
+            session: options.tape.clone(),
+            execute: site.code_calls(),
+        })
+        .await
+        .map_err(|e| RunFailure::new(FailureKind::CodeMode, format!("cannot write the code-mode stub: {e}")))?;
+        let spec = self.model_spec(switches.model, options)?;
         run.state.set("model", json!(spec));
         if let Some(pinned) = &options.model {
             run.state.insert_extension(PinnedModel(pinned.clone()));
         }
         run.state.insert_extension(RunTools(site.tools.model_tools().map(|t| t.name().to_string()).collect()));
         // A caller's own `reasoning_effort` on the turn state wins over the session's switch.
-        if let Some(effort) = settings.reasoning_effort
+        if let Some(effort) = switches.reasoning_effort
             && run.state.get("reasoning_effort").is_none()
         {
             run.state.set("reasoning_effort", json!(effort));
         }
-        let allowed = tools.model_tools().map(|t| t.name().to_string()).collect();
+        let allowed = offered.model_tools().map(|t| t.name().to_string()).collect();
         self.inner
             .events
             .emit(RunStarted { run: run.clone(), model: spec.clone(), prompt: prompt.clone(), allowed_tools: allowed })
             .await?;
+        Ok(Turn { site, offered, spec, prompt, active, options, out })
+    }
 
-        let mut pending = vec![json!({"role": "user", "content": prompt})];
+    /// The model's steps, until it answers with nothing left to read, or
+    /// `max_steps` model calls have not been enough.
+    async fn run_steps(&self, turn: &Turn<'_>) -> Result<(), RunFailure> {
+        let mut pending = vec![user_message(turn.prompt.clone())];
         let mut handed_off = false;
-        let mut step = 0;
-        loop {
-            if step >= self.inner.max_steps {
-                return Err(RunFailure::new(
-                    FailureKind::MaxSteps,
-                    format!("max_steps reached ({})", self.inner.max_steps),
-                ));
-            }
-            step += 1;
+        for step in 1..=self.inner.max_steps {
             let started = Instant::now();
-            pending.extend(active.drain().into_iter().map(|text| json!({"role": "user", "content": text})));
+            pending.extend(turn.active.drain().into_iter().map(user_message));
             let step_prompt = pending.iter().filter_map(|m| m["content"].as_str()).collect::<Vec<_>>().join("\n");
-            self.inner
-                .events
-                .emit(StepStarted { run: run.clone(), step, messages: std::mem::take(&mut pending) })
-                .await?;
-
-            let mut cuts_left = CUT_RETRIES;
-            let answer = loop {
-                let call = ModelStep { run, step, spec: &spec, tools: &tools, prompt: &step_prompt, options };
-                match self.call_model(&call, out).await? {
-                    Err(failure) if failure.partial.streamed => {
-                        let retrying = cuts_left > 0 && failure.error.is_retryable();
-                        tracing::warn!(run_id = %run.run_id, step, kind = failure.error.kind(), error = %failure.error, retrying, "the model's answer was cut off");
-                        out.send(StreamEvent::Cut {
-                            kind: failure.error.kind().to_string(),
-                            message: failure.error.to_string(),
-                            partial: failure.partial.text.clone(),
-                            retrying,
-                        })
-                        .await;
-                        if !retrying {
-                            break Err(failure);
-                        }
-                        cuts_left -= 1;
-                    }
-                    answer => break answer,
-                }
-            };
+            let run = turn.site.run.clone();
+            self.inner.events.emit(StepStarted { run, step, messages: std::mem::take(&mut pending) }).await?;
+            let answer = self.answer(turn, step, &step_prompt).await?;
             let finished = |status, error: Option<String>| StepFinished {
-                run: run.clone(),
+                run: turn.site.run.clone(),
                 step,
                 status,
                 elapsed_ms: started.elapsed().as_millis() as u64,
@@ -373,10 +384,9 @@ impl Agent {
                 Err(ModelFailure { error: ModelError::ContextOverflow { message, .. }, .. }) if !handed_off => {
                     handed_off = true;
                     self.inner.events.emit(finished(StepStatus::AutoHandoff, Some(message.clone()))).await?;
-                    run.tape
-                        .handoff(OVERFLOW_ANCHOR, json!({"reason": "context_length_exceeded", "error": message}))
-                        .await?;
-                    pending.push(json!({"role": "user", "content": prompt}));
+                    let reason = json!({"reason": "context_length_exceeded", "error": message});
+                    turn.site.run.tape.handoff(OVERFLOW_ANCHOR, reason).await?;
+                    pending.push(user_message(turn.prompt.clone()));
                 }
                 Err(ModelFailure { error, partial }) => {
                     self.inner.events.emit(finished(StepStatus::Error, Some(error.to_string()))).await?;
@@ -388,8 +398,8 @@ impl Agent {
                     return Err(RunFailure::new(FailureKind::from(&error), message));
                 }
                 Ok(answer) if answer.calls.is_empty() => {
-                    out.send(StreamEvent::Final { step, text: answer.text }).await;
-                    let more = active.pending_or_close();
+                    turn.out.send(StreamEvent::Final { step, text: answer.text }).await;
+                    let more = turn.active.pending_or_close();
                     let status = if more { StepStatus::Continue } else { StepStatus::Ok };
                     self.inner.events.emit(finished(status, None)).await?;
                     if !more {
@@ -397,38 +407,56 @@ impl Agent {
                     }
                 }
                 Ok(answer) => {
-                    let results = run_calls(&site, &tools, &answer.calls, out).await?;
-                    self.inner
-                        .events
-                        .emit(ChatCompleted { run: run.clone(), step, calls: answer.calls, results })
-                        .await?;
-                    out.send(StreamEvent::Final { step, text: answer.text }).await;
+                    let results = run_calls(&turn.site, &turn.offered, &answer.calls, turn.out).await?;
+                    let run = turn.site.run.clone();
+                    self.inner.events.emit(ChatCompleted { run, step, calls: answer.calls, results }).await?;
+                    turn.out.send(StreamEvent::Final { step, text: answer.text }).await;
                     self.inner.events.emit(finished(StepStatus::Continue, None)).await?;
                 }
             }
         }
+        Err(RunFailure::new(FailureKind::MaxSteps, format!("max_steps reached ({})", self.inner.max_steps)))
     }
 
-    /// In code mode: writes the stub, keeps the session on the turn state and
-    /// returns the tools the model sees directly. `None`: not in code mode.
-    async fn open_code_mode(
+    /// One step's answer: the model is asked again when its answer was cut
+    /// off mid-stream by a retryable failure, up to [`CUT_RETRIES`] times.
+    async fn answer(
         &self,
-        site: &CallSite,
-        options: &RunOptions,
-        switched_on: bool,
-    ) -> Result<Option<Arc<ToolRegistry>>, RunFailure> {
-        // The turn state's flag wins over the session's switch.
-        let requested = site.run.state.get("code_mode").and_then(|v| v.as_bool()).unwrap_or(switched_on);
-        if site.tools.get(code_mode::RUN_CODE).is_none() || !requested {
-            return Ok(None);
+        turn: &Turn<'_>,
+        step: usize,
+        step_prompt: &str,
+    ) -> Result<Result<ModelAnswer, ModelFailure>, RunFailure> {
+        let run = &turn.site.run;
+        let mut cuts_left = CUT_RETRIES;
+        loop {
+            let call = ModelStep {
+                run,
+                step,
+                spec: &turn.spec,
+                tools: &turn.offered,
+                prompt: step_prompt,
+                options: turn.options,
+            };
+            match self.call_model(&call, turn.out).await? {
+                Err(failure) if failure.partial.streamed => {
+                    let retrying = cuts_left > 0 && failure.error.is_retryable();
+                    tracing::warn!(run_id = %run.run_id, step, kind = failure.error.kind(), error = %failure.error, retrying, "the model's answer was cut off");
+                    turn.out
+                        .send(StreamEvent::Cut {
+                            kind: failure.error.kind().to_string(),
+                            message: failure.error.to_string(),
+                            partial: failure.partial.text.clone(),
+                            retrying,
+                        })
+                        .await;
+                    if !retrying {
+                        return Ok(Err(failure));
+                    }
+                    cuts_left -= 1;
+                }
+                answer => return Ok(answer),
+            }
         }
-        let (direct, in_code) = code_mode::split(&site.tools);
-        let session = code_mode::open(site.clone(), &in_code, self.inner.codemode_dir.clone(), options.tape.clone())
-            .await
-            .map_err(|e| RunFailure::new(FailureKind::CodeMode, format!("cannot write the code-mode stub: {e}")))?;
-        site.run.state.set("code_mode", json!(true));
-        site.run.state.insert_extension(session);
-        Ok(Some(Arc::new(direct)))
     }
 
     /// The run's model: the run's own, else the session's latest `,model`
@@ -510,8 +538,7 @@ impl Agent {
             state: run.state.clone(),
         };
         let mut system = self.inner.system_prompt.render(&prompt_context).await;
-        if let Some(session) = run.state.extension::<code_mode::CodeModeSession>() {
-            let block = code_mode::prompt_block(&session);
+        if let Some(block) = codemode::prompt_block(&run.state) {
             system = if system.is_empty() { block } else { format!("{system}\n\n{block}") };
         }
         let history = match &self.inner.context {
@@ -593,6 +620,25 @@ struct ModelStep<'a> {
     /// The step's new user text, for the system prompt's sections.
     prompt: &'a str,
     options: &'a RunOptions,
+}
+
+/// What the model's steps of one run work with.
+struct Turn<'a> {
+    /// Where calls go; its tools are the run's allowed tools.
+    site: CallSite,
+    /// What the model is offered (code mode may offer less).
+    offered: Arc<ToolRegistry>,
+    /// `provider:model`.
+    spec: String,
+    prompt: String,
+    active: &'a ActiveRun,
+    options: &'a RunOptions,
+    out: &'a Output,
+}
+
+/// A user message of the model's context.
+fn user_message(text: String) -> Value {
+    json!({"role": "user", "content": text})
 }
 
 /// A model call that failed, and what it had streamed before.

@@ -1,7 +1,6 @@
 //! [`Agent`]: tools, system prompt, model, tape store and event bus, shared by
 //! every run it starts. Build one with [`Agent::builder`].
 
-use super::bus::EventBus;
 use super::prompt::SystemPrompt;
 use super::recorder;
 use super::steering::Steering;
@@ -9,6 +8,7 @@ use crate::environment::Environments;
 use crate::home::BubHome;
 use crate::model::ModelProvider;
 use crate::tape::{ContextSelector, InMemoryTapeStore, Tape, TapeError, TapeName, TapeSettings, TapeStore};
+use crate::tools::bus::EventBus;
 use crate::tools::{Tool, ToolRegistry};
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};

@@ -3,7 +3,8 @@
 //! Tools keep their behaviour (background shells, timeouts, rendering, events)
 //! on the host; an [`Environment`] only starts processes, reads and writes text
 //! files and resolves paths, so a container or remote sandbox needs to
-//! implement just these. [`LocalEnvironment`] runs on the host, each spawn in a
+//! implement just these. Code mode, too, only spawns its child here (with the
+//! environment's [`Environment::python`]) and speaks its protocol itself. [`LocalEnvironment`] runs on the host, each spawn in a
 //! process group of its own, optionally confined to the workspace.
 //! [`Environments`] keeps one environment per session, created by an
 //! [`EnvironmentProvider`] on first use and closed when idle or at shutdown.
@@ -25,11 +26,9 @@ pub use local::{LocalEnvironment, LocalProcess, LocalProvider};
 pub use path::PathError;
 pub use sessions::Environments;
 
-use crate::codemode::runner::{self, CallTool, ChildIo, CodeError, OutputSink};
 use async_trait::async_trait;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 /// What to start.
@@ -111,7 +110,8 @@ pub trait Environment: Send + Sync {
     /// The working directory inside the environment.
     fn workspace(&self) -> &Path;
 
-    /// The Python interpreter code mode runs.
+    /// The Python interpreter available inside: code mode starts it through
+    /// [`Environment::spawn`] with piped stdio (code mode drives it).
     fn python(&self) -> &str {
         "python3"
     }
@@ -125,35 +125,6 @@ pub trait Environment: Send + Sync {
 
     /// Writes UTF-8 text, creating parent directories; returns the path written.
     async fn write_text(&self, path: &str, content: &str) -> Result<PathBuf, EnvironmentError>;
-
-    /// Runs Python `code` whose `tools.<name>` calls go to `call_tool` (see
-    /// [`crate::codemode::runner`]); returns what it printed. The default starts
-    /// [`Environment::python`] through [`Environment::spawn`] and kills the
-    /// whole process tree when the run ends, however it ends.
-    async fn run_code(
-        &self,
-        code: &str,
-        tools: &[String],
-        call_tool: CallTool,
-        write: OutputSink,
-        timeout: Duration,
-    ) -> Result<String, CodeError> {
-        let crashed = |stderr: String| CodeError::Crashed { exit_code: None, stderr, output: String::new() };
-        let argv = runner::child_argv(self.python());
-        let mut process =
-            self.spawn(Command::Argv(argv), SpawnOptions::default()).await.map_err(|e| crashed(e.to_string()))?;
-        let io = process.take_io();
-        let (Some(stdin), Some(stdout), Some(stderr)) = (io.stdin, io.stdout, io.stderr) else {
-            process.signal(true);
-            return Err(crashed("the environment gave the runner no pipes".into()));
-        };
-        let control = process.control();
-        let exited = async move { process.wait().await.ok() };
-        let result =
-            runner::run_code(ChildIo { stdin, stdout, stderr }, code, tools, call_tool, write, timeout, exited).await;
-        control.signal(true);
-        result
-    }
 
     /// Releases the environment: every process it started is killed.
     async fn close(&self);

@@ -52,7 +52,10 @@ pub fn policy_tool() -> Tool {
 /// Two verdicts, model call and command, for one tool and user.
 fn explain(session: &SessionPolicy, ctx: &ToolContext, tool: &str, user: &str) -> String {
     // Accept model names (`fs_write`) the way tool lookups do.
-    let found = ctx.agent.as_ref().and_then(|a| a.tools().get(tool).map(|t| (t.name().to_string(), t.capabilities())));
+    let found = ctx.host.as_ref().and_then(|host| {
+        let catalogue = host.catalogue();
+        catalogue.get(tool).map(|t| (t.name().to_string(), t.capabilities()))
+    });
     let (tool, capabilities) = found.unwrap_or((tool.to_string(), crate::tools::Capabilities::ALL));
     let shared = session.chat_kind.is_shared();
     let policy = &session.policy;

@@ -1,9 +1,11 @@
-//! What a tool knows about the call it serves.
+//! What a tool knows about the call it serves: the run's tape, turn state,
+//! workspace and environment, the run's event bus (for the tool's own events),
+//! and a narrow [`ToolHost`] handle on the agent (never the agent itself; see
+//! [`super::host`]).
 
-use crate::agent::{Agent, EventBus, TurnState};
 use crate::environment::{Environment, LocalEnvironment};
 use crate::tape::Tape;
-use crate::tools::ToolError;
+use crate::tools::{EventBus, ToolError, ToolHost, TurnState};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -18,7 +20,8 @@ pub struct ToolContext {
     /// The id of the call being served: the model's call id (`command` for a
     /// comma command); code mode names the calls of its code after it.
     pub call_id: String,
-    /// The run's event bus; `None` when a tool is called outside an agent.
+    /// The run's event bus, to emit the tool's own events for handlers to
+    /// decide; `None` when a tool is called outside an agent.
     pub events: Option<EventBus>,
     /// The call came from a comma command, not from the model.
     pub command: bool,
@@ -26,8 +29,9 @@ pub struct ToolContext {
     pub code_mode: bool,
     /// The session's workspace: where shell and file tools work.
     pub workspace: PathBuf,
-    /// The agent running the call (for `subagent`, `model`, `help`…).
-    pub agent: Option<Agent>,
+    /// What the agent running the call offers (for `help`, `model`,
+    /// `,policy explain`); `None` outside an agent.
+    pub host: Option<Arc<dyn ToolHost>>,
     /// The session's environment; `None` outside a run with environments.
     pub environment: Option<Arc<dyn Environment>>,
 }
@@ -44,7 +48,7 @@ impl ToolContext {
             command: false,
             code_mode: false,
             workspace: workspace.into(),
-            agent: None,
+            host: None,
             environment: None,
         }
     }

@@ -8,20 +8,20 @@
 //! - [`tape`]: `tape.info`, `tape.search`, `tape.anchors`, `tape.handoff`, `tape.reset`.
 //! - [`spill`]: `spill.read`, paging through oversized results.
 //! - [`web`]: `web.fetch`, with SSRF checks set by [`WebFetchSettings`].
-//! - [`session`]: command-only `help`, `model`, `quit`.
-//! - [`subagent`]: `subagent`, a nested run on a throwaway or named tape.
-//! - [`code`]: `run_code` and the command-only `code_mode` switch.
+//! - [`session`]: command-only `help`, `model`, `reasoning_effort`, `quit`.
+//!
+//! Not here: `subagent` starts runs, so the agent provides it
+//! (`bub::agent::subagent_tool`); code mode's `run_code` and `code_mode`
+//! live with the rest of code mode in `bub::codemode`.
 //!
 //! Preserved tools (kept directly callable in code mode) are the ones code
 //! needs as primitives: shell, files and `spill.read`; their constructors
 //! mark them.
 
-pub mod code;
 pub mod fs;
 pub mod session;
 pub mod shell;
 pub mod spill;
-pub mod subagent;
 pub mod tape;
 pub mod web;
 
@@ -50,15 +50,10 @@ pub fn tools(shells: Arc<ShellManager>, web: WebFetchSettings) -> Vec<Tool> {
     ]
 }
 
-/// The command-only session tools; `quit` kills the session's shells.
+/// The command-only session tools; `quit` kills the session's shells. Code
+/// mode's switch (`bub::codemode::code_mode_tool`) is registered beside them.
 pub fn session_tools(shells: Arc<ShellManager>) -> Vec<Tool> {
-    vec![
-        session::help_tool(),
-        session::model_tool(),
-        session::reasoning_effort_tool(),
-        session::quit_tool(shells),
-        code::code_mode_tool(),
-    ]
+    vec![session::help_tool(), session::model_tool(), session::reasoning_effort_tool(), session::quit_tool(shells)]
 }
 
 #[cfg(test)]

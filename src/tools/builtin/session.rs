@@ -1,9 +1,11 @@
 //! Command-only tools about the session itself: `help`, `model`,
-//! `reasoning_effort`, `quit`.
+//! `reasoning_effort`, `quit`. What they need of the agent (its tools, its
+//! default model, the command prefix) comes through [`ToolHost`](crate::tools::ToolHost); the
+//! switches they record are [`crate::tools::switch`]'s events.
 
 use super::ShellManager;
 use crate::model::ModelSpec;
-use crate::tape::NewEntry;
+use crate::tools::switch::{self, SessionSwitches};
 use crate::tools::{Capability, Tool, ToolContext, ToolError};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -17,10 +19,10 @@ pub struct HelpArgs {}
 /// `,help`: every tool that can run as a command, with its arguments.
 pub fn help_tool() -> Tool {
     Tool::typed("help", |_: HelpArgs, ctx: ToolContext| async move {
-        let Some(agent) = ctx.agent.as_ref() else { return Ok("no agent: commands are unavailable here".to_string()) };
-        let prefix = agent.command_prefix().unwrap_or(",").to_string();
+        let Some(host) = ctx.host.as_ref() else { return Ok("no agent: commands are unavailable here".to_string()) };
+        let prefix = host.command_prefix().unwrap_or_else(|| ",".to_string());
         let mut lines = vec![format!("Commands (type {prefix}name key=value …; anything else runs in the shell):")];
-        for tool in agent.tools().iter() {
+        for tool in host.catalogue().iter() {
             let params: Vec<String> = tool
                 .parameters()
                 .get("properties")
@@ -49,8 +51,8 @@ pub struct ModelArgs {
 pub fn model_tool() -> Tool {
     Tool::typed("model", |args: ModelArgs, ctx: ToolContext| async move {
         let current = async {
-            let chosen = crate::agent::session_model(&ctx.tape).await?;
-            let default = ctx.agent.as_ref().and_then(|a| a.default_model().map(str::to_string));
+            let chosen = SessionSwitches::read(&ctx.tape).await?.model;
+            let default = ctx.host.as_ref().and_then(|host| host.default_model());
             Ok::<_, ToolError>(chosen.or(default))
         };
         let Some(model) = args.model_id else {
@@ -63,7 +65,7 @@ pub fn model_tool() -> Tool {
         if !model.is_empty() && ModelSpec::parse(&model).is_err() {
             return Err(ToolError::invalid_input(format!("`{model}` is not provider:model (e.g. openai:gpt-4o-mini)")));
         }
-        ctx.tape.append(NewEntry::event("model_switch", json!({"model": model}))).await?;
+        ctx.tape.append(switch::model_switch(&model)).await?;
         Ok(if model.is_empty() {
             "model reset to the default from the next turn".to_string()
         } else {
@@ -89,7 +91,7 @@ pub struct ReasoningEffortArgs {
 pub fn reasoning_effort_tool() -> Tool {
     Tool::typed("reasoning_effort", |args: ReasoningEffortArgs, ctx: ToolContext| async move {
         let Some(effort) = args.reasoning_effort else {
-            return Ok(match crate::agent::session_reasoning_effort(&ctx.tape).await? {
+            return Ok(match SessionSwitches::read(&ctx.tape).await?.reasoning_effort {
                 Some(effort) => format!("reasoning_effort: {effort}"),
                 None => "reasoning_effort: the provider's default".to_string(),
             });
@@ -100,7 +102,7 @@ pub fn reasoning_effort_tool() -> Tool {
                 "`{effort}` is not a reasoning effort level (one word, e.g. low, medium or high)"
             )));
         }
-        ctx.tape.append(NewEntry::event("reasoning_effort_switch", json!({"reasoning_effort": effort}))).await?;
+        ctx.tape.append(switch::reasoning_effort_switch(&effort)).await?;
         Ok(if effort.is_empty() {
             "reasoning_effort reset to the provider's default from the next turn".to_string()
         } else {

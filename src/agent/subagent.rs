@@ -15,8 +15,16 @@
 //! - its prompt is never a comma command (the model wrote it, not a person);
 //! - it runs with a copy of the caller's turn state, so the policy that
 //!   governs the caller's tool calls governs the child's too.
+//!
+//! Why the agent provides this tool rather than `tools/builtin`: starting a
+//! run is the agent's business (its options, the pinned model and the run's
+//! tools are agent types), and a tool that can start runs can do anything the
+//! agent can. Builtin tools get only the narrow [`crate::tools::ToolHost`];
+//! this tool, being the agent's own, finds its agent behind that handle
+//! (`AgentHost::agent_of`), which no tool outside the agent can.
 
-use crate::agent::{PinnedModel, RunOptions, RunTools};
+use super::host::AgentHost;
+use super::run::{PinnedModel, RunOptions, RunTools};
 use crate::tools::{Capability, Tool, ToolContext, ToolError, model_name};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -77,9 +85,12 @@ fn child_tools(callers: Vec<String>, wanted: Option<Vec<String>>) -> Result<Vec<
     Ok(chosen)
 }
 
+/// `subagent`: register it on the agent (`AgentBuilder::tool`) to let the
+/// model delegate; it works only in calls the agent runs.
 pub fn subagent_tool() -> Tool {
     Tool::typed("subagent", |args: SubagentArgs, ctx: ToolContext| async move {
-        let agent = ctx.agent.clone().ok_or_else(|| ToolError::failed("subagent needs a running agent"))?;
+        let agent =
+            AgentHost::agent_of(&ctx).cloned().ok_or_else(|| ToolError::failed("subagent needs a running agent"))?;
         let tape = child_tape(ctx.tape.name().as_str(), args.session.as_deref())?;
         let callers = match ctx.state.extension::<RunTools>() {
             Some(tools) => tools.0.clone(),

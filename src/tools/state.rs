@@ -1,5 +1,9 @@
 //! Turn state: the per-run values shared by prompt sections, tools and event
 //! handlers. Not persisted: what must survive goes on the tape.
+//!
+//! It lives with the tools, not the agent, because tools read and write it
+//! ([`ToolContext::state`](super::ToolContext::state)) and must not depend on
+//! the agent; the agent re-exports it as `bub::agent::TurnState`.
 
 use serde_json::{Map, Value};
 use std::any::{Any, TypeId};

@@ -1,9 +1,10 @@
 //! Code mode's tools: `run_code` (model-facing, only in code mode) and the
-//! command-only `code_mode` switch.
+//! command-only `code_mode` switch (its event is [`crate::tools::switch`]'s).
 
-use crate::agent::code_mode::{CodeModeSession, RUN_CODE};
-use crate::codemode::runner::{CallTool, CodeError, OutputSink};
-use crate::tape::NewEntry;
+use super::launch::RunCode;
+use super::runner::{CallTool, CodeError, OutputSink};
+use super::session::CodeModeSession;
+use crate::tools::switch::code_mode_switch;
 use crate::tools::{Capability, Tool, ToolContext, ToolError};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -27,7 +28,10 @@ pub struct RunCodeArgs {
     pub timeout_seconds: u64,
 }
 
-/// `run_code`: available in code mode (see [`crate::agent::code_mode`]).
+/// The tool that runs code.
+pub const RUN_CODE: &str = "run_code";
+
+/// `run_code`: offered to the model in code mode only (see [`super::session`]).
 pub fn run_code_tool() -> Tool {
     Tool::typed(RUN_CODE, |args: RunCodeArgs, ctx: ToolContext| async move {
         let Some(session) = ctx.state.extension::<CodeModeSession>() else {
@@ -82,7 +86,7 @@ pub struct CodeModeArgs {
 /// choice holds from the next turn and survives restarts.
 pub fn code_mode_tool() -> Tool {
     Tool::typed("code_mode", |args: CodeModeArgs, ctx: ToolContext| async move {
-        ctx.tape.append(NewEntry::event("code_mode_switch", json!({"code_mode": args.enable}))).await?;
+        ctx.tape.append(code_mode_switch(args.enable)).await?;
         Ok::<_, ToolError>(format!(
             "code mode {} for this session from the next turn",
             if args.enable { "on" } else { "off" }

@@ -9,7 +9,12 @@
 //!
 //! Users define their own events by implementing [`AgentEvent`] and emitting
 //! them with [`EventBus::emit`]; tools reach the run's bus through
-//! `ToolContext::events`.
+//! [`ToolContext::events`](super::ToolContext::events).
+//!
+//! The bus is the agent's (re-exported as `bub::agent::EventBus`; the loop's
+//! events are `bub::agent::events`), but it is defined here, below the
+//! agent, because tools emit on it and tools never see the agent. It knows
+//! nothing of either: a typed dispatcher.
 
 use futures::future::BoxFuture;
 use std::any::{Any, TypeId};

@@ -1,0 +1,35 @@
+//! The agent's side of [`ToolHost`]: what a tool call may ask of the agent.
+//!
+//! Every call gets an [`AgentHost`]; builtin and outside tools see only the
+//! [`ToolHost`] methods. The agent's own tools (`subagent`) downcast it back
+//! to the agent with [`AgentHost::agent_of`]: the type is private to the
+//! crate, so no tool written elsewhere can start runs or add tools.
+
+use super::runtime::Agent;
+use crate::tools::{ToolContext, ToolHost, ToolRegistry};
+use std::any::Any;
+
+/// The agent, behind the narrow [`ToolHost`] handle.
+pub(crate) struct AgentHost(pub Agent);
+
+impl AgentHost {
+    /// The agent running the call, for the agent's own tools.
+    pub fn agent_of(ctx: &ToolContext) -> Option<&Agent> {
+        let host: &dyn Any = ctx.host.as_deref()?;
+        host.downcast_ref::<AgentHost>().map(|host| &host.0)
+    }
+}
+
+impl ToolHost for AgentHost {
+    fn catalogue(&self) -> ToolRegistry {
+        self.0.tools()
+    }
+
+    fn default_model(&self) -> Option<String> {
+        self.0.default_model().map(str::to_string)
+    }
+
+    fn command_prefix(&self) -> Option<String> {
+        self.0.command_prefix().map(str::to_string)
+    }
+}

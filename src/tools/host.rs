@@ -1,0 +1,31 @@
+//! [`ToolHost`]: the little a tool may ask of the agent running it.
+//!
+//! Tools never see the agent: a tool that could reach it could add tools,
+//! start runs or read other sessions, and the tools layer could not become a
+//! crate others build tools on. So a call carries this narrow handle instead
+//! ([`ToolContext::host`](super::ToolContext::host)), implemented by the agent:
+//! the tool catalogue (for `,help` and `,policy explain`), the default model
+//! (for `,model`) and the command prefix. Everything else a tool needs comes
+//! with the call itself (tape, turn state, workspace, environment).
+//!
+//! Starting a sub-run is deliberately not here: `subagent` is a tool the agent
+//! provides (`bub::agent::subagent_tool`), the one place that may start runs.
+//! It finds its agent by downcasting the host (`ToolHost: Any`) to the agent's
+//! own type, which nothing outside `agent/` can name.
+
+use super::ToolRegistry;
+use std::any::Any;
+
+/// What the agent running a call offers the tool. `None` on a context made
+/// outside any agent ([`ToolContext::detached`](super::ToolContext::detached)).
+pub trait ToolHost: Any + Send + Sync {
+    /// A snapshot of every tool the agent has, command-only ones included,
+    /// in registration order: names, descriptions, schemas and capabilities.
+    fn catalogue(&self) -> ToolRegistry;
+
+    /// The `provider:model` a run uses when neither it nor its session chose one.
+    fn default_model(&self) -> Option<String>;
+
+    /// The comma-command prefix (`,`), when the agent takes commands.
+    fn command_prefix(&self) -> Option<String>;
+}

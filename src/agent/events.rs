@@ -3,7 +3,7 @@
 //! the tape and share state.
 //!
 //! Decisions: [`BeforeLlmCall::decision`] and [`BeforeToolCall::decision`] stop
-//! dispatch once set (see [`super::bus`]).
+//! dispatch once set (see [`crate::tools::bus`]).
 
 use crate::model::{ChatRequest, ModelError, ToolCallRequest, Usage};
 use crate::tape::Tape;

@@ -31,7 +31,7 @@ pub struct RunCodeArgs {
 /// The tool that runs code.
 pub const RUN_CODE: &str = "run_code";
 
-/// `run_code`: offered to the model in code mode only (see [`super::session`]).
+/// `run_code`: offered to the model in code mode only (see [`crate::codemode`]).
 pub fn run_code_tool() -> Tool {
     Tool::typed(RUN_CODE, |args: RunCodeArgs, ctx: ToolContext| async move {
         let Some(session) = ctx.state.extension::<CodeModeSession>() else {

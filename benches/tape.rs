@@ -14,7 +14,8 @@
 
 mod support;
 
-use bub::tape::{Durability, NewEntry, SqliteTapeStore, Tape, TapeName};
+use bub::db::{Durability, SqliteTapeStore};
+use bub::tape::{NewEntry, Tape, TapeName};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use std::hint::black_box;
 use std::sync::Arc;

@@ -6,7 +6,7 @@
 //! during one call should be about the same for both (ratio near 1).
 //!
 //! A counting global allocator tracks live and peak bytes of the Rust heap (all
-//! threads, so sqlx's connection threads count); SQLite's own allocations (page
+//! threads, so the database threads count); SQLite's own allocations (page
 //! cache, statements) come from its `sqlite3_memory_highwater` counter.
 //!
 //! Run: `cargo bench --bench tape_memory`.
@@ -75,7 +75,7 @@ static ALLOCATOR: Counting = Counting;
 /// above never sees. Returns (live bytes, high-water mark), resetting the mark
 /// to the live bytes when `reset`.
 fn sqlite_heap(reset: bool) -> (usize, usize) {
-    // SAFETY: both are thread-safe counters of the SQLite library sqlx links.
+    // SAFETY: both are thread-safe counters of the SQLite library rusqlite links.
     let (used, high) =
         unsafe { (libsqlite3_sys::sqlite3_memory_used(), libsqlite3_sys::sqlite3_memory_highwater(i32::from(reset))) };
     (used as usize, high as usize)

@@ -8,8 +8,8 @@
 
 use bub::agent::events::{BeforeToolCall, ToolCallDecision};
 use bub::agent::{Agent, RunOptions, StreamEvent};
+use bub::db::SqliteTapeStore;
 use bub::model::ModelSettings;
-use bub::tape::SqliteTapeStore;
 use bub::tools::{Tool, ToolContext, ToolError};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

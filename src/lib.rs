@@ -1,8 +1,13 @@
 //! bub: a chat-bot gateway for LLM agents, and the agent runtime it runs.
 //!
 //! # Layout
-//! - [`tape`]: append-only session history — entries, stores (SQLite, memory),
-//!   anchors, forks, context building, spill of oversized tool results.
+//! - [`tape`]: append-only session history — entries, the `TapeStore` trait
+//!   (and an in-memory store), anchors, forks, context building, spill of
+//!   oversized tool results. Knows no SQL.
+//! - [`db`]: the database layer — SQLite (one file, a writing thread with
+//!   group commit, reader threads, embedded migrations) and the SQL of the
+//!   tape store and the gateway's tables (`GatewayTables`); a new backend
+//!   goes beside `db/sqlite/`. Imports `tape`, nothing above it.
 //! - [`agent`]: the agent loop — `Agent`, runs and their event streams, the
 //!   loop's events, system prompt sections, steering; the agent's own tool
 //!   `subagent`, and the `ToolHost` it hands tools.
@@ -31,6 +36,7 @@ pub mod agent;
 pub mod cli;
 pub mod codemode;
 pub mod command;
+pub mod db;
 pub mod environment;
 pub mod gateway;
 pub mod home;

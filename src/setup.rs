@@ -17,12 +17,13 @@
 use crate::agent::{self, Agent};
 use crate::codemode;
 use crate::command::CommandPrefix;
+use crate::db::SqliteTapeStore;
 use crate::environment::sessions::DEFAULT_IDLE;
 use crate::environment::{EnvironmentProvider, Environments, LocalProvider};
 use crate::home::BubHome;
 use crate::model::ModelSettings;
 use crate::skills;
-use crate::tape::{SpillSettings, SqliteTapeStore, TapeSettings, TapeStore};
+use crate::tape::{SpillSettings, TapeSettings, TapeStore};
 use crate::tools::builtin::{self, ShellManager, WebFetchSettings};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

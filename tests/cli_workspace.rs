@@ -6,8 +6,9 @@
 
 mod support;
 
+use bub::db::SqliteTapeStore;
 use bub::home::BubHome;
-use bub::tape::{NewEntry, SqliteTapeStore, Tape, TapeName};
+use bub::tape::{NewEntry, Tape, TapeName};
 use serde_json::Value;
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -377,7 +377,8 @@ async fn analyse(receiver: &CallbackReceiver, home: &Path) -> Report {
 
 /// Each session's tape holds each of its user messages exactly once.
 async fn check_tapes(home: &Path) -> (Vec<String>, String) {
-    use bub::tape::{EntryKind, SqliteTapeStore, Tape, TapeName, TapeQuery, TapeStore};
+    use bub::db::SqliteTapeStore;
+    use bub::tape::{EntryKind, Tape, TapeName, TapeQuery, TapeStore};
     let mut failures = Vec::new();
     let store = Arc::new(SqliteTapeStore::open(home.join("bub.db")).await.expect("open bub.db"));
     let names: BTreeSet<String> = store.list().await.expect("list tapes").into_iter().map(|t| t.name).collect();
@@ -418,46 +419,33 @@ fn content_text(content: &Value) -> String {
 
 /// Every inbox row is done and every outbox row delivered.
 async fn check_inbox_outbox(home: &Path) -> (Vec<String>, String) {
-    use sqlx::sqlite::SqliteConnectOptions;
-    use sqlx::{ConnectOptions, Row};
     let mut failures = Vec::new();
-    let mut conn = SqliteConnectOptions::new()
-        .filename(home.join("bub.db"))
-        .read_only(true)
-        .connect()
-        .await
+    let conn = rusqlite::Connection::open_with_flags(home.join("bub.db"), rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
         .expect("open bub.db read-only");
+    let pairs = |sql: &str, what: &str| -> Vec<(String, String)> {
+        let mut select = conn.prepare(sql).expect(what);
+        let rows = select.query_map([], |row| Ok((row.get(0)?, row.get(1)?))).expect(what);
+        rows.collect::<Result<_, _>>().expect(what)
+    };
+    let counts = |sql: &str, what: &str| -> Vec<(String, i64)> {
+        let mut select = conn.prepare(sql).expect(what);
+        let rows = select.query_map([], |row| Ok((row.get("state")?, row.get("n")?))).expect(what);
+        rows.collect::<Result<_, _>>().expect(what)
+    };
     let inbox: Vec<(String, i64)> =
-        sqlx::query("SELECT state, count(*) AS n FROM gateway_inbox GROUP BY state ORDER BY state")
-            .fetch_all(&mut conn)
-            .await
-            .expect("read the inbox")
-            .iter()
-            .map(|row| (row.get("state"), row.get("n")))
-            .collect();
+        counts("SELECT state, count(*) AS n FROM gateway_inbox GROUP BY state ORDER BY state", "read the inbox");
     let outbox: Vec<(String, i64)> =
-        sqlx::query("SELECT state, count(*) AS n FROM gateway_outbox GROUP BY state ORDER BY state")
-            .fetch_all(&mut conn)
-            .await
-            .expect("read the outbox")
-            .iter()
-            .map(|row| (row.get("state"), row.get("n")))
-            .collect();
+        counts("SELECT state, count(*) AS n FROM gateway_outbox GROUP BY state ORDER BY state", "read the outbox");
     if inbox != [("done".to_string(), MESSAGES as i64)] {
         failures.push(format!("inbox states {inbox:?}, expected all {MESSAGES} done"));
     }
     if outbox.iter().any(|(state, _)| state != "delivered") {
         failures.push(format!("outbox states {outbox:?}, expected all delivered"));
     }
-    let not_replied: Vec<(String, String)> = sqlx::query(
+    let not_replied: Vec<(String, String)> = pairs(
         "SELECT message_id, outcome FROM gateway_inbox WHERE json_extract(outcome, '$.status') <> 'replied'",
-    )
-    .fetch_all(&mut conn)
-    .await
-    .expect("read outcomes")
-    .iter()
-    .map(|row| (row.get("message_id"), row.get("outcome")))
-    .collect();
+        "read outcomes",
+    );
     if !not_replied.is_empty() {
         failures.push(format!("messages whose outcome is not `replied`: {not_replied:?}"));
     }

@@ -42,12 +42,9 @@ async fn post_bytes(gateway: &GatewayProcess, timestamp: i64, secret: &str, body
 
 /// Rows in the gateway's inbox, read from the database file.
 async fn inbox_rows(home: &Path) -> i64 {
-    use sqlx::sqlite::SqliteConnectOptions;
-    let options = SqliteConnectOptions::new().filename(home.join("bub.db")).read_only(true);
-    let pool = sqlx::SqlitePool::connect_with(options).await.expect("open the database");
-    let count = sqlx::query_scalar("SELECT count(*) FROM gateway_inbox").fetch_one(&pool).await.expect("count");
-    pool.close().await;
-    count
+    let conn = rusqlite::Connection::open_with_flags(home.join("bub.db"), rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .expect("open the database");
+    conn.query_row("SELECT count(*) FROM gateway_inbox", [], |row| row.get(0)).expect("count")
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -192,7 +189,6 @@ async fn first_start_generates_and_keeps_a_webhook_secret() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_group_message_recorded_before_a_crash_is_not_recorded_twice() {
-    use sqlx::sqlite::SqliteConnectOptions;
     let home = tempfile::tempdir().unwrap();
     let fake = FakeModel::start_answering("unused").await;
     let gateway = GatewayProcess::start(home.path(), &env(&fake, &[]), &[]).await;
@@ -203,24 +199,20 @@ async fn a_group_message_recorded_before_a_crash_is_not_recorded_twice() {
     gateway.stop().await;
 
     // As if the gateway had died after recording it and before storing its outcome.
-    let options = SqliteConnectOptions::new().filename(home.path().join("bub.db"));
-    let pool = sqlx::SqlitePool::connect_with(options).await.unwrap();
-    sqlx::query("UPDATE gateway_inbox SET state = 'queued', outcome = NULL WHERE message_id = 'g1'")
-        .execute(&pool)
-        .await
-        .unwrap();
-    pool.close().await;
+    let conn = rusqlite::Connection::open(home.path().join("bub.db")).unwrap();
+    conn.execute("UPDATE gateway_inbox SET state = 'queued', outcome = NULL WHERE message_id = 'g1'", []).unwrap();
+    drop(conn);
 
     let gateway = GatewayProcess::start(home.path(), &env(&fake, &[]), &[]).await;
     let (status, again) = post(&gateway, "sync", &chatter).await;
     assert_eq!(status, 200);
     assert_eq!(again["status"], "recorded", "the restart finished it: {again}");
     gateway.stop().await;
-    let options = SqliteConnectOptions::new().filename(home.path().join("bub.db")).read_only(true);
-    let pool = sqlx::SqlitePool::connect_with(options).await.unwrap();
-    let copies: i64 = sqlx::query_scalar("SELECT count(*) FROM tape_entries WHERE payload LIKE '%deploy is at five%'")
-        .fetch_one(&pool)
-        .await
+    let conn =
+        rusqlite::Connection::open_with_flags(home.path().join("bub.db"), rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .unwrap();
+    let copies: i64 = conn
+        .query_row("SELECT count(*) FROM tape_entries WHERE payload LIKE '%deploy is at five%'", [], |row| row.get(0))
         .unwrap();
     assert_eq!(copies, 1, "recorded once");
 }
@@ -500,7 +492,7 @@ async fn the_gateway_itself_refuses_a_message_over_the_limits() {
     use bub_channel::{InboundField, InboundSink, Problem, SubmitError};
 
     let home = tempfile::tempdir().unwrap();
-    let store = bub::tape::SqliteTapeStore::open(home.path().join("bub.db")).await.unwrap();
+    let store = bub::db::SqliteTapeStore::open(home.path().join("bub.db")).await.unwrap();
     let agent = bub::agent::Agent::builder().store(std::sync::Arc::new(store.clone())).build();
     let live = LiveConfig::fixed(GatewayConfig::default_webhook(SECRET.into()));
     let adapters = channels::from_config(&live).unwrap();
@@ -527,13 +519,8 @@ async fn the_gateway_itself_refuses_a_message_over_the_limits() {
 
 /// Runs one statement on the gateway's database (while no gateway runs).
 async fn execute_sql(home: &Path, sql: &'static str) {
-    use sqlx::ConnectOptions;
-    let mut conn = sqlx::sqlite::SqliteConnectOptions::new()
-        .filename(home.join("bub.db"))
-        .connect()
-        .await
-        .expect("open the database");
-    sqlx::query(sql).execute(&mut conn).await.expect("run the statement");
+    let conn = rusqlite::Connection::open(home.join("bub.db")).expect("open the database");
+    conn.execute_batch(sql).expect("run the statement");
 }
 
 /// Leaves a turn on the tape whose outcome and reply were never stored (a

@@ -735,7 +735,7 @@ async fn the_outbox_keeps_the_parts_a_stop_left_delivered() {
     use bub::gateway::store::{GatewayStore, PendingReply};
     use bub_channel::{Outcome, OutcomeStatus};
     let dir = tempfile::tempdir().unwrap();
-    let store = GatewayStore::new(bub::tape::SqliteTapeStore::open(dir.path().join("bub.db")).await.unwrap());
+    let store = GatewayStore::new(bub::db::SqliteTapeStore::open(dir.path().join("bub.db")).await.unwrap());
     let reply = PendingReply { channel: "fake".into(), outbound: outbound("a", "k", "text"), sent: Vec::new() };
     let outcome = Outcome { status: OutcomeStatus::Replied, text: "text".into(), session: "fake:a".into() };
     store.finish(&[], &outcome, &[reply]).await.unwrap();

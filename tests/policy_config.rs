@@ -6,10 +6,10 @@
 mod support;
 
 use bub::agent::{Agent, RunOptions, StreamEvent, TurnState};
+use bub::db::SqliteTapeStore;
 use bub::home::BubHome;
 use bub::policy::{self, GatewayConfig, SessionPolicy};
 use bub::setup::Setup;
-use bub::tape::SqliteTapeStore;
 use bub::tools::{Capabilities, Capability};
 use bub_channel::ChatKind;
 use serde_json::{Value, json};

@@ -4,9 +4,10 @@
 mod support;
 
 use bub::agent::{RunOptions, StreamEvent};
+use bub::db::SqliteTapeStore;
 use bub::home::BubHome;
 use bub::setup::Setup;
-use bub::tape::{SqliteTapeStore, TapeStore};
+use bub::tape::TapeStore;
 use serde_json::json;
 use std::sync::Arc;
 use support::fake_model::{FakeModel, Reply};

@@ -3,9 +3,9 @@
 
 mod support;
 
-use bub::tape::{EntryKind, NewEntry, SqliteTapeStore, Tape, TapeError, TapeName, TapeQuery};
+use bub::db::SqliteTapeStore;
+use bub::tape::{EntryKind, NewEntry, Tape, TapeError, TapeName, TapeQuery};
 use serde_json::json;
-use sqlx::Connection;
 use std::sync::Arc;
 
 #[tokio::test]
@@ -40,16 +40,15 @@ async fn a_damaged_sqlite_file_is_refused_by_name() {
 async fn another_programs_database_is_not_touched() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bub.db");
-    let url = format!("sqlite://{}?mode=rwc", path.display());
-    let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
-    sqlx::query("CREATE TABLE invoices (id INTEGER PRIMARY KEY, total REAL)").execute(&mut conn).await.unwrap();
-    conn.close().await.unwrap();
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute_batch("CREATE TABLE invoices (id INTEGER PRIMARY KEY, total REAL)").unwrap();
+    conn.close().unwrap();
 
     let message = SqliteTapeStore::open(&path).await.err().expect("refused").to_string();
     assert!(message.contains("belongs to another program") && message.contains("invoices"), "{message}");
-    let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
-    let tables: Vec<String> =
-        sqlx::query_scalar("SELECT name FROM sqlite_master WHERE type = 'table'").fetch_all(&mut conn).await.unwrap();
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let mut select = conn.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").unwrap();
+    let tables: Vec<String> = select.query_map([], |row| row.get(0)).unwrap().map(Result::unwrap).collect();
     assert_eq!(tables, vec!["invoices"], "no tables were added");
 }
 
@@ -72,9 +71,9 @@ async fn an_edited_row_is_reported_with_tape_entry_and_file() {
     tape.append(NewEntry::chat("user", "fine")).await.unwrap();
     tape.append(NewEntry::chat("user", "to be damaged")).await.unwrap();
 
-    let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{}", path.display())).await.unwrap();
-    sqlx::query("UPDATE tape_entries SET payload = '[1, 2' WHERE entry_id = 2").execute(&mut conn).await.unwrap();
-    conn.close().await.unwrap();
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute("UPDATE tape_entries SET payload = '[1, 2' WHERE entry_id = 2", []).unwrap();
+    conn.close().unwrap();
 
     let error = tape.read(&TapeQuery::all()).await.unwrap_err();
     assert!(matches!(error, TapeError::Corrupt { id: 2, .. }), "{error}");

@@ -1,7 +1,8 @@
 //! `bub tape …` on a real database file, as an operator or a script uses it.
 
+use bub::db::SqliteTapeStore;
 use bub::home::BubHome;
-use bub::tape::{NewEntry, SqliteTapeStore, Tape, TapeName};
+use bub::tape::{NewEntry, Tape, TapeName};
 use serde_json::{Value, json};
 use std::process::{Command, Output};
 use std::sync::Arc;

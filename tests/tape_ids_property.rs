@@ -70,7 +70,8 @@ proptest! {
 #[test]
 fn two_stores_on_one_file_append_without_gaps() {
     runtime().block_on(async {
-        use bub::tape::{SqliteTapeStore, Tape, TapeName};
+        use bub::db::SqliteTapeStore;
+        use bub::tape::{Tape, TapeName};
         use std::sync::Arc;
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("bub.db");

@@ -6,7 +6,8 @@
 //! the expected shape. Every cached tape has its last anchor [`ANCHOR_BACK`] entries
 //! before its end, so its model context is the same size whatever its length.
 
-use bub::tape::{Durability, NewEntry, SqliteTapeStore, Tape, TapeName};
+use bub::db::{Durability, SqliteTapeStore};
+use bub::tape::{NewEntry, Tape, TapeName};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -8,6 +8,7 @@
 //! first start and kept in `$BUB_HOME/webhook.secret`; `BUB_WEBHOOK_CALLBACK_URL`
 //! gives it a callback URL for `?mode=async`.
 
+use crate::db::{Durability, SqliteTapeStore};
 use crate::environment::EnvironmentProvider;
 use crate::gateway::confinement::PolicyConfinement;
 use crate::gateway::store::GatewayStore;
@@ -16,7 +17,6 @@ use crate::home::BubHome;
 use crate::http::{HttpState, router};
 use crate::policy::{GatewayConfig, LiveConfig, ReloadOutcome};
 use crate::setup::Setup;
-use crate::tape::{Durability, SqliteTapeStore};
 use anyhow::{Context, Result};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

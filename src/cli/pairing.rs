@@ -2,10 +2,10 @@
 //! from another process while the gateway runs (it reads approvals for each
 //! message that needs one, so an approval holds from the sender's next message).
 
+use crate::db::SqliteTapeStore;
 use crate::gateway::pairing::PairingStore;
 use crate::gateway::pairing::command::{describe, record_line};
 use crate::home::BubHome;
-use crate::tape::SqliteTapeStore;
 use anyhow::{Result, bail};
 use clap::Subcommand;
 

@@ -1,5 +1,10 @@
 //! The gateway's durable inbox and outbox, in the tape database.
 //!
+//! This module gives the rows their meaning (messages, outcomes and replies
+//! as JSON) and states what the pipeline may rely on; the statements are the
+//! database backend's ([`GatewayTables`], `db/sqlite/gateway.rs`), so a
+//! second backend changes nothing here.
+//!
 //! Guarantees the pipeline builds on:
 //! - [`GatewayStore::receive`] stores an inbound message once per channel and
 //!   platform message id; a second delivery of the same id is reported as a
@@ -11,10 +16,11 @@
 //!   restart resumes; a pending reply keeps the parts a stop left delivered
 //!   ([`GatewayStore::parts_delivered`]), so they are not sent again.
 
-use crate::tape::SqliteTapeStore;
+use crate::db::GatewayTables;
+use crate::db::gateway::{NewInbound, NewReply, ReplyState};
 use bub_channel::{Inbound, Outbound, Outcome};
 use chrono::Utc;
-use rusqlite::{OptionalExtension, params};
+use std::sync::Arc;
 
 /// The store failed; the message it was about is not acknowledged.
 #[derive(Debug, thiserror::Error)]
@@ -65,7 +71,7 @@ pub struct PendingReply {
 /// The inbox and outbox tables of the bub database.
 #[derive(Clone)]
 pub struct GatewayStore {
-    db: SqliteTapeStore,
+    tables: Arc<dyn GatewayTables>,
 }
 
 pub(crate) fn now() -> String {
@@ -73,35 +79,29 @@ pub(crate) fn now() -> String {
 }
 
 impl GatewayStore {
-    /// The gateway tables of this database (created by its migrations).
-    pub fn new(db: SqliteTapeStore) -> GatewayStore {
-        GatewayStore { db }
+    /// The gateway tables of this database (created by its migrations): a
+    /// `SqliteTapeStore` or `SqliteDb` gives those of its SQLite file.
+    pub fn new(db: impl Into<Arc<dyn GatewayTables>>) -> GatewayStore {
+        GatewayStore { tables: db.into() }
     }
 
     /// The pairing table of the same database.
     pub fn pairing(&self) -> super::pairing::PairingStore {
-        super::pairing::PairingStore::new(self.db.clone())
+        super::pairing::PairingStore::new(self.tables.clone())
     }
 
     /// Stores `inbound`, as a message of `session`, unless its channel
     /// already stored its message id.
     pub async fn receive(&self, inbound: &Inbound, session: &str) -> StoreResult<Received> {
         let json = serde_json::to_string(inbound).map_err(failed("encode inbound"))?;
-        let (channel, message_id, session, received_at) =
-            (inbound.channel.clone(), inbound.message_id.clone(), session.to_string(), now());
-        let inserted: Option<i64> = self
-            .db
-            .write(Box::new(move |conn| {
-                conn.prepare_cached(
-                    "INSERT INTO gateway_inbox (channel, message_id, inbound, state, session, received_at) \
-                     VALUES (?1, ?2, ?3, 'queued', ?4, ?5) ON CONFLICT (channel, message_id) DO NOTHING \
-                     RETURNING seq",
-                )?
-                .query_row(params![channel, message_id, json, session, received_at], |row| row.get(0))
-                .optional()
-            }))
-            .await
-            .map_err(failed("store inbound"))?;
+        let message = NewInbound {
+            channel: inbound.channel.clone(),
+            message_id: inbound.message_id.clone(),
+            inbound: json,
+            session: session.to_string(),
+            received_at: now(),
+        };
+        let inserted = self.tables.insert_inbound(message).await.map_err(failed("store inbound"))?;
         if let Some(seq) = inserted {
             return Ok(Received::New(seq));
         }
@@ -110,18 +110,7 @@ impl GatewayStore {
 
     /// The outcome of a stored message, once it is done.
     pub async fn outcome(&self, channel: &str, message_id: &str) -> StoreResult<Option<Outcome>> {
-        let (channel, message_id) = (channel.to_string(), message_id.to_string());
-        let text: Option<Option<String>> = self
-            .db
-            .on_reader(move |conn| {
-                conn.prepare_cached("SELECT outcome FROM gateway_inbox WHERE channel = ?1 AND message_id = ?2")?
-                    .query_row([channel, message_id], |row| row.get(0))
-                    .optional()
-            })
-            .await
-            .map_err(failed("read outcome"))?
-            .map_err(failed("read outcome"))?;
-        match text.flatten() {
+        match self.tables.outcome(channel, message_id).await.map_err(failed("read outcome"))? {
             Some(text) => Ok(Some(serde_json::from_str(&text).map_err(failed("decode outcome"))?)),
             None => Ok(None),
         }
@@ -130,19 +119,7 @@ impl GatewayStore {
     /// Marks messages as part of `turn` in `session`: messages steered into a
     /// running turn, which its marker on the tape does not list.
     pub async fn start_turn(&self, seqs: &[i64], session: &str, turn: &str) -> StoreResult<()> {
-        let (seqs, session, turn) = (seqs.to_vec(), session.to_string(), turn.to_string());
-        self.db
-            .write(Box::new(move |conn| {
-                let mut update = conn.prepare_cached(
-                    "UPDATE gateway_inbox SET state = 'running', session = ?1, turn = ?2 WHERE seq = ?3",
-                )?;
-                for seq in &seqs {
-                    update.execute(params![session, turn, seq])?;
-                }
-                Ok(())
-            }))
-            .await
-            .map_err(failed("start turn"))
+        self.tables.start_turn(seqs, session, turn).await.map_err(failed("start turn"))
     }
 
     /// Gives messages their final outcome and queues `replies`, atomically.
@@ -151,73 +128,35 @@ impl GatewayStore {
         let mut rows = Vec::with_capacity(replies.len());
         for reply in replies {
             let json = serde_json::to_string(&reply.outbound).map_err(failed("encode reply"))?;
-            rows.push((reply.outbound.idempotency_key.clone(), reply.channel.clone(), json));
+            rows.push(NewReply {
+                key: reply.outbound.idempotency_key.clone(),
+                channel: reply.channel.clone(),
+                outbound: json,
+            });
         }
-        let (seqs, now) = (seqs.to_vec(), now());
-        self.db
-            .write(Box::new(move |conn| {
-                let mut done = conn.prepare_cached(
-                    "UPDATE gateway_inbox SET state = 'done', outcome = ?1, finished_at = ?2 WHERE seq = ?3",
-                )?;
-                for seq in &seqs {
-                    done.execute(params![outcome, now, seq])?;
-                }
-                let mut queue = conn.prepare_cached(
-                    "INSERT INTO gateway_outbox (key, channel, outbound, state, created_at) \
-                     VALUES (?1, ?2, ?3, 'pending', ?4) ON CONFLICT (key) DO NOTHING",
-                )?;
-                for (key, channel, json) in &rows {
-                    queue.execute(params![key, channel, json, now])?;
-                }
-                Ok(())
-            }))
-            .await
-            .map_err(failed("finish turn"))
+        self.tables.finish(seqs, &outcome, rows, &now()).await.map_err(failed("finish turn"))
     }
 
     /// Records that a reply reached the platform.
     pub async fn delivered(&self, key: &str, platform_ids: &[String]) -> StoreResult<()> {
         let ids = serde_json::to_string(platform_ids).map_err(failed("encode ids"))?;
-        self.set_reply_state(key, "delivered", Some(ids), None).await
+        self.tables
+            .set_reply_state(key, ReplyState::Delivered, Some(&ids), None, &now())
+            .await
+            .map_err(failed("update reply"))
     }
 
     /// Records the parts of a reply delivered before a stop; the rest stays
     /// pending for the next start.
     pub async fn parts_delivered(&self, key: &str, platform_ids: &[String]) -> StoreResult<()> {
         let ids = serde_json::to_string(platform_ids).map_err(failed("encode ids"))?;
-        let key = key.to_string();
-        self.db
-            .write(Box::new(move |conn| {
-                conn.prepare_cached("UPDATE gateway_outbox SET platform_ids = ?1 WHERE key = ?2 AND state = 'pending'")?
-                    .execute(params![ids, key])
-                    .map(|_| ())
-            }))
-            .await
-            .map_err(failed("update reply"))
+        self.tables.parts_delivered(key, &ids).await.map_err(failed("update reply"))
     }
 
     /// Records that a reply cannot be delivered (the platform refused it for good).
     pub async fn undeliverable(&self, key: &str, error: &str) -> StoreResult<()> {
-        self.set_reply_state(key, "failed", None, Some(error.to_string())).await
-    }
-
-    async fn set_reply_state(
-        &self,
-        key: &str,
-        state: &str,
-        ids: Option<String>,
-        error: Option<String>,
-    ) -> StoreResult<()> {
-        let (state, finished_at, key) = (state.to_string(), now(), key.to_string());
-        self.db
-            .write(Box::new(move |conn| {
-                conn.prepare_cached(
-                    "UPDATE gateway_outbox SET state = ?1, platform_ids = ?2, error = ?3, finished_at = ?4 \
-                     WHERE key = ?5",
-                )?
-                .execute(params![state, ids, error, finished_at, key])
-                .map(|_| ())
-            }))
+        self.tables
+            .set_reply_state(key, ReplyState::Failed, None, Some(error), &now())
             .await
             .map_err(failed("update reply"))
     }
@@ -230,99 +169,49 @@ impl GatewayStore {
         since: chrono::DateTime<chrono::Utc>,
         limit: usize,
     ) -> StoreResult<Vec<bub_channel::LatestMessage>> {
-        let (channel, since) = (channel.to_string(), since.to_rfc3339_opts(chrono::SecondsFormat::Micros, true));
+        let since = since.to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        self.db
-            .on_reader(move |conn| -> StoreResult<Vec<bub_channel::LatestMessage>> {
-                let read = failed("read latest messages");
-                // The newest row of each chat: the greatest seq per chat id.
-                let mut select = conn
-                    .prepare_cached(
-                        "SELECT inbound FROM gateway_inbox WHERE seq IN ( \
-                             SELECT max(seq) FROM gateway_inbox WHERE channel = ?1 AND received_at >= ?2 \
-                             GROUP BY json_extract(inbound, '$.chat.id')) \
-                         ORDER BY seq DESC LIMIT ?3",
-                    )
-                    .map_err(&read)?;
-                let mut rows = select.query(rusqlite::params![channel, since, limit]).map_err(&read)?;
-                let mut out = Vec::new();
-                while let Some(row) = rows.next().map_err(&read)? {
-                    let text: String = row.get(0).map_err(&read)?;
-                    let inbound: Inbound = serde_json::from_str(&text).map_err(failed("decode inbound"))?;
-                    out.push(bub_channel::LatestMessage { chat: inbound.chat, message_id: inbound.message_id });
-                }
-                Ok(out)
-            })
-            .await
-            .map_err(failed("read latest messages"))?
+        let rows = self.tables.latest_per_chat(channel, &since, limit).await.map_err(failed("read latest messages"))?;
+        let mut out = Vec::with_capacity(rows.len());
+        for text in rows {
+            let inbound: Inbound = serde_json::from_str(&text).map_err(failed("decode inbound"))?;
+            out.push(bub_channel::LatestMessage { chat: inbound.chat, message_id: inbound.message_id });
+        }
+        Ok(out)
     }
 
     /// Messages without an outcome, oldest first.
     pub async fn unfinished(&self) -> StoreResult<Vec<Unfinished>> {
-        self.db
-            .on_reader(|conn| -> StoreResult<Vec<Unfinished>> {
-                let read = failed("read unfinished");
-                let mut select = conn
-                    .prepare_cached(
-                        "SELECT seq, inbound, turn, session FROM gateway_inbox WHERE state <> 'done' ORDER BY seq",
-                    )
-                    .map_err(&read)?;
-                let mut rows = select.query([]).map_err(&read)?;
-                let mut out = Vec::new();
-                while let Some(row) = rows.next().map_err(&read)? {
-                    let text: String = row.get(1).map_err(&read)?;
-                    out.push(Unfinished {
-                        seq: row.get(0).map_err(&read)?,
-                        inbound: serde_json::from_str(&text).map_err(failed("decode inbound"))?,
-                        turn: row.get(2).map_err(&read)?,
-                        session: row.get(3).map_err(&read)?,
-                    });
-                }
-                Ok(out)
-            })
-            .await
-            .map_err(failed("read unfinished"))?
+        let rows = self.tables.unfinished().await.map_err(failed("read unfinished"))?;
+        let mut out = Vec::with_capacity(rows.len());
+        for row in rows {
+            out.push(Unfinished {
+                seq: row.seq,
+                inbound: serde_json::from_str(&row.inbound).map_err(failed("decode inbound"))?,
+                turn: row.turn,
+                session: row.session,
+            });
+        }
+        Ok(out)
     }
 
     /// Replies stored but not yet delivered, oldest first.
     pub async fn undelivered(&self) -> StoreResult<Vec<PendingReply>> {
-        self.db
-            .on_reader(|conn| -> StoreResult<Vec<PendingReply>> {
-                let read = failed("read outbox");
-                let mut select = conn
-                    .prepare_cached(
-                        "SELECT channel, outbound, platform_ids FROM gateway_outbox WHERE state = 'pending' \
-                         ORDER BY created_at",
-                    )
-                    .map_err(&read)?;
-                let mut rows = select.query([]).map_err(&read)?;
-                let mut out = Vec::new();
-                while let Some(row) = rows.next().map_err(&read)? {
-                    let text: String = row.get(1).map_err(&read)?;
-                    let outbound = serde_json::from_str(&text).map_err(failed("decode reply"))?;
-                    let sent: Option<String> = row.get(2).map_err(&read)?;
-                    let sent = match sent {
-                        Some(ids) => serde_json::from_str(&ids).map_err(failed("decode ids"))?,
-                        None => Vec::new(),
-                    };
-                    out.push(PendingReply { channel: row.get(0).map_err(&read)?, outbound, sent });
-                }
-                Ok(out)
-            })
-            .await
-            .map_err(failed("read outbox"))?
+        let rows = self.tables.undelivered().await.map_err(failed("read outbox"))?;
+        let mut out = Vec::with_capacity(rows.len());
+        for row in rows {
+            let outbound = serde_json::from_str(&row.outbound).map_err(failed("decode reply"))?;
+            let sent = match row.platform_ids {
+                Some(ids) => serde_json::from_str(&ids).map_err(failed("decode ids"))?,
+                None => Vec::new(),
+            };
+            out.push(PendingReply { channel: row.channel, outbound, sent });
+        }
+        Ok(out)
     }
 
     /// The database answers (for `/readyz`).
     pub async fn ping(&self) -> StoreResult<()> {
-        self.db
-            .on_reader(|conn| {
-                conn.prepare_cached("SELECT count(*) FROM gateway_outbox WHERE state = 'pending'")?
-                    .query_row([], |row| row.get::<_, i64>(0))
-            })
-            .await
-            .map_err(failed("ping"))?
-            .map(|_| ())
-            .map_err(failed("ping"))
+        self.tables.ping().await.map_err(failed("ping"))
     }
 }

@@ -9,9 +9,10 @@
 //! - [`entry`]: `Entry`, `NewEntry`, `EntryKind`.
 //! - [`name`]: `TapeName` and sidecar naming.
 //! - [`query`]: `TapeQuery` (anchor scopes, dates, kinds, names, text, limit).
-//! - [`store`]: the `TapeStore` trait; [`sqlite`] and [`memory`] implement it
-//!   (SQLite connections live on threads of their own; writes go through one
-//!   that commits concurrent writes together).
+//! - [`store`]: the `TapeStore` trait; [`memory`] implements it here, and
+//!   the database layer implements it for each backend
+//!   (`db::SqliteTapeStore`). Nothing in `tape` knows SQL: `db` imports
+//!   `tape`, never the other way.
 //! - [`handle`]: `Tape`, the per-tape operations (handoff, info, reset, context).
 //! - [`context`]: entries → chat messages.
 //! - [`fork`]: in-memory overlays merged back when a run ends.
@@ -48,7 +49,6 @@ pub mod memory;
 pub mod name;
 pub mod query;
 pub mod spill;
-pub mod sqlite;
 pub mod store;
 
 pub use context::{ChatMessage, ContextSelector, default_context, default_context_owned};
@@ -60,5 +60,4 @@ pub use memory::InMemoryTapeStore;
 pub use name::TapeName;
 pub use query::{Scope, TapeQuery};
 pub use spill::{SpillOutcome, SpillPage, SpillReadError, SpillSettings};
-pub use sqlite::{Durability, SqliteTapeStore};
 pub use store::{TapeStats, TapeStore, TapeSummary};

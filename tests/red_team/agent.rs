@@ -3,9 +3,10 @@
 
 use crate::support::fake_model::FakeModel;
 use bub::agent::{RunOptions, RunOutcome, StreamEvent};
+use bub::db::SqliteTapeStore;
 use bub::home::BubHome;
 use bub::setup::Setup;
-use bub::tape::{Entry, SqliteTapeStore, TapeQuery};
+use bub::tape::{Entry, TapeQuery};
 use std::sync::Arc;
 use tempfile::TempDir;
 

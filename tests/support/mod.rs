@@ -10,7 +10,8 @@ pub mod fake_model;
 pub mod fake_telegram;
 pub mod gateway;
 
-use bub::tape::{ForkStore, InMemoryTapeStore, SqliteTapeStore, Tape, TapeName, TapeSettings, TapeStore};
+use bub::db::SqliteTapeStore;
+use bub::tape::{ForkStore, InMemoryTapeStore, Tape, TapeName, TapeSettings, TapeStore};
 use std::sync::Arc;
 use tempfile::TempDir;
 

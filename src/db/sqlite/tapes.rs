@@ -1,76 +1,32 @@
-//! The SQLite tape store: one database file, WAL mode, migrations embedded.
+//! The SQLite tape store: tapes and their entries in the bub database.
 //!
-//! SQLite is a library, not a server: each connection here belongs to a
-//! thread of its own and runs its statements synchronously there. All writes
-//! go through the one writing connection (`writer`), which commits the
-//! writes that queue up while it is busy in one transaction, so writes never
-//! race inside the process and never meet `SQLITE_BUSY`; other processes (an
-//! operator's `bub` beside the gateway) wait on the busy timeout. Reads run on
-//! a few read-only connections (`readers`), each statement a consistent
-//! snapshot. A read or a write is one hand-off to a thread and back, whatever
-//! it does there.
-//!
-//! Before migrating, the file is checked to be a SQLite database that is either
-//! empty or already bub's, so pointing `BUB_HOME` at the wrong file never adds
-//! tables to somebody else's database (`open`).
+//! A [`SqliteTapeStore`] is the tapes of a [`SqliteDb`]: appends go through
+//! its writing thread (a batch is one write, so it lands whole or not at
+//! all, and its ids follow the tape's last one without gaps, whichever
+//! process appends), reads run on its reader threads. Each tape's row id is
+//! cached once an append or a read has seen it. The statements of reads are
+//! built in `select`.
 
-mod checkpoint;
-mod open;
-mod readers;
-mod select;
-pub(crate) mod writer;
-
-use super::entry::{Entry, NewEntry, format_date, parse_date};
-use super::error::{TapeError, TapeResult};
-use super::name::TapeName;
-use super::query::{Scope, TapeQuery, TextMatcher};
-use super::store::{TapeStats, TapeStore, TapeSummary, check_batch, latest_one_by_one};
+use super::select::{LAST_ANCHOR_SQL, Sql, decode, latest_select, select_entries, select_from_last_anchor};
+use super::writer::Work;
+use super::{DbError, Durability, SqliteDb};
+use crate::tape::entry::{Entry, NewEntry, format_date, parse_date};
+use crate::tape::error::{TapeError, TapeResult};
+use crate::tape::name::TapeName;
+use crate::tape::query::{Scope, TapeQuery, TextMatcher};
+use crate::tape::store::{TapeStats, TapeStore, TapeSummary, check_batch, latest_one_by_one};
 use async_trait::async_trait;
 use chrono::Utc;
-use readers::Readers;
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
-use select::{LAST_ANCHOR_SQL, Sql, decode, latest_select, select_entries, select_from_last_anchor};
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
-use writer::{Work, Writer};
-
-/// Read-only connections (and threads): one more than the cores, at least 3
-/// (measured on 2 cores) and at most 8. Reads are short; more threads than
-/// cores only keeps one ready while another waits for the disk.
-fn reader_count() -> usize {
-    std::thread::available_parallelism().map_or(2, |cores| cores.get()).saturating_add(1).clamp(3, 8)
-}
-
-/// What the database's threads report besides SQLite's own errors.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum DbError {
-    #[error(transparent)]
-    Sqlite(#[from] rusqlite::Error),
-    #[error("the database is closed")]
-    Closed,
-    #[error("{0}")]
-    Lost(&'static str),
-}
-
-/// How durable a commit is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Durability {
-    /// Every commit is synced to disk before `append` returns (`synchronous=FULL`).
-    #[default]
-    Full,
-    /// Commits survive a crash of the process but the last ones may be lost on
-    /// power failure (`synchronous=NORMAL`); several times faster on slow disks.
-    Normal,
-}
 
 /// A tape store in one SQLite file.
 #[derive(Clone)]
 pub struct SqliteTapeStore {
-    path: PathBuf,
+    db: SqliteDb,
     location: Arc<str>,
-    writer: Writer,
-    readers: Readers,
     known_tapes: Arc<Mutex<HashMap<TapeName, i64>>>,
 }
 
@@ -82,54 +38,41 @@ impl SqliteTapeStore {
 
     /// Opens the database at `path`, creating the file and its directory.
     pub async fn open_with(path: impl AsRef<Path>, durability: Durability) -> TapeResult<SqliteTapeStore> {
-        let path = path.as_ref().to_path_buf();
-        let open_error = |message: String| TapeError::Open { path: path.clone(), message };
-        if let Some(dir) = path.parent().filter(|dir| !dir.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| open_error(format!("cannot create directory {}: {e}", dir.display())))?;
-        }
-        open::prepare(&path).await.map_err(open_error)?;
-        let writer = open::connect(&path, Some(durability)).map_err(open_error)?;
-        let readers = (0..reader_count()).map(|_| open::connect(&path, None)).collect::<Result<Vec<_>, _>>();
-        let thread_error = |e: std::io::Error| open_error(format!("cannot start a database thread: {e}"));
-        Ok(SqliteTapeStore {
-            location: format!("sqlite:{}", path.display()).into(),
-            writer: Writer::spawn(writer).map_err(thread_error)?,
-            readers: Readers::spawn(readers.map_err(open_error)?).map_err(thread_error)?,
-            path,
-            known_tapes: Arc::default(),
-        })
+        let db = SqliteDb::open(path, durability)
+            .await
+            .map_err(|error| TapeError::Open { path: error.path, message: error.message })?;
+        Ok(SqliteTapeStore::on(db))
+    }
+
+    /// The tapes of an open database.
+    pub fn on(db: SqliteDb) -> SqliteTapeStore {
+        SqliteTapeStore { location: format!("sqlite:{}", db.path().display()).into(), db, known_tapes: Arc::default() }
+    }
+
+    /// The database the tapes are in (the gateway's tables are in it too).
+    pub fn database(&self) -> &SqliteDb {
+        &self.db
     }
 
     /// The database file.
     pub fn path(&self) -> &Path {
-        &self.path
+        self.db.path()
     }
 
-    /// Runs `work` on the one writing connection, inside a transaction,
-    /// perhaps together with other writes (the gateway's inbox and outbox live
-    /// in the same file and share it, so writes never contend). `work` may
-    /// run more than once; its effects are committed exactly when this
-    /// returns `Ok`.
-    pub(crate) async fn write<T: Send + 'static>(&self, work: Work<T>) -> Result<T, DbError> {
-        self.writer.write(work).await
+    async fn write<T: Send + 'static>(&self, work: Work<T>) -> Result<T, DbError> {
+        self.db.write(work).await
     }
 
-    /// Runs `work` on a read-only connection.
-    pub(crate) async fn on_reader<T: Send + 'static>(
+    async fn on_reader<T: Send + 'static>(
         &self,
         work: impl FnOnce(&Connection) -> T + Send + 'static,
     ) -> Result<T, DbError> {
-        self.readers.read(work).await
+        self.db.read(work).await
     }
 
-    /// Closes the read connections after the reads already queued, then the
-    /// writing one after the writes already queued. When no other process has
-    /// the file open, the write-ahead log is then folded into it and removed,
-    /// so a stopped gateway leaves `bub.db` complete on its own.
+    /// Closes the database (see [`SqliteDb::close`]).
     pub async fn close(&self) {
-        self.readers.close().await;
-        self.writer.close().await;
+        self.db.close().await;
     }
 
     fn backend_error(&self, tape: &TapeName, operation: &'static str) -> impl Fn(DbError) -> TapeError + use<> {
@@ -506,6 +449,7 @@ fn last_anchor_id(conn: &Connection, tape_id: i64) -> rusqlite::Result<Option<i6
 
 #[cfg(test)]
 mod tests {
+    use super::super::reader_count;
     use super::*;
     use crate::tape::EntryKind;
 

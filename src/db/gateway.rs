@@ -1,0 +1,206 @@
+//! What the gateway's stores need from a database: the inbox, the outbox and
+//! the pairing table, as one trait each backend implements
+//! ([`GatewayTables`]).
+//!
+//! The statements are the backend's (SQLite's `json_extract`, PostgreSQL's
+//! `FOR UPDATE SKIP LOCKED` are not the same SQL); what the rows mean, and the
+//! guarantees the pipeline builds on, are `gateway::store`'s and
+//! `gateway::pairing`'s, which encode and decode the JSON kept in the rows
+//! and hold a `dyn GatewayTables`. So this layer knows nothing of inbound
+//! messages or replies: messages, outcomes and replies cross it as JSON text,
+//! times as RFC 3339 text (fixed width, so text order is time order).
+
+use super::DbError;
+use async_trait::async_trait;
+
+/// An inbound message to store (see [`GatewayTables::insert_inbound`]).
+#[derive(Debug, Clone)]
+pub struct NewInbound {
+    pub channel: String,
+    /// The platform's message id: unique per channel.
+    pub message_id: String,
+    /// The message, as JSON.
+    pub inbound: String,
+    pub session: String,
+    pub received_at: String,
+}
+
+/// A stored inbound message that has no outcome yet.
+#[derive(Debug, Clone)]
+pub struct InboxRow {
+    pub seq: i64,
+    /// The message, as JSON.
+    pub inbound: String,
+    pub turn: Option<String>,
+    pub session: Option<String>,
+}
+
+/// A reply to queue in the outbox.
+#[derive(Debug, Clone)]
+pub struct NewReply {
+    /// The idempotency key: one row per reply, whatever happens.
+    pub key: String,
+    pub channel: String,
+    /// The reply, as JSON.
+    pub outbound: String,
+}
+
+/// A reply still pending in the outbox.
+#[derive(Debug, Clone)]
+pub struct OutboxRow {
+    pub channel: String,
+    /// The reply, as JSON.
+    pub outbound: String,
+    /// The platform ids of the parts already delivered, as a JSON array.
+    pub platform_ids: Option<String>,
+}
+
+/// What became of a reply (see [`GatewayTables::set_reply_state`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplyState {
+    Delivered,
+    Failed,
+}
+
+impl ReplyState {
+    /// As stored in `gateway_outbox.state`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReplyState::Delivered => "delivered",
+            ReplyState::Failed => "failed",
+        }
+    }
+}
+
+/// A pairing request: the sender (or chat) and the rules to apply, all in one
+/// transaction (see [`GatewayTables::request_pairing`]).
+#[derive(Debug, Clone)]
+pub struct PairingRequest {
+    pub channel: String,
+    /// `user` or `chat`.
+    pub subject: &'static str,
+    pub id: String,
+    pub display: Option<String>,
+    /// Now, as stored.
+    pub now: String,
+    /// Codes requested at or before this have expired.
+    pub expired_before: String,
+    /// A pending code last sent before this is sent again.
+    pub resend_before: String,
+    /// Pending codes a channel holds at most.
+    pub max_pending: i64,
+    /// Draws a new code (in its stored form).
+    pub new_code: fn() -> String,
+}
+
+/// What [`GatewayTables::request_pairing`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PairingRequested {
+    /// Approved already.
+    Approved,
+    /// A pending code (stored form); `notify`: send it now.
+    Pending { code: String, notify: bool },
+    /// The channel holds `max_pending` codes; nothing was stored.
+    TooMany,
+}
+
+/// What [`GatewayTables::approve_pairing`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PairingApproval {
+    /// The code's row is approved now.
+    Approved { subject: String, id: String, display: Option<String> },
+    /// The code is pending but expired; nothing changed.
+    Expired,
+    /// No pending row has this code.
+    Unknown,
+}
+
+/// One pairing row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PairingRow {
+    pub channel: String,
+    pub subject: String,
+    pub id: String,
+    pub display: Option<String>,
+    pub state: String,
+    /// The code of a pending row, stored form.
+    pub code: Option<String>,
+    pub requested_at: String,
+    pub approved_at: Option<String>,
+    pub approved_by: Option<String>,
+}
+
+/// The gateway's tables in one database. Every method is one transaction
+/// (or one consistent read); `Ok` means committed. Implemented by
+/// [`SqliteDb`](super::SqliteDb); a PostgreSQL backend implements it too.
+#[async_trait]
+pub trait GatewayTables: Send + Sync {
+    /// Stores a message unless its channel already stored its message id;
+    /// its sequence number when it was stored now.
+    async fn insert_inbound(&self, message: NewInbound) -> Result<Option<i64>, DbError>;
+
+    /// The outcome (JSON) of a stored message, once it has one.
+    async fn outcome(&self, channel: &str, message_id: &str) -> Result<Option<String>, DbError>;
+
+    /// Marks the messages `seqs` as running in `turn` of `session`.
+    async fn start_turn(&self, seqs: &[i64], session: &str, turn: &str) -> Result<(), DbError>;
+
+    /// Gives the messages `seqs` their outcome (JSON) and queues `replies`
+    /// (a key already queued is kept as it is), in one transaction.
+    async fn finish(&self, seqs: &[i64], outcome: &str, replies: Vec<NewReply>, at: &str) -> Result<(), DbError>;
+
+    /// Records the parts of a pending reply already delivered.
+    async fn parts_delivered(&self, key: &str, platform_ids: &str) -> Result<(), DbError>;
+
+    /// Gives a reply its final state.
+    async fn set_reply_state(
+        &self,
+        key: &str,
+        state: ReplyState,
+        platform_ids: Option<&str>,
+        error: Option<&str>,
+        at: &str,
+    ) -> Result<(), DbError>;
+
+    /// The newest message (JSON) of each chat of `channel` received at or
+    /// after `since`, newest first, at most `limit`.
+    async fn latest_per_chat(&self, channel: &str, since: &str, limit: i64) -> Result<Vec<String>, DbError>;
+
+    /// Messages without an outcome, oldest first.
+    async fn unfinished(&self) -> Result<Vec<InboxRow>, DbError>;
+
+    /// Pending replies, oldest first.
+    async fn undelivered(&self) -> Result<Vec<OutboxRow>, DbError>;
+
+    /// The database answers a read of the outbox.
+    async fn ping(&self) -> Result<(), DbError>;
+
+    /// Whether `subject` `id` of `channel` is approved.
+    async fn is_approved(&self, channel: &str, subject: &str, id: &str) -> Result<bool, DbError>;
+
+    /// In one transaction: an approved row answers `Approved`; a pending
+    /// code that has not expired is kept (its `notified_at` moved to now
+    /// when it was last sent before `resend_before`: `notify`); otherwise
+    /// the channel's expired codes go and, unless `max_pending` remain, a
+    /// new code is stored (drawn again when another row holds it).
+    async fn request_pairing(&self, request: PairingRequest) -> Result<PairingRequested, DbError>;
+
+    /// In one transaction: the pending row of `channel` with `code` becomes
+    /// approved (by `by`, at `now`), unless it was requested at or before
+    /// `expired_before`.
+    async fn approve_pairing(
+        &self,
+        channel: &str,
+        code: &str,
+        by: &str,
+        now: &str,
+        expired_before: &str,
+    ) -> Result<PairingApproval, DbError>;
+
+    /// Removes the rows of `id` on `channel`; how many went.
+    async fn revoke_pairing(&self, channel: &str, id: &str) -> Result<usize, DbError>;
+
+    /// Approved rows and pending ones requested after `expired_before`, of
+    /// one channel or all, oldest first.
+    async fn list_pairing(&self, channel: Option<&str>, expired_before: &str) -> Result<Vec<PairingRow>, DbError>;
+}

@@ -1,0 +1,66 @@
+//! The database layer: connections, migrations and the SQL of every table
+//! bub keeps — the tapes and the gateway's inbox, outbox and pairing rows.
+//!
+//! # Layout
+//! - this file, [`error`], [`durability`]: what is the same whatever the
+//!   backend ([`DbError`], [`OpenError`], [`Durability`]).
+//! - [`gateway`]: what the gateway's stores need from a database
+//!   ([`GatewayTables`]), with the rows that cross it.
+//! - [`sqlite`]: the embedded backend, one file in WAL mode: opening and
+//!   migrating ([`SqliteDb::open`]), the writing thread with group commit,
+//!   the reader threads, checkpoints, and the SQLite statements of the tape
+//!   store ([`SqliteTapeStore`]) and of the gateway tables.
+//!
+//! # Where the SQL lives, and why the dependencies point this way
+//! A table's statements live with their backend, not with the code that
+//! gives the rows meaning: `tape/` owns entries, queries and the
+//! [`TapeStore`](crate::tape::TapeStore) trait and knows nothing of SQL;
+//! `gateway/store.rs` owns inbound messages, replies and the guarantees the
+//! pipeline builds on, and holds a `dyn` [`GatewayTables`]. A second backend
+//! is then new files here and nothing elsewhere. So `db` imports `tape` (its
+//! tape store implements `tape`'s trait over `tape`'s entry types, the way a
+//! driver implements an interface) and never `gateway`, `agent`, `tools` or
+//! `policy`: the gateway's rows cross [`GatewayTables`] as JSON text, and
+//! `gateway` imports `db`. Nothing in `tape` imports `db`.
+//!
+//! # sqlx's role
+//! SQLite is rusqlite end to end, migrations included. The migrations are
+//! the files of `migrations/sqlite/`, embedded in the binary; a small runner
+//! (`sqlite/migrate.rs`) applies them and records them in the table sqlx's
+//! migrator used, `_sqlx_migrations`, with the same columns and checksums
+//! (SHA-384 of the file's text), so a database created by an earlier bub
+//! opens without being migrated again, and one that records a migration
+//! this build does not know, or whose file changed, is refused as sqlx
+//! refused it. sqlx ran only those files, through a connection of its own,
+//! and tied rusqlite to the SQLite that sqlx bundles; it is no longer a
+//! dependency. It is reserved for the PostgreSQL backend, where an async
+//! pool, `FOR UPDATE SKIP LOCKED` and advisory locks are what it is good at
+//! (with `migrations/postgres/` run by `sqlx::migrate!`).
+//!
+//! # Adding PostgreSQL
+//! The PostgreSQL backend (several gateway replicas sharing one database)
+//! goes in `db/postgres/`, beside `db/sqlite/`, and provides:
+//! - opening: connect a pool, run `migrations/postgres/`, refuse a database
+//!   that holds tables not bub's (as `sqlite/open.rs` does), honour
+//!   [`Durability`] (`synchronous_commit`);
+//! - a tape store implementing [`TapeStore`](crate::tape::TapeStore) with
+//!   the same guarantees as [`SqliteTapeStore`] (gapless ids from 1 per tape,
+//!   a batch lands whole or not at all, appends from several replicas never
+//!   interleave: `tape/store.rs` and `tests/tape_conformance.rs` say what
+//!   is checked);
+//! - [`GatewayTables`] (an inbox claimed with `SKIP LOCKED` so replicas do
+//!   not run the same message; session leases on advisory locks);
+//! - a [`DbError`] variant for its errors.
+//!
+//! The binary's setup then chooses the backend from its configuration; the
+//! tape and gateway code does not change.
+
+pub mod durability;
+pub mod error;
+pub mod gateway;
+pub mod sqlite;
+
+pub use durability::Durability;
+pub use error::{DbError, OpenError};
+pub use gateway::GatewayTables;
+pub use sqlite::{SqliteDb, SqliteTapeStore};

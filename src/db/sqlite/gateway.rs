@@ -1,0 +1,189 @@
+//! The gateway's inbox and outbox in SQLite: [`GatewayTables`] for
+//! [`SqliteDb`]. The pairing statements are in `pairing`; the rows'
+//! meaning and the pipeline's guarantees are `gateway::store`'s.
+
+use super::SqliteDb;
+use super::pairing;
+use crate::db::DbError;
+use crate::db::gateway::{
+    GatewayTables, InboxRow, NewInbound, NewReply, OutboxRow, PairingApproval, PairingRequest, PairingRequested,
+    PairingRow, ReplyState,
+};
+use async_trait::async_trait;
+use rusqlite::{OptionalExtension, params};
+
+#[async_trait]
+impl GatewayTables for SqliteDb {
+    async fn insert_inbound(&self, message: NewInbound) -> Result<Option<i64>, DbError> {
+        self.write(Box::new(move |conn| {
+            let NewInbound { channel, message_id, inbound, session, received_at } = &message;
+            conn.prepare_cached(
+                "INSERT INTO gateway_inbox (channel, message_id, inbound, state, session, received_at) \
+                 VALUES (?1, ?2, ?3, 'queued', ?4, ?5) ON CONFLICT (channel, message_id) DO NOTHING \
+                 RETURNING seq",
+            )?
+            .query_row(params![channel, message_id, inbound, session, received_at], |row| row.get(0))
+            .optional()
+        }))
+        .await
+    }
+
+    async fn outcome(&self, channel: &str, message_id: &str) -> Result<Option<String>, DbError> {
+        let (channel, message_id) = (channel.to_string(), message_id.to_string());
+        let outcome: Option<Option<String>> = self
+            .read(move |conn| {
+                conn.prepare_cached("SELECT outcome FROM gateway_inbox WHERE channel = ?1 AND message_id = ?2")?
+                    .query_row([channel, message_id], |row| row.get(0))
+                    .optional()
+            })
+            .await??;
+        Ok(outcome.flatten())
+    }
+
+    async fn start_turn(&self, seqs: &[i64], session: &str, turn: &str) -> Result<(), DbError> {
+        let (seqs, session, turn) = (seqs.to_vec(), session.to_string(), turn.to_string());
+        self.write(Box::new(move |conn| {
+            let mut update = conn
+                .prepare_cached("UPDATE gateway_inbox SET state = 'running', session = ?1, turn = ?2 WHERE seq = ?3")?;
+            for seq in &seqs {
+                update.execute(params![session, turn, seq])?;
+            }
+            Ok(())
+        }))
+        .await
+    }
+
+    async fn finish(&self, seqs: &[i64], outcome: &str, replies: Vec<NewReply>, at: &str) -> Result<(), DbError> {
+        let (seqs, outcome, at) = (seqs.to_vec(), outcome.to_string(), at.to_string());
+        self.write(Box::new(move |conn| {
+            let mut done = conn.prepare_cached(
+                "UPDATE gateway_inbox SET state = 'done', outcome = ?1, finished_at = ?2 WHERE seq = ?3",
+            )?;
+            for seq in &seqs {
+                done.execute(params![outcome, at, seq])?;
+            }
+            let mut queue = conn.prepare_cached(
+                "INSERT INTO gateway_outbox (key, channel, outbound, state, created_at) \
+                 VALUES (?1, ?2, ?3, 'pending', ?4) ON CONFLICT (key) DO NOTHING",
+            )?;
+            for reply in &replies {
+                queue.execute(params![reply.key, reply.channel, reply.outbound, at])?;
+            }
+            Ok(())
+        }))
+        .await
+    }
+
+    async fn parts_delivered(&self, key: &str, platform_ids: &str) -> Result<(), DbError> {
+        let (key, ids) = (key.to_string(), platform_ids.to_string());
+        self.write(Box::new(move |conn| {
+            conn.prepare_cached("UPDATE gateway_outbox SET platform_ids = ?1 WHERE key = ?2 AND state = 'pending'")?
+                .execute(params![ids, key])
+                .map(|_| ())
+        }))
+        .await
+    }
+
+    async fn set_reply_state(
+        &self,
+        key: &str,
+        state: ReplyState,
+        platform_ids: Option<&str>,
+        error: Option<&str>,
+        at: &str,
+    ) -> Result<(), DbError> {
+        let (key, ids, error, at) =
+            (key.to_string(), platform_ids.map(str::to_string), error.map(str::to_string), at.to_string());
+        self.write(Box::new(move |conn| {
+            conn.prepare_cached(
+                "UPDATE gateway_outbox SET state = ?1, platform_ids = ?2, error = ?3, finished_at = ?4 \
+                 WHERE key = ?5",
+            )?
+            .execute(params![state.as_str(), ids, error, at, key])
+            .map(|_| ())
+        }))
+        .await
+    }
+
+    async fn latest_per_chat(&self, channel: &str, since: &str, limit: i64) -> Result<Vec<String>, DbError> {
+        let (channel, since) = (channel.to_string(), since.to_string());
+        Ok(self
+            .read(move |conn| -> rusqlite::Result<Vec<String>> {
+                // The newest row of each chat: the greatest seq per chat id.
+                conn.prepare_cached(
+                    "SELECT inbound FROM gateway_inbox WHERE seq IN ( \
+                         SELECT max(seq) FROM gateway_inbox WHERE channel = ?1 AND received_at >= ?2 \
+                         GROUP BY json_extract(inbound, '$.chat.id')) \
+                     ORDER BY seq DESC LIMIT ?3",
+                )?
+                .query_map(params![channel, since, limit], |row| row.get(0))?
+                .collect()
+            })
+            .await??)
+    }
+
+    async fn unfinished(&self) -> Result<Vec<InboxRow>, DbError> {
+        Ok(self
+            .read(|conn| -> rusqlite::Result<Vec<InboxRow>> {
+                conn.prepare_cached(
+                    "SELECT seq, inbound, turn, session FROM gateway_inbox WHERE state <> 'done' ORDER BY seq",
+                )?
+                .query_map([], |row| {
+                    Ok(InboxRow { seq: row.get(0)?, inbound: row.get(1)?, turn: row.get(2)?, session: row.get(3)? })
+                })?
+                .collect()
+            })
+            .await??)
+    }
+
+    async fn undelivered(&self) -> Result<Vec<OutboxRow>, DbError> {
+        Ok(self
+            .read(|conn| -> rusqlite::Result<Vec<OutboxRow>> {
+                conn.prepare_cached(
+                    "SELECT channel, outbound, platform_ids FROM gateway_outbox WHERE state = 'pending' \
+                     ORDER BY created_at",
+                )?
+                .query_map([], |row| {
+                    Ok(OutboxRow { channel: row.get(0)?, outbound: row.get(1)?, platform_ids: row.get(2)? })
+                })?
+                .collect()
+            })
+            .await??)
+    }
+
+    async fn ping(&self) -> Result<(), DbError> {
+        self.read(|conn| {
+            conn.prepare_cached("SELECT count(*) FROM gateway_outbox WHERE state = 'pending'")?
+                .query_row([], |row| row.get::<_, i64>(0))
+        })
+        .await??;
+        Ok(())
+    }
+
+    async fn is_approved(&self, channel: &str, subject: &str, id: &str) -> Result<bool, DbError> {
+        pairing::is_approved(self, channel, subject, id).await
+    }
+
+    async fn request_pairing(&self, request: PairingRequest) -> Result<PairingRequested, DbError> {
+        pairing::request(self, request).await
+    }
+
+    async fn approve_pairing(
+        &self,
+        channel: &str,
+        code: &str,
+        by: &str,
+        now: &str,
+        expired_before: &str,
+    ) -> Result<PairingApproval, DbError> {
+        pairing::approve(self, channel, code, by, now, expired_before).await
+    }
+
+    async fn revoke_pairing(&self, channel: &str, id: &str) -> Result<usize, DbError> {
+        pairing::revoke(self, channel, id).await
+    }
+
+    async fn list_pairing(&self, channel: Option<&str>, expired_before: &str) -> Result<Vec<PairingRow>, DbError> {
+        pairing::list(self, channel, expired_before).await
+    }
+}

@@ -390,3 +390,112 @@ async fn a_call_from_code_that_is_denied_is_recorded_with_its_error() {
     assert_eq!(recorded[1].meta["is_error"], json!(true));
     assert!(recorded.iter().all(|e| !e.in_context() && e.meta["parent_call_id"] == json!(run_code_id)));
 }
+
+/// Put on a run's turn state: `freed` turns true once nothing holds the
+/// state any more (its extensions are dropped with it).
+struct DropFlag(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for DropFlag {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// A code-mode turn state (`code_mode = true`) carrying a [`DropFlag`], and
+/// the flag. The caller drops its handle on the state when the run is done.
+fn flagged_state() -> (bub::agent::TurnState, Arc<std::sync::atomic::AtomicBool>) {
+    let freed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let state = bub::agent::TurnState::new();
+    state.set("code_mode", json!(true));
+    state.insert_extension(DropFlag(freed.clone()));
+    (state, freed)
+}
+
+/// Whether `freed` turns true within a few seconds (the run's task may
+/// finish dropping what it held just after its stream ended).
+async fn freed_within(freed: &std::sync::atomic::AtomicBool) -> bool {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while tokio::time::Instant::now() < deadline {
+        if freed.load(std::sync::atomic::Ordering::SeqCst) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
+/// A code-mode run keeps a session on its turn state whose calls go back
+/// through the run: that must not keep the state (nor the run's tape and the
+/// agent behind it) alive once the run has ended, however it ends.
+#[tokio::test]
+async fn a_code_mode_run_frees_its_turn_state_however_it_ends() {
+    let fake = FakeModel::start().await;
+    let world = world(&fake).await;
+    let options =
+        |state: &bub::agent::TurnState| RunOptions::new("ops").workspace(world.workspace.path()).state(state.clone());
+
+    // Finished, after code that called a tool (and a subagent, whose run
+    // works on a fork of this state) from inside `run_code`.
+    let code = "print('entries' in await tools.tape_info())\nprint(await tools.subagent(prompt='hi'))";
+    fake.push(run_code(code, 30)).push(Reply::text("from the child")).push(Reply::text("done"));
+    let (state, freed) = flagged_state();
+    let outcome = world.setup.agent.run("use code", options(&state)).collect().await;
+    assert_eq!(outcome.text, "done");
+    assert_eq!(tool_result(&outcome), ("True\nfrom the child\n".to_string(), false));
+    drop(state);
+    assert!(freed_within(&freed).await, "a finished run's turn state is still held");
+
+    // Outside code mode, for comparison.
+    fake.push(Reply::text("direct"));
+    let (state, freed) = flagged_state();
+    state.set("code_mode", json!(false));
+    assert_eq!(world.setup.agent.run("no code", options(&state)).collect().await.text, "direct");
+    drop(state);
+    assert!(freed_within(&freed).await, "a direct run's turn state is still held");
+
+    // Failed: the model refuses the request.
+    fake.push(Reply::error(400, "bad request"));
+    let (state, freed) = flagged_state();
+    let outcome = world.setup.agent.run("fail", options(&state)).collect().await;
+    assert!(outcome.error.is_some(), "{outcome:?}");
+    drop(state);
+    assert!(freed_within(&freed).await, "a failed run's turn state is still held");
+
+    // Cancelled, and dropped, while the model is thinking.
+    for cancel in [true, false] {
+        let asked = fake.request_count();
+        fake.push(Reply::slow_first_token(Duration::from_secs(30), Reply::text("too late")));
+        let (state, freed) = flagged_state();
+        let stream = world.setup.agent.run("wait", options(&state));
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while fake.request_count() == asked && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(fake.request_count() > asked, "the model was not asked");
+        if cancel {
+            stream.cancel("stop").await;
+        } else {
+            drop(stream);
+        }
+        drop(state);
+        assert!(freed_within(&freed).await, "a stopped run's turn state is still held (cancel: {cancel})");
+    }
+}
+
+/// A subagent runs on a copy of its caller's turn state, code-mode session
+/// included: without `run_code` among its tools it is not in code mode, and
+/// its model is not told it is.
+#[tokio::test]
+async fn a_subagent_without_run_code_is_not_told_about_code_mode() {
+    let fake = FakeModel::start().await;
+    let world = world(&fake).await;
+    world.say(",code_mode enable=true").await;
+    let code = "print(await tools.subagent(prompt='hi', allowed_tools=['tape_info']))";
+    fake.push(run_code(code, 30)).push(Reply::text("from the child")).push(Reply::text("done"));
+    let outcome = world.say("delegate").await;
+    assert_eq!(tool_result(&outcome), ("from the child\n".to_string(), false));
+    let child = &fake.requests()[1];
+    assert_eq!(tool_names(child), ["tape_info"]);
+    assert!(!child["messages"].to_string().contains("<code_mode>"), "{child}");
+    assert!(fake.requests()[0]["messages"].to_string().contains("<code_mode>"));
+}

@@ -86,7 +86,9 @@ impl CallSite {
 
     /// Runs code mode's calls from running code here, through the same events
     /// (`code_mode = true`, the `run_code` call as parent); a failing handler
-    /// becomes the call's error.
+    /// becomes the call's error. The closure holds this site, and so the
+    /// run's turn state: what is kept on that state may only point to it
+    /// weakly (code mode's session does; the run holds it strongly).
     pub(crate) fn code_calls(&self) -> ExecuteCall {
         let site = self.clone();
         Arc::new(move |call: CodeCall| {

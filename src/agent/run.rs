@@ -353,7 +353,7 @@ impl Agent {
         {
             run.state.set("reasoning_effort", json!(effort));
         }
-        let allowed = offered.model_tools().map(|t| t.name().to_string()).collect();
+        let allowed = offered.tools.model_tools().map(|t| t.name().to_string()).collect();
         self.inner
             .events
             .emit(RunStarted { run: run.clone(), model: spec.clone(), prompt: prompt.clone(), allowed_tools: allowed })
@@ -407,7 +407,7 @@ impl Agent {
                     }
                 }
                 Ok(answer) => {
-                    let results = run_calls(&turn.site, &turn.offered, &answer.calls, turn.out).await?;
+                    let results = run_calls(&turn.site, &turn.offered.tools, &answer.calls, turn.out).await?;
                     let run = turn.site.run.clone();
                     self.inner.events.emit(ChatCompleted { run, step, calls: answer.calls, results }).await?;
                     turn.out.send(StreamEvent::Final { step, text: answer.text }).await;
@@ -433,7 +433,7 @@ impl Agent {
                 run,
                 step,
                 spec: &turn.spec,
-                tools: &turn.offered,
+                tools: &turn.offered.tools,
                 prompt: step_prompt,
                 options: turn.options,
             };
@@ -626,8 +626,9 @@ struct ModelStep<'a> {
 struct Turn<'a> {
     /// Where calls go; its tools are the run's allowed tools.
     site: CallSite,
-    /// What the model is offered (code mode may offer less).
-    offered: Arc<ToolRegistry>,
+    /// What the model is offered (code mode may offer less); held to the
+    /// run's end, since it keeps calls from code working (see [`codemode`]).
+    offered: codemode::Offered,
     /// `provider:model`.
     spec: String,
     prompt: String,

@@ -12,7 +12,9 @@
 //! - `session`: the seam the agent loop calls when a run starts — which tools
 //!   the model is offered, the stub and prompt block, and how calls from code
 //!   go back through the agent's tool events (handed over as a callback, so
-//!   code mode never imports the agent).
+//!   code mode never imports the agent). The session on the turn state holds
+//!   that callback weakly and the run strongly, so a run never keeps itself
+//!   alive through its own state.
 //! - [`stub`]: renders that `.pyi` file from the tools' schemas and writes it
 //!   under a path that stays stable while a session's tool set does.
 //! - [`launch`]: [`RunCode`], starting the child in the session's environment
@@ -30,5 +32,5 @@ pub mod stub;
 pub mod tool;
 
 pub use launch::RunCode;
-pub(crate) use session::{CodeCall, CodeModeRun, ExecuteCall, offered_tools, prompt_block};
+pub(crate) use session::{CodeCall, CodeModeRun, ExecuteCall, Offered, offered_tools, prompt_block};
 pub use tool::{RUN_CODE, code_mode_tool, run_code_tool};

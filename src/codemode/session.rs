@@ -7,6 +7,16 @@
 //! via the [`ExecuteCall`] the agent hands over, so code mode never imports
 //! the agent and the agent never reaches into code mode's insides.
 //!
+//! Ownership: the [`CodeModeSession`] lives on the run's turn state (for
+//! `run_code` and the prompt), and the executor it calls holds the run —
+//! its turn state among the rest. So the session keeps only a `Weak` of the
+//! executor; the strong one is in the [`Offered`] that [`offered_tools`]
+//! returns, which the run keeps for as long as it goes on. However the run
+//! ends (answer, error, cancel, its stream dropped), dropping it ends calls
+//! from code and leaves no cycle: the state, the run's tape and the agent
+//! are freed with the last outside handle. A call from code after that fails
+//! ("the run ... has ended") instead of reaching a finished run.
+//!
 //! A session is in code mode when its latest `code_mode_switch` event says so
 //! (`,code_mode enable=true`, effective from the next turn, kept on the tape
 //! so it survives restarts) or when the run's turn state sets `code_mode`. It
@@ -19,8 +29,8 @@ use crate::tools::{Tool, ToolRegistry, TurnState};
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
 
 /// One tool call made by running code, for the agent to execute.
 pub(crate) struct CodeCall {
@@ -35,7 +45,14 @@ pub(crate) struct CodeCall {
 
 /// Runs a [`CodeCall`] through the agent's tool events (`code_mode = true`):
 /// the structured result, not rendered or spilled, or the error message.
-pub(crate) type ExecuteCall = Arc<dyn Fn(CodeCall) -> BoxFuture<'static, Result<Value, String>> + Send + Sync>;
+pub(crate) type ExecuteCall = Arc<ExecuteFn>;
+
+/// What an [`ExecuteCall`] points to.
+pub(crate) type ExecuteFn = dyn Fn(CodeCall) -> BoxFuture<'static, Result<Value, String>> + Send + Sync;
+
+/// The error of a call from code once the run that started the code has
+/// ended (the code outlived it, or a later run reuses the state).
+const RUN_ENDED: &str = "the run this code belongs to has ended";
 
 /// The code-mode part of a run, kept on its turn state for `run_code`.
 pub(crate) struct CodeModeSession {
@@ -47,7 +64,9 @@ pub(crate) struct CodeModeSession {
     pub stub: PathBuf,
     /// Numbers the calls made from code in this run, so each has its own id.
     calls: AtomicU64,
-    execute: ExecuteCall,
+    /// Weak: the executor holds the run and with it the turn state this
+    /// session is kept on; the run owns the strong one ([`Offered`]).
+    execute: Weak<ExecuteFn>,
 }
 
 impl CodeModeSession {
@@ -61,8 +80,9 @@ impl CodeModeSession {
         let Some(tool) = self.run_tools.get(name).filter(|t| self.tools.contains(&t.model_name())) else {
             return Err(format!("no tool `{name}` in code mode"));
         };
+        let execute = self.execute.upgrade().ok_or_else(|| RUN_ENDED.to_string())?;
         let number = self.calls.fetch_add(1, Ordering::Relaxed) + 1;
-        (self.execute)(CodeCall {
+        execute(CodeCall {
             tool: tool.name().to_string(),
             call_id: format!("{parent}/code-{number}"),
             parent_call_id: parent.to_string(),
@@ -87,26 +107,42 @@ pub(crate) struct CodeModeRun {
     pub execute: ExecuteCall,
 }
 
+/// What a run is offered, and what keeps its calls from code working: the
+/// run holds it until it ends (see the module doc), and dropping it is what
+/// frees the run.
+#[must_use = "calls from code fail once this is dropped"]
+pub(crate) struct Offered {
+    /// The tools the model is offered.
+    pub tools: Arc<ToolRegistry>,
+    /// The executor the session on the turn state points to (in code mode).
+    _execute: Option<ExecuteCall>,
+}
+
 /// The tools the model is offered. In code mode: the preserved tools and
 /// `run_code`, with the stub written and the session kept on the turn state
 /// (`code_mode = true`). Otherwise the run's tools without `run_code`, which
-/// means nothing outside code mode. The error is the stub's write failing.
-pub(crate) async fn offered_tools(run: CodeModeRun) -> std::io::Result<Arc<ToolRegistry>> {
+/// means nothing outside code mode, and no session on the state (one it
+/// came with, a subagent's copy of its caller's or a reused state's, is
+/// removed). The error is the stub's write failing.
+pub(crate) async fn offered_tools(run: CodeModeRun) -> std::io::Result<Offered> {
     let has_run_code = run.tools.get(RUN_CODE).is_some();
     let requested = run.state.get("code_mode").and_then(|v| v.as_bool()).unwrap_or(run.switched_on);
-    if !has_run_code {
-        return Ok(run.tools);
-    }
-    if !requested {
-        let mut visible = (*run.tools).clone();
-        visible.remove(RUN_CODE);
-        return Ok(Arc::new(visible));
+    if !has_run_code || !requested {
+        run.state.remove_extension::<CodeModeSession>();
+        let tools = if has_run_code {
+            let mut visible = (*run.tools).clone();
+            visible.remove(RUN_CODE);
+            Arc::new(visible)
+        } else {
+            run.tools
+        };
+        return Ok(Offered { tools, _execute: None });
     }
     let (direct, in_code) = split(&run.tools);
     let session = open(&run, &in_code).await?;
     run.state.set("code_mode", json!(true));
     run.state.insert_extension(session);
-    Ok(Arc::new(direct))
+    Ok(Offered { tools: Arc::new(direct), _execute: Some(run.execute) })
 }
 
 /// Splits the run's tools: what the model calls directly (preserved tools and
@@ -136,7 +172,7 @@ async fn open(run: &CodeModeRun, in_code: &[Tool]) -> std::io::Result<CodeModeSe
         tools: in_code.iter().map(Tool::model_name).collect(),
         stub,
         calls: AtomicU64::new(0),
-        execute: run.execute.clone(),
+        execute: Arc::downgrade(&run.execute),
     })
 }
 
@@ -153,4 +189,26 @@ pub(crate) fn prompt_block(state: &TurnState) -> Option<String> {
         session.stub.display(),
         session.tools.join(", ")
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn calls_from_code_work_while_the_run_holds_its_executor_and_fail_after() {
+        let mut tools = ToolRegistry::new();
+        tools.insert(Tool::new("echo", "", json!({"type": "object"}), |args, _| async move { Ok(args) }));
+        let execute: ExecuteCall = Arc::new(|call: CodeCall| Box::pin(async move { Ok(json!(call.call_id)) }));
+        let session = CodeModeSession {
+            run_tools: Arc::new(tools),
+            tools: vec!["echo".into()],
+            stub: PathBuf::new(),
+            calls: AtomicU64::new(0),
+            execute: Arc::downgrade(&execute),
+        };
+        assert_eq!(session.call("c1", "echo", json!({})).await, Ok(json!("c1/code-1")));
+        drop(execute);
+        assert_eq!(session.call("c1", "echo", json!({})).await, Err(RUN_ENDED.to_string()));
+    }
 }

@@ -65,6 +65,12 @@ impl TurnState {
         self.lock().extensions.insert(TypeId::of::<T>(), Arc::new(value));
     }
 
+    /// Removes the typed value of type `T`, returning it if there was one.
+    pub fn remove_extension<T: Any + Send + Sync>(&self) -> Option<Arc<T>> {
+        let value = self.lock().extensions.remove(&TypeId::of::<T>())?;
+        value.downcast::<T>().ok()
+    }
+
     pub fn extension<T: Any + Send + Sync>(&self) -> Option<Arc<T>> {
         let value = self.lock().extensions.get(&TypeId::of::<T>()).cloned()?;
         value.downcast::<T>().ok()

@@ -21,9 +21,10 @@ pub fn from_config(live: &Arc<LiveConfig>) -> Result<Vec<Arc<dyn Channel>>, Chan
         match &channel.kind {
             ChannelKind::Webhook(settings) => {
                 let started = webhook_keys(settings);
-                let mut webhook = bub_webhook::WebhookSettings::new(name.clone(), started.secrets.clone());
+                let mut webhook = bub_webhook::WebhookSettings::new(name.clone(), Vec::new());
+                webhook.secrets = started.secrets.clone();
                 webhook.callback_url = settings.callback_url.clone();
-                webhook.callback_secret = settings.callback_secret.as_ref().map(|secret| secret.expose().to_string());
+                webhook.callback_secret = settings.callback_secret.clone();
                 webhook.body_timeout = config.http.limits().read_timeout;
                 if let Some(timeout) = settings.reply_timeout {
                     webhook.reply_timeout = timeout.duration();
@@ -42,11 +43,11 @@ pub fn from_config(live: &Arc<LiveConfig>) -> Result<Vec<Arc<dyn Channel>>, Chan
             ChannelKind::Telegram(bot) => {
                 let webhook = bot.webhook_url.clone().map(|url| bub_telegram::TelegramWebhook {
                     url,
-                    secret: bot.webhook_secret.as_ref().map(|secret| secret.expose().to_string()).unwrap_or_default(),
+                    secret: bot.webhook_secret.clone().unwrap_or_default(),
                 });
                 channels.push(Arc::new(bub_telegram::TelegramChannel::new(bub_telegram::TelegramSettings {
                     name: name.clone(),
-                    token: bot.token.expose().to_string(),
+                    token: bot.token.clone(),
                     api_url: bot.api_url.clone(),
                     webhook,
                 })?));
@@ -55,7 +56,7 @@ pub fn from_config(live: &Arc<LiveConfig>) -> Result<Vec<Arc<dyn Channel>>, Chan
             ChannelKind::Discord(bot) => {
                 channels.push(Arc::new(bub_discord::DiscordChannel::new(bub_discord::DiscordSettings {
                     name: name.clone(),
-                    token: bot.token.expose().to_string(),
+                    token: bot.token.clone(),
                     api_url: bot.api_url.clone(),
                 })?));
             }
@@ -73,7 +74,7 @@ pub fn from_config(live: &Arc<LiveConfig>) -> Result<Vec<Arc<dyn Channel>>, Chan
 
 fn webhook_keys(settings: &crate::policy::WebhookChannel) -> bub_webhook::WebhookKeys {
     bub_webhook::WebhookKeys {
-        secrets: settings.secrets.iter().map(|secret| secret.expose().to_string()).collect(),
-        callback_secret: settings.callback_secret.as_ref().map(|secret| secret.expose().to_string()),
+        secrets: settings.secrets.clone(),
+        callback_secret: settings.callback_secret.clone(),
     }
 }

@@ -19,18 +19,19 @@ use super::types::{ChatRequest, FinishReason, ModelClient, ModelEvent, ModelStre
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, VecDeque};
+use bub_channel::Secret;
 
 /// The `anthropic-version` header: the API version whose event stream this parses.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 /// `max_tokens` is required by the API; used when neither request nor settings set it.
 pub const DEFAULT_MAX_TOKENS: u32 = 4096;
 
-/// A streaming Messages API client.
-#[derive(Clone)]
+/// A streaming Messages API client. The key is a [`Secret`]: `Debug` never shows it.
+#[derive(Debug, Clone)]
 pub struct AnthropicClient {
     provider: String,
     base_url: String,
-    api_key: String,
+    api_key: Secret,
     http: reqwest::Client,
     default_max_tokens: u32,
 }
@@ -47,7 +48,7 @@ impl AnthropicClient {
         AnthropicClient {
             provider: provider.into(),
             base_url: base_url.into().trim_end_matches('/').to_string(),
-            api_key: api_key.into(),
+            api_key: Secret::new(api_key),
             http,
             default_max_tokens: DEFAULT_MAX_TOKENS,
         }
@@ -70,16 +71,6 @@ impl AnthropicClient {
     }
 }
 
-impl std::fmt::Debug for AnthropicClient {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AnthropicClient")
-            .field("provider", &self.provider)
-            .field("base_url", &self.base_url)
-            .field("api_key", &"<redacted>")
-            .finish_non_exhaustive()
-    }
-}
-
 #[async_trait]
 impl ModelClient for AnthropicClient {
     fn provider(&self) -> &str {
@@ -92,7 +83,7 @@ impl ModelClient for AnthropicClient {
         let builder = self
             .http
             .post(url)
-            .header("x-api-key", &self.api_key)
+            .header("x-api-key", self.api_key.expose())
             .header("anthropic-version", ANTHROPIC_VERSION)
             .header(reqwest::header::ACCEPT, "text/event-stream")
             .json(&self.body(request));

@@ -26,6 +26,7 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
+use bub_channel::Secret;
 
 /// Which client speaks a provider's API.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,12 +44,15 @@ const KNOWN_PROVIDERS: [(&str, &str, Api, bool); 4] = [
 ];
 
 /// Model configuration, validated once; [`ModelSettings::client`] builds clients.
-#[derive(Clone, Default)]
+/// API keys are [`Secret`]s, so `Debug` never shows them.
+#[derive(Debug, Clone, Default)]
 pub struct ModelSettings {
     /// `BUB_MODEL`, unparsed: a bad value is reported when a model is needed.
     model: Option<String>,
-    /// The `BUB_*` variables (keys and bases are looked up per provider).
+    /// The `BUB_*` variables but the keys (bases are looked up per provider).
     vars: BTreeMap<String, String>,
+    /// The `BUB_*_API_KEY` variables, looked up per provider.
+    keys: BTreeMap<String, Secret>,
     /// Default `max_tokens` (`BUB_MAX_TOKENS`).
     pub max_tokens: Option<u32>,
     /// Retries and timeouts; `timeout` comes from `BUB_MODEL_TIMEOUT_SECONDS`.
@@ -90,7 +94,10 @@ impl ModelSettings {
                     .ok_or_else(|| invalid("BUB_MAX_TOKENS", value, "a positive whole number"))?,
             ),
         };
-        Ok(ModelSettings { model: vars.get("BUB_MODEL").cloned(), vars, max_tokens, retry, ..ModelSettings::default() })
+        let (keys, vars): (BTreeMap<String, String>, BTreeMap<String, String>) =
+            vars.into_iter().partition(|(name, _)| name.ends_with("_API_KEY"));
+        let keys = keys.into_iter().map(|(name, key)| (name, Secret::from(key))).collect();
+        Ok(ModelSettings { model: vars.get("BUB_MODEL").cloned(), vars, keys, max_tokens, retry, ..ModelSettings::default() })
     }
 
     /// The configured default model (`BUB_MODEL`).
@@ -144,7 +151,7 @@ impl ModelSettings {
     }
 
     fn var(&self, name: &str) -> Option<&str> {
-        self.vars.get(name).map(String::as_str)
+        self.vars.get(name).map(String::as_str).or_else(|| self.keys.get(name).map(Secret::expose))
     }
 
     /// One shared HTTP client per kind: loopback bases bypass proxy variables
@@ -165,24 +172,6 @@ impl ModelSettings {
             ModelError::NotConfigured(format!("cannot set up the HTTP client: {}", super::http::describe(&error)))
         })?;
         Ok(cell.get_or_init(|| client).clone())
-    }
-}
-
-impl std::fmt::Debug for ModelSettings {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let vars: BTreeMap<&str, &str> = self
-            .vars
-            .iter()
-            .map(|(name, value)| match name.ends_with("_API_KEY") {
-                true => (name.as_str(), "<redacted>"),
-                false => (name.as_str(), value.as_str()),
-            })
-            .collect();
-        f.debug_struct("ModelSettings")
-            .field("vars", &vars)
-            .field("max_tokens", &self.max_tokens)
-            .field("retry", &self.retry)
-            .finish_non_exhaustive()
     }
 }
 

@@ -15,16 +15,18 @@ use super::types::{ChatRequest, FinishReason, ModelClient, ModelEvent, ModelStre
 use async_trait::async_trait;
 use serde_json::Value;
 use std::collections::{BTreeMap, VecDeque};
+use bub_channel::Secret;
 
 /// Body fields the client owns: request options never replace them.
 const PROTOCOL_FIELDS: [&str; 4] = ["model", "messages", "stream", "tools"];
 
-/// A streaming Chat Completions client for one provider and base URL.
-#[derive(Clone)]
+/// A streaming Chat Completions client for one provider and base URL. The
+/// key is a [`Secret`]: `Debug` never shows it.
+#[derive(Debug, Clone)]
 pub struct OpenAiClient {
     provider: String,
     base_url: String,
-    api_key: Option<String>,
+    api_key: Option<Secret>,
     http: reqwest::Client,
     default_max_tokens: Option<u32>,
 }
@@ -42,7 +44,7 @@ impl OpenAiClient {
         OpenAiClient {
             provider: provider.into(),
             base_url: base_url.into().trim_end_matches('/').to_string(),
-            api_key,
+            api_key: api_key.map(Secret::from),
             http,
             default_max_tokens: None,
         }
@@ -97,16 +99,6 @@ struct StreamOptions {
     include_usage: bool,
 }
 
-impl std::fmt::Debug for OpenAiClient {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OpenAiClient")
-            .field("provider", &self.provider)
-            .field("base_url", &self.base_url)
-            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
-            .finish_non_exhaustive()
-    }
-}
-
 #[async_trait]
 impl ModelClient for OpenAiClient {
     fn provider(&self) -> &str {
@@ -119,7 +111,7 @@ impl ModelClient for OpenAiClient {
         let mut builder =
             self.http.post(url).header(reqwest::header::ACCEPT, "text/event-stream").json(&self.wire_body(request));
         if let Some(key) = &self.api_key {
-            builder = builder.bearer_auth(key);
+            builder = builder.bearer_auth(key.expose());
         }
         let response = http::send(&self.provider, builder).await?;
         let parser = ChunkParser::new(&self.provider);

@@ -15,6 +15,7 @@
 use super::error::{ConfigError, Source, closest, friendly_message};
 use super::pattern::ToolPattern;
 use super::rate::Rate;
+pub use bub_channel::Secret;
 use indexmap::IndexMap;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
@@ -97,28 +98,6 @@ impl Default for HttpConfig {
             max_connections: None,
             shutdown_grace_seconds: None,
         }
-    }
-}
-
-/// A password-like value: compared and used, never printed.
-#[derive(Clone, PartialEq, Eq, Deserialize)]
-#[serde(transparent)]
-pub struct Secret(String);
-
-impl Secret {
-    pub fn new(value: impl Into<String>) -> Secret {
-        Secret(value.into())
-    }
-
-    /// The value itself, for the code that signs or authenticates with it.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Secret(***)")
     }
 }
 

@@ -29,12 +29,11 @@ mod inbound;
 mod send;
 
 use async_trait::async_trait;
-use bub_channel::{Channel, ChannelError, ChatRef, Delivered, InboundSink, Limits, Outbound, SendError};
+use bub_channel::{Channel, ChannelError, ChatRef, Delivered, InboundSink, Limits, Outbound, Secret, SendError};
 use inbound::BotUser;
 use serenity::all::{Context, EventHandler, GatewayIntents, Message, Ready};
 use serenity::gateway::ShardManager;
 use serenity::http::{Http, HttpBuilder, HttpError};
-use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
@@ -45,23 +44,14 @@ pub const MAX_MESSAGE_CHARS: usize = 2000;
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// One bot's configuration (`[channels.<name>]` with `kind = "discord"`).
-#[derive(Clone)]
+/// The token is a [`Secret`]: `Debug` never shows it.
+#[derive(Debug, Clone)]
 pub struct DiscordSettings {
     pub name: String,
     /// The bot token from the Developer Portal.
-    pub token: String,
+    pub token: Secret,
     /// Where REST calls go instead of `https://discord.com` (a proxy, a test fake).
     pub api_url: Option<String>,
-}
-
-impl fmt::Debug for DiscordSettings {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("DiscordSettings")
-            .field("name", &self.name)
-            .field("token", &"redacted")
-            .field("api_url", &self.api_url)
-            .finish()
-    }
 }
 
 /// A Discord bot as a bub channel.
@@ -83,7 +73,7 @@ impl DiscordChannel {
     /// Checks the settings; nothing is sent to Discord until [`Channel::start`].
     pub fn new(settings: DiscordSettings) -> Result<DiscordChannel, ChannelError> {
         let name = &settings.name;
-        if settings.token.trim().is_empty() {
+        if settings.token.is_blank() {
             return Err(ChannelError::new(
                 name,
                 format!("discord channel {name} has no token; set channels.{name}.token"),
@@ -104,7 +94,7 @@ impl DiscordChannel {
     /// limiter, whose requests would bypass the proxy (it is the proxy's job then, as with
     /// twilight-http-proxy); a 429 from the proxy becomes a pause in the gateway's scheduler.
     fn http(&self) -> Http {
-        let mut builder = HttpBuilder::new(self.settings.token.trim());
+        let mut builder = HttpBuilder::new(self.settings.token.expose().trim());
         if let Some(url) = &self.settings.api_url {
             builder = builder.proxy(url.trim_end_matches('/')).ratelimiter_disabled(true);
         }

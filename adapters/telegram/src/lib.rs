@@ -36,8 +36,7 @@ mod webhook;
 pub use webhook::SECRET_HEADER;
 
 use async_trait::async_trait;
-use bub_channel::{Channel, ChannelError, ChatRef, Delivered, InboundSink, Limits, Outbound, SendError};
-use std::fmt;
+use bub_channel::{Channel, ChannelError, ChatRef, Delivered, InboundSink, Limits, Outbound, Secret, SendError};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use teloxide_core::payloads::SetWebhookSetters;
@@ -53,12 +52,13 @@ pub const MAX_MESSAGE_CHARS: usize = 4096;
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// One bot's configuration (`[channels.<name>]` with `kind = "telegram"`).
-#[derive(Clone)]
+/// Its token and webhook secret are [`Secret`]s: `Debug` never shows them.
+#[derive(Debug, Clone)]
 pub struct TelegramSettings {
     /// The channel instance's name.
     pub name: String,
     /// The bot token from @BotFather.
-    pub token: String,
+    pub token: Secret,
     /// The Bot API base; `None`: `https://api.telegram.org`.
     pub api_url: Option<String>,
     /// Receive by webhook instead of polling (see [`TelegramWebhook`]).
@@ -66,23 +66,12 @@ pub struct TelegramSettings {
 }
 
 /// Where Telegram POSTs updates in webhook mode, and the secret it sends along.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct TelegramWebhook {
     /// The public HTTPS URL that reaches `POST /telegram/<name>` on bub's server.
     pub url: String,
     /// Sent by Telegram in [`SECRET_HEADER`] (1–256 of `A-Z a-z 0-9 _ -`).
-    pub secret: String,
-}
-
-impl fmt::Debug for TelegramSettings {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TelegramSettings")
-            .field("name", &self.name)
-            .field("token", &"redacted")
-            .field("api_url", &self.api_url)
-            .field("webhook_url", &self.webhook.as_ref().map(|webhook| &webhook.url))
-            .finish()
-    }
+    pub secret: Secret,
 }
 
 /// A Telegram bot as a bub channel.
@@ -105,13 +94,13 @@ impl TelegramChannel {
     pub fn new(settings: TelegramSettings) -> Result<TelegramChannel, ChannelError> {
         let name = settings.name;
         let invalid = |message: String| ChannelError::new(name.clone(), message);
-        if settings.token.trim().is_empty() {
+        if settings.token.is_blank() {
             return Err(invalid(format!("telegram channel {name} has no token; set channels.{name}.token")));
         }
         let client = teloxide_core::net::default_reqwest_settings()
             .build()
             .map_err(|error| invalid(format!("cannot set up an HTTP client: {error}")))?;
-        let mut bot = Bot::with_client(settings.token.trim(), client);
+        let mut bot = Bot::with_client(settings.token.expose().trim(), client);
         if let Some(url) = settings.api_url {
             let parsed = url::Url::parse(&url)
                 .map_err(|error| invalid(format!("channels.{name}.api_url {url:?} is not a URL: {error}")))?;

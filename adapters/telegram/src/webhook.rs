@@ -20,7 +20,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use bub_channel::InboundSink;
+use bub_channel::{InboundSink, Secret};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 use teloxide_core::types::{Me, Update, UpdateKind};
@@ -34,13 +34,13 @@ const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 /// The state behind `POST /telegram/<name>`.
 pub(crate) struct WebhookIngress {
     channel: String,
-    secret: String,
+    secret: Secret,
     /// Set while the channel runs.
     target: RwLock<Option<(Me, Arc<dyn InboundSink>)>>,
 }
 
 impl WebhookIngress {
-    pub(crate) fn new(channel: String, secret: String) -> WebhookIngress {
+    pub(crate) fn new(channel: String, secret: Secret) -> WebhookIngress {
         WebhookIngress { channel, secret, target: RwLock::new(None) }
     }
 
@@ -49,7 +49,7 @@ impl WebhookIngress {
     }
 
     pub(crate) fn secret(&self) -> &str {
-        &self.secret
+        self.secret.expose()
     }
 
     pub(crate) fn attach(&self, me: Me, inbox: Arc<dyn InboundSink>) {
@@ -79,7 +79,7 @@ async fn receive(State(ingress): State<Arc<WebhookIngress>>, headers: HeaderMap,
         );
     };
     let given = headers.get(SECRET_HEADER).map(|value| value.as_bytes()).unwrap_or_default();
-    if !same_secret(given, ingress.secret.as_bytes()) {
+    if !same_secret(given, ingress.secret.expose().as_bytes()) {
         return refuse(StatusCode::UNAUTHORIZED, "bad_secret", format!("{SECRET_HEADER} is missing or wrong"));
     }
     let bytes = match tokio::time::timeout(BODY_TIMEOUT, axum::body::to_bytes(body, MAX_BODY_BYTES)).await {

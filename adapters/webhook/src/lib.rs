@@ -94,8 +94,7 @@ pub use keys::{KeySource, WebhookKeys};
 pub use signature::{SIGNATURE_HEADER, TIMESTAMP_HEADER, VerifyError, sign, verify};
 
 use async_trait::async_trait;
-use bub_channel::{Channel, ChannelError, Delivered, InboundSink, Limits, Outbound, SendError};
-use std::fmt;
+use bub_channel::{Channel, ChannelError, Delivered, InboundSink, Limits, Outbound, Secret, SendError};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -111,19 +110,20 @@ pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a `sync` request waits for its reply by default.
 pub const DEFAULT_REPLY_TIMEOUT: Duration = Duration::from_secs(10 * 60);
 
-/// One webhook endpoint's configuration (`[channels.<name>]`).
-#[derive(Clone)]
+/// One webhook endpoint's configuration (`[channels.<name>]`). Its keys are
+/// [`Secret`]s: `Debug` never shows them.
+#[derive(Debug, Clone)]
 pub struct WebhookSettings {
     /// The channel instance's name; the endpoint is `POST /webhook/<name>`.
     pub name: String,
     /// Secrets that may sign inbound requests; any one of them is accepted.
     /// With [`WebhookChannel::with_keys`] these are checked at start and the
     /// source's keys are used from then on.
-    pub secrets: Vec<String>,
+    pub secrets: Vec<Secret>,
     /// Where replies to `async` requests are POSTed; without it `async` is refused.
     pub callback_url: Option<String>,
     /// Signs callback POSTs; the first of `secrets` when unset.
-    pub callback_secret: Option<String>,
+    pub callback_secret: Option<Secret>,
     /// How far a request's timestamp may be from the server's clock.
     pub replay_window: Duration,
     /// Larger request bodies are refused with 413.
@@ -141,7 +141,7 @@ impl WebhookSettings {
     pub fn new(name: impl Into<String>, secrets: Vec<String>) -> WebhookSettings {
         WebhookSettings {
             name: name.into(),
-            secrets,
+            secrets: secrets.into_iter().map(Secret::from).collect(),
             callback_url: None,
             callback_secret: None,
             replay_window: DEFAULT_REPLAY_WINDOW,
@@ -149,22 +149,6 @@ impl WebhookSettings {
             body_timeout: DEFAULT_BODY_TIMEOUT,
             reply_timeout: DEFAULT_REPLY_TIMEOUT,
         }
-    }
-}
-
-/// Secrets stay out of logs.
-impl fmt::Debug for WebhookSettings {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("WebhookSettings")
-            .field("name", &self.name)
-            .field("secrets", &format_args!("[{} redacted]", self.secrets.len()))
-            .field("callback_url", &self.callback_url)
-            .field("callback_secret", &self.callback_secret.as_ref().map(|_| "redacted"))
-            .field("replay_window", &self.replay_window)
-            .field("max_body_bytes", &self.max_body_bytes)
-            .field("body_timeout", &self.body_timeout)
-            .field("reply_timeout", &self.reply_timeout)
-            .finish()
     }
 }
 
@@ -201,10 +185,10 @@ impl WebhookChannel {
                 "webhook channel name {name:?} must be non-empty and use only letters, digits, '-', '_' and '.'"
             )));
         }
-        if settings.secrets.is_empty() || settings.secrets.iter().any(|secret| secret.is_empty()) {
+        if settings.secrets.is_empty() || settings.secrets.iter().any(Secret::is_empty) {
             return Err(invalid(format!("webhook channel {name} has no secret; set channels.{name}.secrets")));
         }
-        if settings.callback_secret.as_deref() == Some("") {
+        if settings.callback_secret.as_ref().is_some_and(Secret::is_empty) {
             return Err(invalid(format!(
                 "webhook channel {name} has an empty callback_secret; set channels.{name}.callback_secret or remove it"
             )));

@@ -6,7 +6,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
-use bub_channel::{Channel, ChatKind, ChatRef, Outbound, RateScope, SendError};
+use bub_channel::{Channel, ChatKind, ChatRef, Outbound, RateScope, Secret, SendError};
 use bub_webhook::{WebhookChannel, WebhookSettings, verify};
 use serde_json::json;
 use std::net::SocketAddr;
@@ -50,7 +50,7 @@ async fn receiver(status: u16, headers: Vec<(&'static str, &'static str)>, body:
 fn channel_for(addr: SocketAddr, callback_secret: Option<&str>) -> WebhookChannel {
     let mut settings = settings();
     settings.callback_url = Some(format!("http://{addr}/replies"));
-    settings.callback_secret = callback_secret.map(str::to_string);
+    settings.callback_secret = callback_secret.map(Secret::from);
     WebhookChannel::new(settings).unwrap()
 }
 

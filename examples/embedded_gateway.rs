@@ -9,13 +9,13 @@
 
 use bub::agent::Agent;
 use bub::agent::events::{BeforeLlmCall, LlmCallDecision};
+use bub::config::{GatewayConfig, LiveConfig};
 use bub::db::SqliteTapeStore;
 use bub::environment::Environments;
 use bub::gateway::Gateway;
 use bub::gateway::confinement::PolicyConfinement;
 use bub::gateway::store::GatewayStore;
 use bub::http::{HttpState, router};
-use bub::policy::{GatewayConfig, LiveConfig};
 use bub::tape::TapeStore;
 use bub_channel::Channel;
 use std::sync::Arc;

@@ -22,8 +22,11 @@
 //! - [`command`]: comma-command parsing and argument binding.
 //! - [`environment`]: per-session environments where processes and files live
 //!   (they spawn code mode's child; they know nothing of code mode).
-//! - [`policy`]: gateway policy — the TOML config, per-chat effective policy,
-//!   tool enforcement, `,policy explain`, hot reload.
+//! - [`config`]: the gateway config file — parsing with `FILE:LINE:COL`
+//!   errors, `[http]`, one settings type per channel kind
+//!   (`config/channel/<kind>.rs`), the `[policy]` tables as written, hot reload.
+//! - [`policy`]: what policy decides from the file — per-chat effective
+//!   policy, tool enforcement, `,policy explain`, provenance, warnings.
 //! - [`gateway`]: the inbound pipeline — durable inbox, admission, session
 //!   workers (debounce, busy rule), turns, outbox and the outbound scheduler.
 //! - [`http`]: the HTTP server — `/healthz`, `/readyz`, `/metrics`, channel routes.
@@ -36,6 +39,7 @@ pub mod agent;
 pub mod cli;
 pub mod codemode;
 pub mod command;
+pub mod config;
 pub mod db;
 pub mod environment;
 pub mod gateway;

@@ -487,8 +487,8 @@ async fn wait_for_log(gateway: &GatewayProcess, text: &str, count: usize) {
 /// that forgets cannot store an id no session could be named after.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_gateway_itself_refuses_a_message_over_the_limits() {
+    use bub::config::{GatewayConfig, LiveConfig};
     use bub::gateway::{Gateway, channels, confinement::PolicyConfinement, store::GatewayStore};
-    use bub::policy::{GatewayConfig, LiveConfig};
     use bub_channel::{InboundField, InboundSink, Problem, SubmitError};
 
     let home = tempfile::tempdir().unwrap();

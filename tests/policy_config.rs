@@ -6,9 +6,10 @@
 mod support;
 
 use bub::agent::{Agent, RunOptions, StreamEvent, TurnState};
+use bub::config::{ChannelKind, GatewayConfig};
 use bub::db::SqliteTapeStore;
 use bub::home::BubHome;
-use bub::policy::{self, GatewayConfig, SessionPolicy};
+use bub::policy::{self, SessionPolicy};
 use bub::setup::Setup;
 use bub::tools::{Capabilities, Capability};
 use bub_channel::ChatKind;
@@ -101,7 +102,7 @@ async fn the_example_file_loads_and_names_only_real_tools() {
 fn the_default_webhook_config_has_one_open_channel_and_no_operators() {
     let config = GatewayConfig::default_webhook("s".into());
     assert_eq!(config.http.listen.to_string(), "127.0.0.1:8080");
-    let policy::ChannelKind::Webhook(hook) = &config.channels["webhook"].kind else { panic!("a webhook channel") };
+    let ChannelKind::Webhook(hook) = &config.channels["webhook"].kind else { panic!("a webhook channel") };
     assert_eq!(hook.callback_url, None);
     let policy = config.effective("webhook", "any");
     let exec = Capabilities::of([Capability::Exec]);

@@ -2,7 +2,7 @@
 //! rejected and the running config stays, SIGHUP forces a reload.
 //! (Its own test binary: it sends SIGHUP to the process.)
 
-use bub::policy::{BusyRule, LiveConfig, ReloadOutcome};
+use bub::config::{BusyRule, LiveConfig, ReloadOutcome};
 use std::path::Path;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc::Receiver;

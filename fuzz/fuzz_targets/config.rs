@@ -8,7 +8,7 @@
 //!   policy that can be described and that decides on every tool.
 #![no_main]
 
-use bub::policy::{ConfigError, GatewayConfig, Layer};
+use bub::config::{ConfigError, GatewayConfig, Layer};
 use bub::tools::Capabilities;
 use bub::tools::builtin::{self, ShellManager, WebFetchSettings};
 use libfuzzer_sys::fuzz_target;

@@ -8,6 +8,7 @@
 //! first start and kept in `$BUB_HOME/webhook.secret`; `BUB_WEBHOOK_CALLBACK_URL`
 //! gives it a callback URL for `?mode=async`.
 
+use crate::config::{GatewayConfig, LiveConfig, ReloadOutcome};
 use crate::db::{Durability, SqliteTapeStore};
 use crate::environment::EnvironmentProvider;
 use crate::gateway::confinement::PolicyConfinement;
@@ -15,7 +16,6 @@ use crate::gateway::store::GatewayStore;
 use crate::gateway::{Gateway, channels};
 use crate::home::BubHome;
 use crate::http::{HttpState, router};
-use crate::policy::{GatewayConfig, LiveConfig, ReloadOutcome};
 use crate::setup::Setup;
 use anyhow::{Context, Result};
 use std::net::SocketAddr;
@@ -167,7 +167,7 @@ fn default_config(home: &BubHome) -> Result<GatewayConfig> {
     if let Ok(url) = std::env::var("BUB_WEBHOOK_CALLBACK_URL")
         && !url.trim().is_empty()
         && let Some(channel) = config.channels.get_mut("webhook")
-        && let crate::policy::ChannelKind::Webhook(settings) = &mut channel.kind
+        && let crate::config::ChannelKind::Webhook(settings) = &mut channel.kind
     {
         settings.callback_url = Some(url.trim().to_string());
     }

@@ -1,8 +1,8 @@
 //! `bub policy check [FILE]`: validates a gateway config offline, exactly as
 //! the gateway would load it, tool names included.
 
+use crate::config::{GatewayConfig, require_channels};
 use crate::home::BubHome;
-use crate::policy::{GatewayConfig, require_channels};
 use crate::setup::{Setup, workspace_or_cwd};
 use anyhow::{Context, Result, bail};
 use clap::Subcommand;

@@ -3,7 +3,8 @@
 //! messages becomes. Everything here is a function of the message and the
 //! chat's policy, so it is tested without a gateway.
 
-use crate::policy::{EffectivePolicy, SessionScope};
+use crate::config::SessionScope;
+use crate::policy::EffectivePolicy;
 use bub_channel::{ChatKind, Inbound};
 
 /// The name a policy gives a user: `<channel>:<user id>`.

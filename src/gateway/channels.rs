@@ -7,7 +7,7 @@
 //! secrets: the adapter reads them from the live config on every request
 //! and callback, so a reload that removes a secret takes effect at once.
 
-use crate::policy::{ChannelKind, LiveConfig};
+use crate::config::{ChannelKind, LiveConfig, WebhookConfig};
 use bub_channel::{Channel, ChannelError, InboundField};
 use std::sync::Arc;
 
@@ -72,9 +72,6 @@ pub fn from_config(live: &Arc<LiveConfig>) -> Result<Vec<Arc<dyn Channel>>, Chan
     Ok(channels)
 }
 
-fn webhook_keys(settings: &crate::policy::WebhookChannel) -> bub_webhook::WebhookKeys {
-    bub_webhook::WebhookKeys {
-        secrets: settings.secrets.clone(),
-        callback_secret: settings.callback_secret.clone(),
-    }
+fn webhook_keys(settings: &WebhookConfig) -> bub_webhook::WebhookKeys {
+    bub_webhook::WebhookKeys { secrets: settings.secrets.clone(), callback_secret: settings.callback_secret.clone() }
 }

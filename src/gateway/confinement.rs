@@ -16,9 +16,9 @@
 //! environment there is: a sandbox without network when one was built, else
 //! the host confined to the workspace.
 
+use crate::config::{EnvironmentKind, GatewayConfig};
 use crate::environment::sandbox::{SandboxError, SandboxProvider, SandboxSettings};
 use crate::environment::{Environment, EnvironmentError, EnvironmentProvider, LocalEnvironment};
-use crate::policy::{EnvironmentKind, GatewayConfig};
 use async_trait::async_trait;
 use std::collections::HashMap;
 use std::path::PathBuf;

@@ -1,7 +1,8 @@
 //! Inbound rate limits per user, and the outbound budgets a policy asks for.
 
 use super::outbound::Budget;
-use crate::policy::{EffectivePolicy, GatewayConfig, Rate};
+use crate::config::{GatewayConfig, Rate};
+use crate::policy::EffectivePolicy;
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota};
 use std::collections::HashMap;

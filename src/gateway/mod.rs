@@ -45,7 +45,8 @@ mod typing;
 
 use crate::agent::Agent;
 use crate::agent::events::{AfterLlmCall, AfterToolCall, RunStarted};
-use crate::policy::{EffectivePolicy, LiveConfig};
+use crate::config::LiveConfig;
+use crate::policy::EffectivePolicy;
 use bub_channel::{
     Channel, ChannelError, Inbound, InboundField, InboundSink, InvalidInbound, Outcome, OutcomeStatus, Problem,
     ReplySink, SubmitError, Submitted,
@@ -116,7 +117,7 @@ pub(crate) struct Inner {
     /// Replies being delivered, stopped after the turns (see [`running`]).
     pub deliveries: Arc<running::RunningTasks>,
     /// The config whose outbound budgets the scheduler has.
-    budgets_from: std::sync::Mutex<Option<Arc<crate::policy::GatewayConfig>>>,
+    budgets_from: std::sync::Mutex<Option<Arc<crate::config::GatewayConfig>>>,
 }
 
 impl Gateway {
@@ -329,7 +330,7 @@ impl InboundSink for Gateway {
 /// and config, not per message.
 #[derive(Default)]
 struct PolicyCache {
-    config: Option<Arc<crate::policy::GatewayConfig>>,
+    config: Option<Arc<crate::config::GatewayConfig>>,
     chats: HashMap<(String, String), Arc<EffectivePolicy>>,
 }
 

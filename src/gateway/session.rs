@@ -11,7 +11,7 @@
 use super::admission;
 use super::turn::{self, TurnShare};
 use super::{Inner, Message, outcome};
-use crate::policy::BusyRule;
+use crate::config::BusyRule;
 use crate::policy::provenance::least_trusted;
 use bub_channel::{Delivery, OutcomeStatus};
 use std::collections::{HashMap, VecDeque};

@@ -9,6 +9,7 @@
 //! Shutdown is axum's: stop accepting, let every open connection finish its
 //! request in flight, then return.
 
+pub use crate::config::ServeLimits;
 use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
@@ -17,22 +18,6 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
-
-/// Connection limits of the HTTP server (`[http]` in the config).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ServeLimits {
-    /// How long a client has to send a request's headers (and, in the
-    /// webhook channel, its body); also how long an idle connection is kept.
-    pub read_timeout: Duration,
-    /// Connections served at once.
-    pub max_connections: usize,
-}
-
-impl Default for ServeLimits {
-    fn default() -> ServeLimits {
-        ServeLimits { read_timeout: Duration::from_secs(30), max_connections: 1024 }
-    }
-}
 
 /// Accepts connections on `listener` and serves `app` on each until `shutdown` completes,
 /// then waits for the connections to finish what they are doing.

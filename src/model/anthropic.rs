@@ -17,9 +17,9 @@ use super::http;
 use super::sse::{self, EventParser, Progress, SseEvent};
 use super::types::{ChatRequest, FinishReason, ModelClient, ModelEvent, ModelStream, ToolCallRequest, Usage};
 use async_trait::async_trait;
+use bub_channel::Secret;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, VecDeque};
-use bub_channel::Secret;
 
 /// The `anthropic-version` header: the API version whose event stream this parses.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";

@@ -22,11 +22,11 @@ use super::openai::OpenAiClient;
 use super::retry::{RetryPolicy, Retrying};
 use super::spec::ModelSpec;
 use super::types::ModelClient;
+use bub_channel::Secret;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
-use bub_channel::Secret;
 
 /// Which client speaks a provider's API.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,7 +97,14 @@ impl ModelSettings {
         let (keys, vars): (BTreeMap<String, String>, BTreeMap<String, String>) =
             vars.into_iter().partition(|(name, _)| name.ends_with("_API_KEY"));
         let keys = keys.into_iter().map(|(name, key)| (name, Secret::from(key))).collect();
-        Ok(ModelSettings { model: vars.get("BUB_MODEL").cloned(), vars, keys, max_tokens, retry, ..ModelSettings::default() })
+        Ok(ModelSettings {
+            model: vars.get("BUB_MODEL").cloned(),
+            vars,
+            keys,
+            max_tokens,
+            retry,
+            ..ModelSettings::default()
+        })
     }
 
     /// The configured default model (`BUB_MODEL`).

@@ -13,9 +13,9 @@ use super::http;
 use super::sse::{self, EventParser, Progress, SseEvent};
 use super::types::{ChatRequest, FinishReason, ModelClient, ModelEvent, ModelStream, ToolCallRequest, Usage};
 use async_trait::async_trait;
+use bub_channel::Secret;
 use serde_json::Value;
 use std::collections::{BTreeMap, VecDeque};
-use bub_channel::Secret;
 
 /// Body fields the client owns: request options never replace them.
 const PROTOCOL_FIELDS: [&str; 4] = ["model", "messages", "stream", "tools"];

@@ -35,13 +35,11 @@
 //! Patterns are names, globs or capabilities (`cap:write`): `denied_tools =
 //! ["cap:write"]` denies every tool that can write, those added later too.
 
-use super::config::{
-    BusyRule, DmPolicy, EnvironmentKind, GatewayConfig, GroupPolicy, Operator, PolicyLayer, Seconds, SessionScope,
-    UserPattern,
-};
-use super::pattern::ToolPattern;
 use super::provenance::Provenance;
-use super::rate::Rate;
+use crate::config::{
+    BusyRule, DmPolicy, EnvironmentKind, GatewayConfig, GroupPolicy, Layer, Operator, PolicyLayer, Rate, Seconds,
+    SessionScope, ToolPattern, UserPattern,
+};
 use crate::tools::{Capabilities, Capability};
 use bub_channel::ChatKind;
 use std::fmt;
@@ -62,30 +60,6 @@ fn untrusted_sensitive() -> Capabilities {
 /// Capabilities a shared chat gets only by a tool's exact name (rule 4).
 fn guarded_in_shared_chats() -> Capabilities {
     Capabilities::of([Capability::Exec, Capability::Write])
-}
-
-/// Where a value was set.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Layer {
-    /// Nothing set it: bub's built-in default.
-    BuiltIn,
-    /// `[policy.defaults]`.
-    Defaults,
-    /// `[channels.NAME.policy]`.
-    Channel(String),
-    /// `[channels.NAME.chats."ID".policy]`.
-    Chat { channel: String, chat: String },
-}
-
-impl fmt::Display for Layer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Layer::BuiltIn => f.write_str("built-in default"),
-            Layer::Defaults => f.write_str("policy.defaults"),
-            Layer::Channel(channel) => write!(f, "channels.{channel}.policy"),
-            Layer::Chat { channel, chat } => write!(f, "channels.{channel}.chats.{chat:?}.policy"),
-        }
-    }
 }
 
 /// A resolved value and the layer that set it.

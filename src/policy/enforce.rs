@@ -13,11 +13,11 @@
 //! reach the network is denied while untrusted text is in the context,
 //! unless `allow_with_untrusted_context` names it.
 
-use super::config::GatewayConfig;
 use super::effective::{EffectivePolicy, Verdict};
 use super::provenance;
 use crate::agent::events::{BeforeToolCall, ToolCallDecision};
 use crate::agent::{Agent, HandlerId};
+use crate::config::GatewayConfig;
 use crate::tools::Capability;
 use bub_channel::ChatKind;
 use std::sync::Arc;

@@ -14,6 +14,7 @@
 //! - [`channel`]: the [`Channel`] trait, [`Limits`] and send errors.
 //! - [`reply`]: [`InboundSink`] (the gateway side) and [`ReplySink`], the
 //!   per-message stream of a reply to a caller that waits for it (webhook `sync`/`sse`).
+//! - [`rules`]: rules on settings that adapters share ([`rules::http_url`]).
 //! - [`secret`]: [`Secret`], a key or token that is used but never printed.
 
 pub mod backoff;
@@ -21,6 +22,7 @@ pub mod channel;
 pub mod check;
 pub mod message;
 pub mod reply;
+pub mod rules;
 pub mod secret;
 
 pub use backoff::Backoff;
@@ -29,7 +31,7 @@ pub use check::{
     InboundField, InvalidInbound, MAX_CHANNEL_BYTES, MAX_DISPLAY_BYTES, MAX_ID_BYTES, MAX_TEXT_BYTES, Problem,
 };
 pub use message::{Addressing, ChatKind, ChatRef, Delivery, Inbound, Outbound, SenderRef};
-pub use secret::Secret;
 pub use reply::{
     InboundSink, LatestMessage, Outcome, OutcomeStatus, ReplyEvent, ReplyReceiver, ReplySink, SubmitError, Submitted,
 };
+pub use secret::Secret;

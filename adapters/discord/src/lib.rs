@@ -80,12 +80,9 @@ impl DiscordChannel {
             ));
         }
         if let Some(url) = &settings.api_url
-            && !(url.starts_with("http://") || url.starts_with("https://"))
+            && let Err(error) = bub_channel::rules::http_url(url)
         {
-            return Err(ChannelError::new(
-                name,
-                format!("channels.{name}.api_url {url:?} must start with http:// or https://"),
-            ));
+            return Err(ChannelError::new(name, format!("channels.{name}.api_url {url:?}: {error}")));
         }
         Ok(DiscordChannel { settings, running: Mutex::new(None) })
     }

@@ -102,16 +102,15 @@ impl TelegramChannel {
             .map_err(|error| invalid(format!("cannot set up an HTTP client: {error}")))?;
         let mut bot = Bot::with_client(settings.token.expose().trim(), client);
         if let Some(url) = settings.api_url {
-            let parsed = url::Url::parse(&url)
-                .map_err(|error| invalid(format!("channels.{name}.api_url {url:?} is not a URL: {error}")))?;
+            let parsed = bub_channel::rules::http_url(&url)
+                .map_err(|error| invalid(format!("channels.{name}.api_url {url:?}: {error}")))?;
             bot = bot.set_api_url(parsed);
         }
         let webhook = match settings.webhook {
             None => None,
             Some(hook) => {
-                let url = url::Url::parse(&hook.url).map_err(|error| {
-                    invalid(format!("channels.{name}.webhook_url {:?} is not a URL: {error}", hook.url))
-                })?;
+                let url = bub_channel::rules::http_url(&hook.url)
+                    .map_err(|error| invalid(format!("channels.{name}.webhook_url {:?}: {error}", hook.url)))?;
                 Some((url, Arc::new(webhook::WebhookIngress::new(name.clone(), hook.secret))))
             }
         };

@@ -9,6 +9,7 @@
 use crate::IDEMPOTENCY_KEY_HEADER;
 use crate::keys::KeySource;
 use crate::signature::{SIGNATURE_HEADER, TIMESTAMP_HEADER, sign};
+use bub_channel::rules::UrlError;
 use bub_channel::{Delivered, Outbound, RateScope, SendError};
 use reqwest::header::{CONTENT_TYPE, HeaderMap, RETRY_AFTER};
 use reqwest::{StatusCode, Url};
@@ -40,10 +41,10 @@ struct CallbackBody<'a> {
 impl Callback {
     /// Errors say what is wrong with `url`, for the caller to prefix with the setting's name.
     pub(crate) fn new(url: &str, keys: KeySource) -> Result<Callback, String> {
-        let url = Url::parse(url).map_err(|err| format!("not a URL ({err})"))?;
-        if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
-            return Err("must be an http:// or https:// URL with a host".to_owned());
-        }
+        let url = bub_channel::rules::http_url(url).map_err(|err| match err {
+            UrlError::NotAUrl(err) => format!("not a URL ({err})"),
+            UrlError::NotHttp => "must be an http:// or https:// URL with a host".to_owned(),
+        })?;
         let client = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .timeout(REQUEST_TIMEOUT)

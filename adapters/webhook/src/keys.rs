@@ -28,6 +28,13 @@ impl WebhookKeys {
     }
 }
 
+/// The rule on a channel's configured secrets: at least one, and none
+/// empty. [`WebhookChannel::new`](crate::WebhookChannel::new) applies it, and
+/// so does bub's config at load (to say where in the file it is broken).
+pub fn secrets_are_usable(secrets: &[Secret]) -> bool {
+    !secrets.is_empty() && !secrets.iter().any(Secret::is_empty)
+}
+
 /// Where a running channel reads its keys (see [`WebhookChannel::with_keys`](crate::WebhookChannel::with_keys)).
 /// Called once per request and per callback: it should be cheap.
 pub type KeySource = Arc<dyn Fn() -> WebhookKeys + Send + Sync>;

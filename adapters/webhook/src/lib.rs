@@ -185,7 +185,7 @@ impl WebhookChannel {
                 "webhook channel name {name:?} must be non-empty and use only letters, digits, '-', '_' and '.'"
             )));
         }
-        if settings.secrets.is_empty() || settings.secrets.iter().any(Secret::is_empty) {
+        if !keys::secrets_are_usable(&settings.secrets) {
             return Err(invalid(format!("webhook channel {name} has no secret; set channels.{name}.secrets")));
         }
         if settings.callback_secret.as_ref().is_some_and(Secret::is_empty) {

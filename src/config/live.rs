@@ -28,8 +28,10 @@
 //! [`ReloadOutcome::Applied::needs_restart`] naming those sections, compared
 //! with the config the gateway started with.
 
-use super::config::{ChannelKind, GatewayConfig, WebhookChannel};
+use super::channel::{ChannelKind, WebhookConfig};
 use super::error::ConfigError;
+use super::file::GatewayConfig;
+use super::http::HttpConfig;
 use notify::event::{AccessKind, AccessMode};
 use notify::{EventKind, RecursiveMode, Watcher};
 use std::path::{Path, PathBuf};
@@ -264,7 +266,7 @@ fn read(path: &Path) -> Result<String, ConfigError> {
 fn needs_restart(old: &GatewayConfig, new: &GatewayConfig) -> Vec<String> {
     let mut sections = Vec::new();
     // The stop's grace is read when a stop begins; the rest is fixed at start.
-    let fixed_at_start = |http: &super::HttpConfig| super::HttpConfig { shutdown_grace_seconds: None, ..http.clone() };
+    let fixed_at_start = |http: &HttpConfig| HttpConfig { shutdown_grace_seconds: None, ..http.clone() };
     if fixed_at_start(&old.http) != fixed_at_start(&new.http) {
         sections.push("http".to_string());
     }
@@ -282,7 +284,7 @@ fn needs_restart(old: &GatewayConfig, new: &GatewayConfig) -> Vec<String> {
 fn fixed_keys(kind: &ChannelKind) -> ChannelKind {
     match kind {
         ChannelKind::Webhook(hook) => {
-            ChannelKind::Webhook(WebhookChannel { secrets: Vec::new(), callback_secret: None, ..hook.clone() })
+            ChannelKind::Webhook(WebhookConfig { secrets: Vec::new(), callback_secret: None, ..hook.clone() })
         }
         other => other.clone(),
     }

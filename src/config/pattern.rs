@@ -6,7 +6,7 @@
 //! `cap:NAME` matches every tool that declares that capability (see
 //! [`Capability`]; a tool that declares none is taken to have them all).
 
-use crate::tools::{Capabilities, Capability};
+use crate::tools::capability::{Capabilities, Capability};
 use globset::{Glob, GlobMatcher};
 use serde::{Deserialize, Deserializer};
 use std::fmt;

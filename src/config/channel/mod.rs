@@ -1,0 +1,255 @@
+//! `[channels.NAME]`: one channel instance each, of a `kind` whose keys and
+//! checks live in that kind's file — [`webhook`], [`telegram`], [`discord`],
+//! one settings type each ([`WebhookConfig`], [`TelegramConfig`],
+//! [`DiscordConfig`]).
+//!
+//! A new kind is a new file here (its keys, its checks, its settings type),
+//! a line in [`KindName`], [`ChannelKind`] and [`RawChannel`], and then its
+//! registration outside `config/`: the adapter's construction in
+//! `gateway::channels` and, for an optional adapter, its Cargo feature.
+//!
+//! Rules an adapter also applies when it is built (a URL is http(s), a token
+//! is not blank, a webhook has a usable secret) are the adapter's own
+//! functions ([`bub_channel::rules`], [`bub_channel::Secret::is_blank`],
+//! [`bub_webhook::keys::secrets_are_usable`]); the config calls them at load to
+//! say where in the file a value breaks them, so each rule is written once.
+
+mod discord;
+mod telegram;
+mod webhook;
+
+pub use discord::DiscordConfig;
+pub use telegram::TelegramConfig;
+pub use webhook::WebhookConfig;
+
+use super::error::{ConfigError, Source};
+use super::file::ChatConfig;
+use super::layer::PolicyLayer;
+use super::value::Seconds;
+use bub_channel::Secret;
+use bub_channel::rules::{UrlError, http_url};
+use indexmap::IndexMap;
+use serde::Deserialize;
+use std::ops::Range;
+use toml::Spanned;
+
+/// One channel instance.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChannelConfig {
+    pub kind: ChannelKind,
+    /// `[channels.NAME.policy]`: the second layer.
+    pub policy: PolicyLayer,
+    /// `[channels.NAME.chats."ID"]`: per-chat layers, by the platform's chat id.
+    pub chats: IndexMap<String, ChatConfig>,
+}
+
+/// What a channel connects to, with the keys that kind takes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ChannelKind {
+    Webhook(WebhookConfig),
+    Telegram(TelegramConfig),
+    Discord(DiscordConfig),
+}
+
+impl ChannelKind {
+    /// The `kind` value as written in the file.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ChannelKind::Webhook(_) => "webhook",
+            ChannelKind::Telegram(_) => "telegram",
+            ChannelKind::Discord(_) => "discord",
+        }
+    }
+
+    /// A chat platform, where anyone who finds the bot can write to it (as
+    /// opposed to a webhook, whose senders hold its secret). Such channels
+    /// are closed by default: pairing for direct messages, allowlisted
+    /// groups, the sandbox.
+    pub fn is_chat_platform(&self) -> bool {
+        !matches!(self, ChannelKind::Webhook(_))
+    }
+}
+
+/// Every kind parses in every build, so a misspelt one still lists them all;
+/// a kind this build lacks is refused after ([`KindName::is_built_in`]).
+#[derive(Clone, Copy, PartialEq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum KindName {
+    Webhook,
+    Telegram,
+    Discord,
+}
+
+impl KindName {
+    /// The kind as written, and the keys it takes.
+    fn keys(self) -> (&'static str, &'static [&'static str]) {
+        match self {
+            KindName::Webhook => ("webhook", webhook::KEYS),
+            KindName::Telegram => ("telegram", telegram::KEYS),
+            KindName::Discord => ("discord", discord::KEYS),
+        }
+    }
+
+    /// Whether this bub has the kind's adapter: the chat platforms are the
+    /// Cargo features `telegram` and `discord` (both default), which a
+    /// webhook-only build leaves out. Its one counterpart is the adapter's
+    /// construction in `gateway::channels`.
+    fn is_built_in(self) -> bool {
+        match self {
+            KindName::Webhook => true,
+            KindName::Telegram => cfg!(feature = "telegram"),
+            KindName::Discord => cfg!(feature = "discord"),
+        }
+    }
+}
+
+/// A channel table as written: the keys of every kind, each checked against
+/// its kind once the kind is known ([`RawChannel::into_config`]).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawChannel {
+    kind: Spanned<KindName>,
+    secrets: Option<Spanned<Vec<Secret>>>,
+    callback_url: Option<Spanned<String>>,
+    callback_secret: Option<Spanned<Secret>>,
+    reply_timeout_seconds: Option<Spanned<Seconds>>,
+    token: Option<Spanned<Secret>>,
+    api_url: Option<Spanned<String>>,
+    webhook_url: Option<Spanned<String>>,
+    webhook_secret: Option<Spanned<Secret>>,
+    #[serde(default)]
+    policy: PolicyLayer,
+    #[serde(default)]
+    chats: IndexMap<String, ChatConfig>,
+}
+
+/// The kinds' own keys of a [`RawChannel`]; each kind's file takes those it owns.
+struct Keys {
+    secrets: Option<Spanned<Vec<Secret>>>,
+    callback_url: Option<Spanned<String>>,
+    callback_secret: Option<Spanned<Secret>>,
+    reply_timeout_seconds: Option<Spanned<Seconds>>,
+    token: Option<Spanned<Secret>>,
+    api_url: Option<Spanned<String>>,
+    webhook_url: Option<Spanned<String>>,
+    webhook_secret: Option<Spanned<Secret>>,
+}
+
+impl Keys {
+    /// Each key that is present, with its position.
+    fn present(&self) -> [(&'static str, Option<Range<usize>>); 8] {
+        [
+            ("secrets", self.secrets.as_ref().map(Spanned::span)),
+            ("callback_url", self.callback_url.as_ref().map(Spanned::span)),
+            ("callback_secret", self.callback_secret.as_ref().map(Spanned::span)),
+            ("reply_timeout_seconds", self.reply_timeout_seconds.as_ref().map(Spanned::span)),
+            ("token", self.token.as_ref().map(Spanned::span)),
+            ("api_url", self.api_url.as_ref().map(Spanned::span)),
+            ("webhook_url", self.webhook_url.as_ref().map(Spanned::span)),
+            ("webhook_secret", self.webhook_secret.as_ref().map(Spanned::span)),
+        ]
+    }
+}
+
+/// What a kind's file needs to check its keys: the text for positions, and
+/// the error for a key the kind requires.
+struct Checking<'a> {
+    source: &'a Source,
+    kind: &'static str,
+    kind_span: Range<usize>,
+}
+
+impl Checking<'_> {
+    fn error(&self, span: Range<usize>, message: impl Into<String>) -> ConfigError {
+        self.source.error(Some(span), message)
+    }
+
+    /// `key` is required by this kind.
+    fn required<T>(&self, key: &str, value: Option<T>) -> Result<T, ConfigError> {
+        value.ok_or_else(|| {
+            self.source.error(Some(self.kind_span.clone()), format!("a {} channel needs `{key}`", self.kind))
+        })
+    }
+
+    /// An `http://` or `https://` URL ([`http_url`]), or the error at its position.
+    fn url(&self, url: Spanned<String>) -> Result<String, ConfigError> {
+        match http_url(url.get_ref()) {
+            Ok(_) => Ok(url.into_inner()),
+            Err(UrlError::NotHttp) => Err(self.error(url.span(), format!("`{}` is not an http(s) URL", url.get_ref()))),
+            Err(UrlError::NotAUrl(error)) => {
+                Err(self.error(url.span(), format!("`{}` is not a URL: {error}", url.get_ref())))
+            }
+        }
+    }
+}
+
+impl RawChannel {
+    /// The typed channel, or the first key that does not fit its kind (or a
+    /// kind this build lacks).
+    pub(super) fn into_config(self, source: &Source, name: &str) -> Result<ChannelConfig, ConfigError> {
+        let RawChannel {
+            kind,
+            secrets,
+            callback_url,
+            callback_secret,
+            reply_timeout_seconds,
+            token,
+            api_url,
+            webhook_url,
+            webhook_secret,
+            policy,
+            chats,
+        } = self;
+        let keys = Keys {
+            secrets,
+            callback_url,
+            callback_secret,
+            reply_timeout_seconds,
+            token,
+            api_url,
+            webhook_url,
+            webhook_secret,
+        };
+        let kind_span = kind.span();
+        let kind = *kind.get_ref();
+        let (kind_name, own_keys) = kind.keys();
+        if !kind.is_built_in() {
+            // The feature is named as the kind is.
+            return Err(source.error(
+                Some(kind_span),
+                format!(
+                    "channel `{name}`: kind `{kind_name}` is not built into this bub (rebuild with --features {kind_name})"
+                ),
+            ));
+        }
+        for (key, span) in keys.present() {
+            if let Some(span) = span
+                && !own_keys.contains(&key)
+            {
+                return Err(source.error(
+                    Some(span),
+                    format!("`{key}` does not apply to a {kind_name} channel (its keys: {})", own_keys.join(", ")),
+                ));
+            }
+        }
+        let checking = Checking { source, kind: kind_name, kind_span };
+        let kind = match kind {
+            KindName::Webhook => ChannelKind::Webhook(WebhookConfig::from_keys(keys, &checking)?),
+            KindName::Telegram => ChannelKind::Telegram(TelegramConfig::from_keys(keys, &checking)?),
+            KindName::Discord => ChannelKind::Discord(DiscordConfig::from_keys(keys, &checking)?),
+        };
+        Ok(ChannelConfig { kind, policy, chats })
+    }
+}
+
+/// Channel names become part of session ids and user names (`hooks:alice`),
+/// so they are plain words.
+pub(super) fn check_channel_name(source: &Source, name: &Spanned<String>) -> Result<(), ConfigError> {
+    let text = name.get_ref();
+    if text.is_empty() || !text.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+        return Err(
+            source.error(Some(name.span()), format!("channel name `{text}` may use only letters, digits, `_` and `-`"))
+        );
+    }
+    Ok(())
+}

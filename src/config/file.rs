@@ -1,0 +1,390 @@
+//! The whole file ([`GatewayConfig`]): `[http]`, `[policy.defaults]` and one
+//! `[channels.NAME]` table per channel instance, each with an optional
+//! `[channels.NAME.policy]` and `[channels.NAME.chats."ID".policy]`.
+//!
+//! Everything is checked once, at load: unknown keys (with a suggestion),
+//! values of the wrong type, enum values (listing the allowed ones), rates,
+//! tool globs, user names (`<channel>:<user id>` naming a configured channel),
+//! the keys each channel kind needs. Tool patterns are checked against the
+//! tools the agent really has with [`GatewayConfig::validate_tools`], because
+//! only the binary knows them. Every error is `FILE:LINE:COL: message`.
+//!
+//! Secrets and tokens live in the file (mode 0600 is the admin's job); they
+//! are [`Secret`]s so they never show up in logs or `Debug` output.
+
+use super::channel::{ChannelConfig, ChannelKind, RawChannel, WebhookConfig, check_channel_name};
+use super::error::{ConfigError, Source, closest, friendly_message};
+use super::http::HttpConfig;
+use super::layer::{Layer, PolicyLayer};
+use super::value::UserPattern;
+use crate::tools::capability::Capabilities;
+use bub_channel::Secret;
+use indexmap::IndexMap;
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use toml::Spanned;
+
+/// The whole gateway config.
+#[derive(Debug, Clone)]
+pub struct GatewayConfig {
+    pub http: HttpConfig,
+    /// `[policy.defaults]`: the first policy layer, for every channel and chat.
+    pub defaults: PolicyLayer,
+    /// Channel instances by name, in file order. The name is what `Inbound::channel`
+    /// carries and what user names start with (`hooks:alice`).
+    pub channels: IndexMap<String, ChannelConfig>,
+    /// The file's text, for positions in later checks ([`GatewayConfig::validate_tools`]).
+    source: Option<Arc<Source>>,
+}
+
+/// `[channels.NAME.chats."ID"]`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChatConfig {
+    /// The third and last layer.
+    #[serde(default)]
+    pub policy: PolicyLayer,
+}
+
+// ---- the file as written, before the per-kind checks ----
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    #[serde(default)]
+    http: HttpConfig,
+    #[serde(default)]
+    policy: RawPolicySection,
+    #[serde(default)]
+    channels: IndexMap<Spanned<String>, RawChannel>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPolicySection {
+    #[serde(default)]
+    defaults: PolicyLayer,
+}
+
+impl GatewayConfig {
+    /// Reads and checks a config file (tool patterns are checked separately,
+    /// by [`GatewayConfig::validate_tools`]).
+    pub fn load(path: impl AsRef<Path>) -> Result<GatewayConfig, ConfigError> {
+        let path = path.as_ref();
+        let text =
+            std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
+        GatewayConfig::parse(&text, path)
+    }
+
+    /// [`GatewayConfig::load`] plus [`GatewayConfig::validate_tools`]: what the
+    /// gateway, hot reload and `bub policy check` use.
+    pub fn load_checked(path: impl AsRef<Path>, known_tools: &[String]) -> Result<GatewayConfig, ConfigError> {
+        let config = GatewayConfig::load(path)?;
+        config.validate_tools(known_tools)?;
+        Ok(config)
+    }
+
+    /// Parses and checks config text; `path` only names it in errors.
+    pub fn parse(text: &str, path: impl AsRef<Path>) -> Result<GatewayConfig, ConfigError> {
+        let source = Arc::new(Source { path: path.as_ref().to_path_buf(), text: text.to_string() });
+        let raw: RawConfig =
+            toml::from_str(text).map_err(|error| source.error(error.span(), friendly_message(error.message())))?;
+        let mut channels = IndexMap::new();
+        for (name, channel) in raw.channels {
+            check_channel_name(&source, &name)?;
+            let channel = channel.into_config(&source, name.get_ref())?;
+            channels.insert(name.into_inner(), channel);
+        }
+        let config = GatewayConfig { http: raw.http, defaults: raw.policy.defaults, channels, source: Some(source) };
+        config.check_layers()?;
+        Ok(config)
+    }
+
+    /// The config the gateway starts with when there is no file: one webhook
+    /// channel named `webhook` with this secret, on 127.0.0.1:8080, replies on
+    /// the request (no callback), and the built-in policy defaults.
+    pub fn default_webhook(secret: String) -> GatewayConfig {
+        let webhook = WebhookConfig::with_secret(Secret::new(secret));
+        let channel = ChannelConfig {
+            kind: ChannelKind::Webhook(webhook),
+            policy: PolicyLayer::default(),
+            chats: IndexMap::new(),
+        };
+        GatewayConfig {
+            http: HttpConfig::default(),
+            defaults: PolicyLayer::default(),
+            channels: IndexMap::from([("webhook".to_string(), channel)]),
+            source: None,
+        }
+    }
+
+    /// The file this config came from, if any.
+    pub fn path(&self) -> Option<&Path> {
+        self.source.as_deref().map(|s| s.path.as_path())
+    }
+
+    /// Every policy layer with its place in the file (`policy.defaults`,
+    /// `channels.hooks.policy`, `channels.hooks.chats."room-1".policy`).
+    pub fn layers(&self) -> Vec<(Layer, &PolicyLayer)> {
+        let mut layers = vec![(Layer::Defaults, &self.defaults)];
+        for (name, channel) in &self.channels {
+            layers.push((Layer::Channel(name.clone()), &channel.policy));
+            for (chat, config) in &channel.chats {
+                layers.push((Layer::Chat { channel: name.clone(), chat: chat.clone() }, &config.policy));
+            }
+        }
+        layers
+    }
+
+    /// Checks that every tool pattern (`allowed_tools`, `denied_tools`,
+    /// operators' `commands`) matches at least one of `known` (registry
+    /// names): a pattern that matches nothing is a typo that would silently
+    /// deny (or fail to deny) a tool.
+    pub fn validate_tools(&self, known: &[String]) -> Result<(), ConfigError> {
+        let mut candidates: Vec<String> = known.to_vec();
+        for name in known {
+            if let Some((family, _)) = name.split_once('.') {
+                let glob = format!("{family}.*");
+                if !candidates.contains(&glob) {
+                    candidates.push(glob);
+                }
+            }
+        }
+        for (_, layer) in self.layers() {
+            let operator_commands =
+                layer.operators.iter().flatten().flat_map(|op| op.get_ref().commands.iter().flatten());
+            let patterns = layer
+                .allowed_tools
+                .iter()
+                .flatten()
+                .chain(layer.denied_tools.iter().flatten())
+                .chain(layer.allow_with_untrusted_context.iter().flatten())
+                .chain(operator_commands);
+            for pattern in patterns {
+                // A capability is checked when parsed; it may match no tool yet.
+                if pattern.get_ref().capability().is_some()
+                    || known.iter().any(|tool| pattern.get_ref().matches(tool, Capabilities::NONE))
+                {
+                    continue;
+                }
+                let text = pattern.get_ref().as_str();
+                let hint = match closest(text, candidates.iter().map(String::as_str)) {
+                    Some(close) => format!("; did you mean `{close}`?"),
+                    None => "; no tool has such a name (see `bub tools`)".to_string(),
+                };
+                return Err(self.error(Some(pattern.span()), format!("unknown tool pattern `{text}`{hint}")));
+            }
+        }
+        Ok(())
+    }
+
+    /// `FILE:LINE:COL: warning: message` for a place in the file (the
+    /// position rendering of [`ConfigError`], for findings that are not errors).
+    pub fn warning(&self, span: std::ops::Range<usize>, message: String) -> String {
+        match &self.source {
+            Some(source) => {
+                let (line, column) = super::error::line_column(&source.text, span.start);
+                format!("{}:{line}:{column}: warning: {message}", source.path.display())
+            }
+            None => format!("(built-in config): warning: {message}"),
+        }
+    }
+
+    fn error(&self, span: Option<std::ops::Range<usize>>, message: String) -> ConfigError {
+        match &self.source {
+            Some(source) => source.error(span, message),
+            None => ConfigError::Invalid { path: PathBuf::from("(built-in config)"), location: None, message },
+        }
+    }
+
+    /// Checks across layers: users are well-formed and name configured
+    /// channels, models parse.
+    fn check_layers(&self) -> Result<(), ConfigError> {
+        let channel_names: Vec<&str> = self.channels.keys().map(String::as_str).collect();
+        for (_, layer) in self.layers() {
+            let operators = layer.operators.iter().flatten().map(|op| (op.span(), &op.get_ref().user));
+            let users = layer.allow_users.iter().flatten().map(|u| (u.span(), u.get_ref())).chain(operators);
+            for (span, user) in users {
+                if let Err(message) = UserPattern::new(user.as_str()) {
+                    return Err(self.error(Some(span), message));
+                }
+                let Some(channel) = user.channel() else { continue };
+                if !channel_names.contains(&channel) {
+                    let hint = match closest(channel, channel_names.iter().copied()) {
+                        Some(close) => format!("; did you mean `{close}`?"),
+                        None => format!("; channels here: {}", channel_names.join(", ")),
+                    };
+                    return Err(self.error(Some(span), format!("user `{user}` names no channel `{channel}`{hint}")));
+                }
+            }
+            if let Some(model) = &layer.model
+                && let Err(error) = crate::model::ModelSpec::parse(model.get_ref())
+            {
+                return Err(self.error(Some(model.span()), format!("model: {error}")));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = "[channels.hooks]\nkind = \"webhook\"\nsecrets = [\"s3cret\"]\n";
+
+    fn parse(text: &str) -> Result<GatewayConfig, ConfigError> {
+        GatewayConfig::parse(text, "bub.toml")
+    }
+
+    fn error(text: &str) -> String {
+        parse(text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn a_minimal_webhook_config_parses_with_defaults() {
+        let config = parse(MINIMAL).unwrap();
+        assert_eq!(config.http.listen.to_string(), "127.0.0.1:8080");
+        let ChannelKind::Webhook(hook) = &config.channels["hooks"].kind else { panic!("a webhook") };
+        assert_eq!(hook.secrets, vec![Secret::new("s3cret")]);
+        assert_eq!(hook.callback_secret().map(Secret::expose), Some("s3cret"));
+        assert_eq!(format!("{:?}", hook.secrets), "[Secret(***)]", "secrets never print");
+    }
+
+    #[test]
+    fn unknown_keys_point_at_the_key_with_a_suggestion() {
+        let text = format!("{MINIMAL}\n[policy.defaults]\nallowed_tool = [\"*\"]\n");
+        assert_eq!(error(&text), "bub.toml:6:1: unknown key `allowed_tool`; did you mean `allowed_tools`?");
+        let text = "[http]\nlisten = \"127.0.0.1:80\"\nlisen = 1\n";
+        assert_eq!(error(text), "bub.toml:3:1: unknown key `lisen`; did you mean `listen`?");
+    }
+
+    #[test]
+    fn http_limits_default_and_must_be_above_zero() {
+        let limits = parse(MINIMAL).unwrap().http.limits();
+        assert_eq!(limits, crate::config::ServeLimits::default());
+        let text = format!("[http]\nread_timeout_seconds = 2.5\nmax_connections = 8\n{MINIMAL}");
+        let limits = parse(&text).unwrap().http.limits();
+        assert_eq!((limits.read_timeout.as_millis(), limits.max_connections), (2500, 8));
+        let text = format!("[http]\nread_timeout_seconds = 0\n{MINIMAL}");
+        assert_eq!(error(&text), "bub.toml:2:24: 0 must be above 0");
+        let text = format!("[http]\nmax_connections = 0\n{MINIMAL}");
+        assert_eq!(error(&text), "bub.toml:2:19: 0 must be above 0");
+    }
+
+    #[test]
+    fn toml_syntax_errors_have_a_position_too() {
+        assert_eq!(error("[http\nlisten = 1\n"), "bub.toml:1:6: unclosed table, expected `]`");
+        let text = format!("{MINIMAL}[channels.hooks]\nkind = \"webhook\"\n");
+        assert_eq!(error(&text), "bub.toml:4:11: duplicate key");
+    }
+
+    #[test]
+    fn bad_enum_values_list_the_allowed_ones() {
+        let text = format!("{MINIMAL}[channels.hooks.policy]\nbusy = \"wait\"\n");
+        assert_eq!(error(&text), "bub.toml:5:8: unknown value `wait`; expected one of steer, queue, drop");
+        let text = "[channels.x]\nkind = \"slack\"\n";
+        assert_eq!(error(text), "bub.toml:2:8: unknown value `slack`; expected one of webhook, telegram, discord");
+    }
+
+    #[test]
+    #[cfg(all(feature = "telegram", feature = "discord"))]
+    fn each_kind_takes_its_own_keys() {
+        assert_eq!(error("[channels.hooks]\nkind = \"webhook\"\n"), "bub.toml:2:8: a webhook channel needs `secrets`");
+        assert_eq!(
+            error("[channels.hooks]\nkind = \"webhook\"\nsecrets = []\n"),
+            "bub.toml:3:11: `secrets` needs at least one non-empty secret"
+        );
+        assert_eq!(
+            error("[channels.tg]\nkind = \"telegram\"\ntoken = \"t\"\nsecrets = [\"x\"]\n"),
+            "bub.toml:4:11: `secrets` does not apply to a telegram channel (its keys: token, api_url, webhook_url, webhook_secret)"
+        );
+        assert_eq!(error("[channels.tg]\nkind = \"discord\"\n"), "bub.toml:2:8: a discord channel needs `token`");
+        let text = format!("{MINIMAL}callback_url = \"ftp://x\"\n");
+        assert_eq!(error(&text), "bub.toml:4:16: `ftp://x` is not an http(s) URL");
+        let config = parse("[channels.tg]\nkind = \"telegram\"\ntoken = \"t\"\napi_url = \"http://127.0.0.1:9\"\n");
+        let ChannelKind::Telegram(bot) = &config.unwrap().channels["tg"].kind else { panic!("telegram") };
+        assert_eq!(bot.api_url.as_deref(), Some("http://127.0.0.1:9"));
+    }
+
+    #[test]
+    #[cfg(all(feature = "telegram", feature = "discord"))]
+    fn a_telegram_webhook_needs_a_url_and_a_secret_telegram_accepts() {
+        let tg = "[channels.tg]\nkind = \"telegram\"\ntoken = \"t\"\n";
+        let text = format!("{tg}webhook_url = \"https://bot.example.com/telegram/tg\"\n");
+        assert_eq!(error(&text), "bub.toml:4:15: `webhook_url` needs a `webhook_secret` beside it");
+        let text = format!("{tg}webhook_url = \"https://x/telegram/tg\"\nwebhook_secret = \"has space\"\n");
+        assert!(
+            error(&text).starts_with("bub.toml:5:18: `webhook_secret` must be 1 to 256 characters"),
+            "{}",
+            error(&text)
+        );
+        let text = format!("{tg}webhook_url = \"https://x/telegram/tg\"\nwebhook_secret = \"ok_Secret-1\"\n");
+        let config = parse(&text).unwrap();
+        let ChannelKind::Telegram(bot) = &config.channels["tg"].kind else { panic!("telegram") };
+        assert_eq!(bot.webhook_url.as_deref(), Some("https://x/telegram/tg"));
+        let discord = "[channels.dc]\nkind = \"discord\"\ntoken = \"t\"\nwebhook_url = \"https://x\"\n";
+        assert!(error(discord).contains("`webhook_url` does not apply to a discord channel"), "{}", error(discord));
+    }
+
+    /// A webhook-only build (`--no-default-features`) refuses a chat
+    /// platform where the file names it, and says how to get it.
+    #[test]
+    #[cfg(not(feature = "telegram"))]
+    fn a_kind_this_build_lacks_is_refused_where_it_is_written() {
+        let text = format!("{MINIMAL}[channels.tg]\nkind = \"telegram\"\ntoken = \"t\"\n");
+        assert_eq!(
+            error(&text),
+            "bub.toml:5:8: channel `tg`: kind `telegram` is not built into this bub (rebuild with --features telegram)"
+        );
+    }
+
+    #[test]
+    fn rates_users_and_models_are_checked_where_they_are_written() {
+        let text = format!("{MINIMAL}[policy.defaults]\nrate = {{ inbound_per_user = \"20/day\" }}\n");
+        assert_eq!(
+            error(&text),
+            "bub.toml:5:29: invalid rate `20/day`: the unit is not s, min or h; write N/s, N/min or N/h (like `20/min`)"
+        );
+        let text = format!("{MINIMAL}[policy.defaults]\nallow_users = [\"hook:alice\"]\n");
+        assert_eq!(error(&text), "bub.toml:5:16: user `hook:alice` names no channel `hook`; did you mean `hooks`?");
+        let text = format!("{MINIMAL}[policy.defaults]\nallow_users = [\"alice\"]\n");
+        assert!(
+            error(&text).starts_with("bub.toml:5:16: user `alice` is not `<channel>:<user id>`"),
+            "{}",
+            error(&text)
+        );
+        let text = format!("{MINIMAL}[policy.defaults]\noperators = [{{ user = \"hooks:a\", comands = [] }}]\n");
+        assert_eq!(error(&text), "bub.toml:5:14: unknown key `comands`; did you mean `commands`?");
+        let text = format!("{MINIMAL}[policy.defaults]\nmodel = \"gpt-4o\"\n");
+        assert!(error(&text).starts_with("bub.toml:5:9: model: "), "{}", error(&text));
+    }
+
+    #[test]
+    fn tool_patterns_must_match_a_known_tool() {
+        let known: Vec<String> = ["fs.read", "fs.write", "bash", "tape.info"].map(String::from).to_vec();
+        let text =
+            format!("{MINIMAL}[channels.hooks.chats.\"room-1\".policy]\ndenied_tools = [\"bash\", \"fs.reed\"]\n");
+        let config = parse(&text).unwrap();
+        let error = config.validate_tools(&known).unwrap_err();
+        assert_eq!(error.to_string(), "bub.toml:5:25: unknown tool pattern `fs.reed`; did you mean `fs.read`?");
+        let text = format!("{MINIMAL}[policy.defaults]\nallowed_tools = [\"fz.*\"]\n");
+        let error = parse(&text).unwrap().validate_tools(&known).unwrap_err();
+        assert_eq!(error.message(), "unknown tool pattern `fz.*`; did you mean `fs.*`?");
+        let text =
+            format!("{MINIMAL}[policy.defaults]\noperators = [{{ user = \"hooks:a\", commands = [\"zzz\"] }}]\n");
+        let error = parse(&text).unwrap().validate_tools(&known).unwrap_err();
+        assert_eq!(error.message(), "unknown tool pattern `zzz`; no tool has such a name (see `bub tools`)");
+        let text = format!("{MINIMAL}[policy.defaults]\nallowed_tools = [\"*\", \"fs.*\", \"tape.{{info,search}}\"]\n");
+        parse(&text).unwrap().validate_tools(&known).unwrap();
+    }
+
+    #[test]
+    fn user_patterns_match_one_user_a_channel_or_everyone() {
+        let user = |text| UserPattern::new(text).unwrap();
+        assert!(user("tg:42").matches("tg:42") && !user("tg:42").matches("tg:421"));
+        assert!(user("tg:*").matches("tg:7") && !user("tg:*").matches("hooks:7"));
+        assert!(user("*").matches("hooks:alice"));
+    }
+}

@@ -1,0 +1,61 @@
+//! The gateway config file: its model, its parsing and checks, its errors,
+//! and its reload. `config/` is the file; `policy/` is what the gateway
+//! decides from it.
+//!
+//! - [`file`]: the whole file ([`GatewayConfig`]): loading, parsing, the
+//!   checks across tables, and where each policy layer sits in it.
+//! - [`http`](mod@http): `[http]` ([`HttpConfig`]) and the server's [`ServeLimits`].
+//! - [`channel`]: `[channels.NAME]` — one settings type per channel kind
+//!   ([`WebhookConfig`], [`TelegramConfig`], [`DiscordConfig`]), each kind in
+//!   its own file with its keys and checks.
+//! - [`layer`]: the `[policy]` tables as written ([`PolicyLayer`] and its
+//!   enums), and [`Layer`], the place of a layer in the file.
+//! - [`value`], [`rate`], [`pattern`]: values written in the file —
+//!   [`Seconds`], [`UserPattern`], [`Operator`], [`Rate`] (`20/min`),
+//!   [`ToolPattern`] (`fs.*`, `cap:write`).
+//! - [`error`](mod@error): [`ConfigError`], said as `FILE:LINE:COL: message`.
+//! - [`live`]: hot reload ([`LiveConfig`]).
+//!
+//! # Why the `[policy]` layer types are here
+//! A policy layer is a table of the file: its keys, their types and the
+//! checks at load (rates, globs, user names naming a configured channel) are
+//! the file's, and every error about them must point into the file. So
+//! `config/` owns the shape and `policy/` only reads it: `policy/` merges the
+//! layers into one chat's `EffectivePolicy`, enforces it, explains it and
+//! warns about wide-open files. Nothing in `config/` decides who may talk or
+//! which tool runs.
+//!
+//! # What `config/` imports
+//! Only the adapter contract ([`bub_channel`]: [`Secret`], the shared URL
+//! rule), the webhook adapter's rule on its secrets, and two leaf values of
+//! the crate it checks names against: [`crate::model::ModelSpec`] (a layer's
+//! `model`) and [`crate::tools::capability`] (the `cap:NAME` of a tool
+//! pattern). Never `http`, `gateway`, `agent` or `policy`; `http` and
+//! `policy` import `config`. Tool names come from the binary as a list
+//! ([`GatewayConfig::validate_tools`]).
+//!
+//! The example file `config/bub.example.toml` documents every key.
+
+pub mod channel;
+pub mod error;
+pub mod file;
+pub mod http;
+pub mod layer;
+pub mod live;
+pub mod pattern;
+pub mod rate;
+pub mod value;
+
+pub use bub_channel::Secret;
+pub use channel::{ChannelConfig, ChannelKind, DiscordConfig, TelegramConfig, WebhookConfig};
+pub use error::ConfigError;
+pub use file::{ChatConfig, GatewayConfig};
+pub use http::{HttpConfig, ServeLimits};
+pub use layer::{
+    AddressingLayer, BusyRule, DebounceLayer, DmPolicy, EnvironmentKind, GroupPolicy, Layer, PolicyLayer, RateLayer,
+    SessionScope,
+};
+pub use live::{LiveConfig, ReloadOutcome, require_channels};
+pub use pattern::ToolPattern;
+pub use rate::{Rate, RateError};
+pub use value::{Operator, Seconds, UserPattern};

@@ -2,7 +2,7 @@
 //! and its reload. `config/` is the file; `policy/` is what the gateway
 //! decides from it.
 //!
-//! - [`file`]: the whole file ([`GatewayConfig`]): loading, parsing, the
+//! - [`file`](mod@file): the whole file ([`GatewayConfig`]): loading, parsing, the
 //!   checks across tables, and where each policy layer sits in it.
 //! - [`http`](mod@http): `[http]` ([`HttpConfig`]) and the server's [`ServeLimits`].
 //! - [`channel`]: `[channels.NAME]` — one settings type per channel kind

@@ -77,7 +77,7 @@ impl fmt::Display for UserPattern {
     }
 }
 
-/// Lenient: the form is checked after parsing ([`GatewayConfig::parse`]), where
+/// Lenient: the form is checked after parsing ([`GatewayConfig::parse`](super::GatewayConfig::parse)), where
 /// the error can point at the element rather than at its whole list.
 impl<'de> Deserialize<'de> for UserPattern {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<UserPattern, D::Error> {

@@ -1,10 +1,10 @@
 //! `[channels.NAME]`: one channel instance each, of a `kind` whose keys and
-//! checks live in that kind's file — [`webhook`], [`telegram`], [`discord`],
+//! checks live in that kind's file — `webhook.rs`, `telegram.rs`, `discord.rs`,
 //! one settings type each ([`WebhookConfig`], [`TelegramConfig`],
 //! [`DiscordConfig`]).
 //!
 //! A new kind is a new file here (its keys, its checks, its settings type),
-//! a line in [`KindName`], [`ChannelKind`] and [`RawChannel`], and then its
+//! a line in `KindName`, [`ChannelKind`] and `RawChannel`, and then its
 //! registration outside `config/`: the adapter's construction in
 //! `gateway::channels` and, for an optional adapter, its Cargo feature.
 //!

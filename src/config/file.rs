@@ -17,7 +17,6 @@ use super::error::{ConfigError, Source, closest, friendly_message};
 use super::http::HttpConfig;
 use super::layer::{Layer, PolicyLayer};
 use super::value::UserPattern;
-use crate::tools::capability::Capabilities;
 use bub_channel::Secret;
 use indexmap::IndexMap;
 use serde::Deserialize;
@@ -164,7 +163,7 @@ impl GatewayConfig {
             for pattern in patterns {
                 // A capability is checked when parsed; it may match no tool yet.
                 if pattern.get_ref().capability().is_some()
-                    || known.iter().any(|tool| pattern.get_ref().matches(tool, Capabilities::NONE))
+                    || known.iter().any(|tool| pattern.get_ref().matches_name(tool))
                 {
                     continue;
                 }

@@ -41,7 +41,7 @@ impl fmt::Display for Layer {
 /// the layer below (defaults → channel → chat); a set key replaces it, lists
 /// included (they are never appended). Tables (`addressing`, `debounce`,
 /// `rate`) merge key by key. What each key means, and its built-in default,
-/// is documented in `config/bub.example.toml` and on [`EffectivePolicy`](crate::policy::EffectivePolicy).
+/// is documented in `config/bub.example.toml` and on `policy::EffectivePolicy`.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PolicyLayer {

@@ -27,11 +27,12 @@
 //!
 //! # What `config/` imports
 //! Only the adapter contract ([`bub_channel`]: [`Secret`], the shared URL
-//! rule), the webhook adapter's rule on its secrets, and two leaf values of
-//! the crate it checks names against: [`crate::model::ModelSpec`] (a layer's
-//! `model`) and [`crate::tools::capability`] (the `cap:NAME` of a tool
-//! pattern). Never `http`, `gateway`, `agent` or `policy`; `http` and
-//! `policy` import `config`. Tool names come from the binary as a list
+//! rule), the webhook adapter's rule on its secrets, and two leaf values the
+//! file's checks need: [`crate::model::ModelSpec`] (a layer's `model` must
+//! parse) and [`crate::tools::capability`] (the `cap:NAME` of a tool
+//! pattern; a leaf file of `tools/` that imports nothing of bub). Never
+//! `http`, `gateway`, `agent` or `policy`; `http` and `policy` import
+//! `config`. Tool names come from the binary as a list
 //! ([`GatewayConfig::validate_tools`]).
 //!
 //! The example file `config/bub.example.toml` documents every key.

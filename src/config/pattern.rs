@@ -56,6 +56,15 @@ impl ToolPattern {
         }
     }
 
+    /// Does the pattern name `tool` (a glob over names; a capability pattern
+    /// names no tool by itself)?
+    pub fn matches_name(&self, tool: &str) -> bool {
+        match &self.matcher {
+            Matcher::Glob(glob) => glob.is_match(tool),
+            Matcher::Capability(_) => false,
+        }
+    }
+
     /// The capability a `cap:NAME` pattern stands for.
     pub fn capability(&self) -> Option<Capability> {
         match &self.matcher {

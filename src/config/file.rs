@@ -288,58 +288,6 @@ mod tests {
     }
 
     #[test]
-    #[cfg(all(feature = "telegram", feature = "discord"))]
-    fn each_kind_takes_its_own_keys() {
-        assert_eq!(error("[channels.hooks]\nkind = \"webhook\"\n"), "bub.toml:2:8: a webhook channel needs `secrets`");
-        assert_eq!(
-            error("[channels.hooks]\nkind = \"webhook\"\nsecrets = []\n"),
-            "bub.toml:3:11: `secrets` needs at least one non-empty secret"
-        );
-        assert_eq!(
-            error("[channels.tg]\nkind = \"telegram\"\ntoken = \"t\"\nsecrets = [\"x\"]\n"),
-            "bub.toml:4:11: `secrets` does not apply to a telegram channel (its keys: token, api_url, webhook_url, webhook_secret)"
-        );
-        assert_eq!(error("[channels.tg]\nkind = \"discord\"\n"), "bub.toml:2:8: a discord channel needs `token`");
-        let text = format!("{MINIMAL}callback_url = \"ftp://x\"\n");
-        assert_eq!(error(&text), "bub.toml:4:16: `ftp://x` is not an http(s) URL");
-        let config = parse("[channels.tg]\nkind = \"telegram\"\ntoken = \"t\"\napi_url = \"http://127.0.0.1:9\"\n");
-        let ChannelKind::Telegram(bot) = &config.unwrap().channels["tg"].kind else { panic!("telegram") };
-        assert_eq!(bot.api_url.as_deref(), Some("http://127.0.0.1:9"));
-    }
-
-    #[test]
-    #[cfg(all(feature = "telegram", feature = "discord"))]
-    fn a_telegram_webhook_needs_a_url_and_a_secret_telegram_accepts() {
-        let tg = "[channels.tg]\nkind = \"telegram\"\ntoken = \"t\"\n";
-        let text = format!("{tg}webhook_url = \"https://bot.example.com/telegram/tg\"\n");
-        assert_eq!(error(&text), "bub.toml:4:15: `webhook_url` needs a `webhook_secret` beside it");
-        let text = format!("{tg}webhook_url = \"https://x/telegram/tg\"\nwebhook_secret = \"has space\"\n");
-        assert!(
-            error(&text).starts_with("bub.toml:5:18: `webhook_secret` must be 1 to 256 characters"),
-            "{}",
-            error(&text)
-        );
-        let text = format!("{tg}webhook_url = \"https://x/telegram/tg\"\nwebhook_secret = \"ok_Secret-1\"\n");
-        let config = parse(&text).unwrap();
-        let ChannelKind::Telegram(bot) = &config.channels["tg"].kind else { panic!("telegram") };
-        assert_eq!(bot.webhook_url.as_deref(), Some("https://x/telegram/tg"));
-        let discord = "[channels.dc]\nkind = \"discord\"\ntoken = \"t\"\nwebhook_url = \"https://x\"\n";
-        assert!(error(discord).contains("`webhook_url` does not apply to a discord channel"), "{}", error(discord));
-    }
-
-    /// A webhook-only build (`--no-default-features`) refuses a chat
-    /// platform where the file names it, and says how to get it.
-    #[test]
-    #[cfg(not(feature = "telegram"))]
-    fn a_kind_this_build_lacks_is_refused_where_it_is_written() {
-        let text = format!("{MINIMAL}[channels.tg]\nkind = \"telegram\"\ntoken = \"t\"\n");
-        assert_eq!(
-            error(&text),
-            "bub.toml:5:8: channel `tg`: kind `telegram` is not built into this bub (rebuild with --features telegram)"
-        );
-    }
-
-    #[test]
     fn rates_users_and_models_are_checked_where_they_are_written() {
         let text = format!("{MINIMAL}[policy.defaults]\nrate = {{ inbound_per_user = \"20/day\" }}\n");
         assert_eq!(

@@ -32,7 +32,7 @@ struct OrderStatus {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let prompt = std::env::args().nth(1).unwrap_or_else(|| "Where is order A123?".to_string());
-    let models = ModelSettings::from_env()?;
+    let models = ModelSettings::from_vars(std::env::vars())?;
     let model = models.default_model()?.to_string();
 
     let lookup = Tool::typed("orders.lookup", |args: LookupOrder, _ctx: ToolContext| async move {

@@ -1,4 +1,9 @@
-//! Where bub keeps its files: `$BUB_HOME`, by default `~/.bub`.
+//! The layout of a bub home directory: which file is where under one root.
+//!
+//! The library only ever gets a root it was given ([`BubHome::at`]); the
+//! `bub` binary picks it (`--home`, else `$BUB_HOME`, else `~/.bub`: see
+//! [`crate::cli`]), so an embedding program never writes under `~/.bub`
+//! unless it says so.
 //!
 //! ```text
 //! $BUB_HOME/bub.db          tapes (SQLite, WAL)
@@ -18,18 +23,12 @@ pub struct BubHome {
 }
 
 impl BubHome {
-    /// `$BUB_HOME` if set and non-empty, else `~/.bub` (or `./.bub` without a home).
-    pub fn from_env() -> BubHome {
-        match std::env::var_os("BUB_HOME").filter(|value| !value.is_empty()) {
-            Some(root) => BubHome::at(root),
-            None => BubHome::at(std::env::home_dir().unwrap_or_else(|| PathBuf::from(".")).join(".bub")),
-        }
-    }
-
+    /// The home rooted at `root` (created when something is first written there).
     pub fn at(root: impl Into<PathBuf>) -> BubHome {
         BubHome { root: root.into() }
     }
 
+    /// The directory everything below lives in.
     pub fn root(&self) -> &Path {
         &self.root
     }

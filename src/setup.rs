@@ -1,18 +1,19 @@
 //! Assembles the agent the `bub` binary runs: the builtin tools, the default
 //! system prompt (instructions, workspace `AGENTS.md`, the tool and skill
-//! lists), the model from `BUB_*` variables and the SQLite tape store in
-//! `$BUB_HOME`. Library users build their own [`Agent`] instead.
+//! lists), the model from `BUB_*` variables and the SQLite tape store in the
+//! home. Library users build their own [`Agent`] instead.
 //!
-//! Variables read here (the model ones are read by [`ModelSettings`]):
-//! `BUB_COMMAND_PREFIX` (default `,`), `BUB_MAX_STEPS` (default 100),
+//! The variables are given, never read from the process: the binary reads
+//! them (`cli/env.rs`), tests pass their own. Variables used (the model
+//! ones by [`ModelSettings`]): `BUB_COMMAND_PREFIX` (default `,`), `BUB_MAX_STEPS` (default 100),
 //! `BUB_SPILL_THRESHOLD` (estimated tokens, default 4096, 0 = no new spills),
 //! `BUB_CONFINE_FS` (`true`: file tools and `cwd` may not leave the workspace),
 //! `BUB_ENVIRONMENT_IDLE_SECONDS` (default 1800: a session's environment, and
 //! what it runs, is closed after this long without a turn).
 //!
 //! Each session runs in its own [`LocalEnvironment`](crate::environment::LocalEnvironment):
-//! in the workspace a run names (`bub run` uses the current directory), else
-//! in `$BUB_HOME/workspaces/<session>`.
+//! in the workspace a run names (`bub run` gives the current directory), else
+//! in `<home>/workspaces/<session>`.
 
 use crate::agent::{self, Agent};
 use crate::codemode;
@@ -25,7 +26,7 @@ use crate::model::ModelSettings;
 use crate::skills;
 use crate::tape::{SpillSettings, TapeSettings, TapeStore};
 use crate::tools::builtin::{self, ShellManager, WebFetchSettings};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -59,9 +60,8 @@ pub struct Setup {
 }
 
 impl Setup {
-    /// Reads the environment, opens the database and builds the agent.
-    pub async fn from_env(home: &BubHome, workspace: PathBuf) -> Result<Setup, SetupError> {
-        let vars: Vec<(String, String)> = std::env::vars().collect();
+    /// Opens the home's database and builds the agent from `vars`.
+    pub async fn open(home: &BubHome, workspace: PathBuf, vars: Vec<(String, String)>) -> Result<Setup, SetupError> {
         let store = Arc::new(SqliteTapeStore::open(home.database()).await?);
         Setup::build(home, workspace, store, vars)
     }
@@ -196,27 +196,4 @@ impl Setup {
         self.environments.close_all().await;
         self.store.close().await;
     }
-}
-
-/// The workspace a command runs in: the given directory or the current one.
-pub fn workspace_or_cwd(workspace: Option<&Path>) -> PathBuf {
-    match workspace {
-        Some(dir) => dir.to_path_buf(),
-        None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
-    }
-}
-
-/// [`workspace_or_cwd`], absolute and with symlinks resolved: one directory
-/// has one path, so it names one tape (see [`crate::tape::TapeName::scoped`]).
-/// A directory that does not exist, or is not a directory, is an error.
-pub fn canonical_workspace(workspace: Option<&Path>) -> std::io::Result<PathBuf> {
-    let dir = match workspace {
-        Some(dir) => dir.to_path_buf(),
-        None => std::env::current_dir()?,
-    };
-    let canonical = std::fs::canonicalize(&dir)?;
-    if !canonical.is_dir() {
-        return Err(std::io::Error::new(std::io::ErrorKind::NotADirectory, "not a directory"));
-    }
-    Ok(canonical)
 }

@@ -5,7 +5,6 @@ use super::prompt::SystemPrompt;
 use super::recorder;
 use super::steering::Steering;
 use crate::environment::Environments;
-use crate::home::BubHome;
 use crate::model::ModelProvider;
 use crate::tape::{ContextSelector, InMemoryTapeStore, Tape, TapeError, TapeName, TapeSettings, TapeStore};
 use crate::tools::bus::EventBus;
@@ -60,6 +59,11 @@ pub struct AgentBuilder {
 
 impl Agent {
     /// An agent with an in-memory store, no tools, no model and commands off.
+    /// It writes no file it was not told where to put: runs work in `.` (the
+    /// process's directory at the time, unless [`AgentBuilder::workspace`],
+    /// the run's options or [`AgentBuilder::environments`] say otherwise), tape
+    /// archives are refused until [`AgentBuilder::tape_settings`] names a
+    /// directory, and code mode until [`AgentBuilder::codemode_dir`] does.
     pub fn builder() -> AgentBuilder {
         AgentBuilder {
             store: Arc::new(InMemoryTapeStore::new()),
@@ -72,9 +76,9 @@ impl Agent {
             context: None,
             command_prefix: None,
             tape_settings: TapeSettings::default(),
-            workspace: std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+            workspace: PathBuf::from("."),
             environments: None,
-            codemode_dir: BubHome::from_env().codemode_dir(),
+            codemode_dir: PathBuf::new(),
         }
     }
 
@@ -210,7 +214,8 @@ impl AgentBuilder {
         self
     }
 
-    /// Where code-mode stubs are written (default `$BUB_HOME/codemode`).
+    /// Where code-mode stubs are written (no default: code mode fails to
+    /// start without one; the `bub` binary sets `<home>/codemode`).
     pub fn codemode_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.codemode_dir = dir.into();
         self

@@ -4,7 +4,7 @@ use super::exit::{self, Exit};
 use super::tape::{CliSession, one_line};
 use crate::agent::{FailureKind, RunOptions, RunStream, StreamEvent};
 use crate::home::BubHome;
-use crate::setup::{Setup, workspace_or_cwd};
+use crate::setup::Setup;
 use anyhow::{Context, Result};
 use clap::Args;
 use std::io::Write;
@@ -38,8 +38,8 @@ impl SessionArgs {
 }
 
 async fn setup(home: &BubHome, workspace: Option<&PathBuf>) -> Result<Setup> {
-    let workspace = workspace_or_cwd(workspace.map(PathBuf::as_path));
-    Setup::from_env(home, workspace)
+    let workspace = super::env::workspace_or_cwd(workspace.map(PathBuf::as_path));
+    Setup::open(home, workspace, super::env::vars())
         .await
         .map_err(|error| Exit::new(exit::NOT_CONFIGURED, format!("cannot start the agent: {error:#}")).into())
 }

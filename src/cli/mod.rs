@@ -9,13 +9,13 @@
 //! - `bub pairing list|approve|revoke`: who the chat bots answer beyond the config (`pairing`).
 
 mod agent;
+mod env;
 pub mod exit;
 mod gateway;
 mod pairing;
 mod policy;
 mod tape;
 
-use crate::home::BubHome;
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -76,7 +76,7 @@ pub enum Command {
 
 /// Runs a parsed command line.
 pub async fn run(cli: Cli) -> Result<()> {
-    let home = cli.home.map(BubHome::at).unwrap_or_else(BubHome::from_env);
+    let home = env::home(cli.home);
     match cli.command {
         Command::Run { message, session } => agent::run_once(&home, &message, session).await,
         Command::Chat { session } => agent::chat(&home, session).await,

@@ -3,7 +3,7 @@
 
 use crate::config::{GatewayConfig, require_channels};
 use crate::home::BubHome;
-use crate::setup::{Setup, workspace_or_cwd};
+use crate::setup::Setup;
 use anyhow::{Context, Result, bail};
 use clap::Subcommand;
 use std::path::PathBuf;
@@ -51,7 +51,9 @@ async fn check(home: &BubHome, file: PathBuf) -> Result<()> {
 /// The tools the gateway's agent has: the binary's agent, plus the gateway's
 /// own commands.
 async fn known_tools(home: &BubHome) -> Result<Vec<String>> {
-    let setup = Setup::from_env(home, workspace_or_cwd(None)).await.context("cannot list the agent's tools")?;
+    let setup = Setup::open(home, super::env::workspace_or_cwd(None), super::env::vars())
+        .await
+        .context("cannot list the agent's tools")?;
     let mut names: Vec<String> = setup.agent.tools().iter().map(|tool| tool.name().to_string()).collect();
     names.push(crate::policy::policy_tool().name().to_string());
     names.push(crate::gateway::pairing::command::NAME.to_string());

@@ -10,9 +10,9 @@
 //! every gateway chat and tape from before the scoping). `--workspace DIR`
 //! looks only for the session in DIR, `--exact` only for the tape name.
 
+use super::env::canonical_workspace;
 use crate::db::SqliteTapeStore;
 use crate::home::BubHome;
-use crate::setup::canonical_workspace;
 use crate::tape::{Entry, EntryKind, NewEntry, Tape, TapeName, TapeQuery, TapeResult, TapeStore};
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};

@@ -162,6 +162,10 @@ fn split(tools: &ToolRegistry) -> (ToolRegistry, Vec<Tool>) {
 
 /// Writes the stub for `in_code` and builds the session kept on the state.
 async fn open(run: &CodeModeRun, in_code: &[Tool]) -> std::io::Result<CodeModeSession> {
+    // The library writes no file it was not told where to put (see `Agent::builder`).
+    if run.codemode_dir.as_os_str().is_empty() {
+        return Err(std::io::Error::other("no directory for code-mode stubs is set (AgentBuilder::codemode_dir)"));
+    }
     let stubs: Vec<StubTool> = in_code.iter().map(StubTool::from_tool).collect();
     let (dir, workspace, session) = (run.codemode_dir.clone(), run.workspace.clone(), run.session.clone());
     let stub = tokio::task::spawn_blocking(move || write_stub(&dir, &workspace, &session, &stubs))

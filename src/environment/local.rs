@@ -126,6 +126,9 @@ impl Environment for LocalEnvironment {
     }
 }
 
+/// Whether `program` is on `PATH`. Reading `PATH` is part of spawning a
+/// process here (the child inherits the same environment), so it stays in the
+/// library, unlike the `BUB_*` settings the binary reads (`cli/env.rs`).
 fn which(program: &str) -> bool {
     std::env::var_os("PATH").is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
 }

@@ -26,6 +26,8 @@ pub fn resolve_path(workspace: &Path, path: &str, confined: bool) -> Result<Path
         return Err(PathError::Empty);
     }
     let outside = || PathError::OutsideWorkspace { path: path.to_string(), workspace: workspace.to_path_buf() };
+    // `~` means what it means to the shell beside these tools: the process's
+    // home, read at the moment of use, like `PATH` when spawning.
     let home = || std::env::home_dir().ok_or_else(|| PathError::NoHome(path.to_string()));
     let joined = if path == "~" || path.starts_with("~/") {
         if confined {

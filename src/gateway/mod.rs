@@ -27,8 +27,13 @@
 //!    on the tape get their reply, the others run again; undelivered replies go out.
 //!
 //! - [`split`]: splitting long replies under a platform's limit.
+//!
+//! [`Gateway::builder`] starts one in the order that is safe (home lock,
+//! database, policy, config, sandboxes, channels, HTTP server, resume) and
+//! stops it gracefully: the `bub` binary and embedding programs both use it.
 
 pub mod admission;
+mod builder;
 pub mod channels;
 pub mod confinement;
 mod limiter;
@@ -51,6 +56,7 @@ use bub_channel::{
     Channel, ChannelError, Inbound, InboundField, InboundSink, InvalidInbound, Outcome, OutcomeStatus, Problem,
     ReplySink, SubmitError, Submitted,
 };
+pub use builder::{GatewayBuilder, Notice, OpenGateway, RunningGateway, StartError};
 use confinement::PolicyConfinement;
 use outbound::OutboundScheduler;
 use session::Sessions;
@@ -122,9 +128,10 @@ pub(crate) struct Inner {
 
 impl Gateway {
     /// A gateway over these channels; nothing runs until [`Gateway::start`].
-    /// `confinement` must be the provider of the agent's environments (see
-    /// [`Setup::build_with`](crate::setup::Setup::build_with)), so each
-    /// session's files are confined as its policy says.
+    /// `confinement` must be the provider of the agent's environments, so
+    /// each session's files are confined as its policy says. Most programs
+    /// want [`Gateway::builder`], which also locks the home, serves HTTP and
+    /// stops gracefully.
     pub fn new(
         agent: Agent,
         store: GatewayStore,

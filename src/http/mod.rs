@@ -1,11 +1,14 @@
 //! The gateway's one HTTP server: `/healthz`, `/readyz`, `/metrics`, and the
 //! routes of channels that receive over HTTP (`POST /webhook/<name>`).
+//!
+//! It knows nothing of the gateway: `/readyz` asks a [`Readiness`] (the
+//! gateway is one), and the channels' routes are merged in as given. The
+//! [`Gateway`](crate::gateway::Gateway) builder mounts it.
 
 mod serve;
 
 pub use serve::{ServeLimits, serve};
 
-use crate::gateway::Gateway;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -33,18 +36,28 @@ pub fn metrics_handle() -> PrometheusHandle {
         .clone()
 }
 
+/// What `/readyz` reports on.
+#[async_trait::async_trait]
+pub trait Readiness: Send + Sync + 'static {
+    /// The channels served, for the report.
+    fn channel_names(&self) -> Vec<String>;
+    /// Whether the database answers; the error reads in the report's reason.
+    async fn ping(&self) -> Result<(), String>;
+}
+
 /// Shared by the handlers.
 #[derive(Clone)]
 pub struct HttpState {
-    gateway: Gateway,
+    ready: Arc<dyn Readiness>,
     metrics: PrometheusHandle,
     /// Set once every channel started.
     started: Arc<AtomicBool>,
 }
 
 impl HttpState {
-    pub fn new(gateway: Gateway) -> HttpState {
-        HttpState { gateway, metrics: metrics_handle(), started: Arc::default() }
+    /// Not ready until [`HttpState::set_started`].
+    pub fn new(ready: Arc<dyn Readiness>) -> HttpState {
+        HttpState { ready, metrics: metrics_handle(), started: Arc::default() }
     }
 
     /// Marks the gateway ready (channels started).
@@ -53,9 +66,8 @@ impl HttpState {
     }
 }
 
-/// Health, readiness and metrics, plus every channel's routes.
-pub fn router(state: HttpState) -> Router {
-    let channels = state.gateway.routes();
+/// Health, readiness and metrics, plus the channels' routes.
+pub fn router(state: HttpState, channels: Router) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
@@ -69,13 +81,13 @@ async fn healthz() -> Json<serde_json::Value> {
 }
 
 async fn readyz(State(state): State<HttpState>) -> Response {
-    let mut channels = state.gateway.channel_names();
+    let mut channels = state.ready.channel_names();
     channels.sort();
     if !state.started.load(Ordering::SeqCst) {
         let body = json!({"status": "starting", "reason": "channels are not started yet", "channels": channels});
         return (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response();
     }
-    match state.gateway.store().ping().await {
+    match state.ready.ping().await {
         Ok(()) => Json(json!({"status": "ready", "channels": channels})).into_response(),
         Err(error) => {
             let body = json!({"status": "unavailable", "reason": format!("database: {error}"), "channels": channels});

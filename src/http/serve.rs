@@ -6,29 +6,35 @@
 //! wait in the listen backlog. Request bodies have their own deadline in the
 //! channel that reads them.
 //!
-//! Shutdown is axum's: stop accepting, let every open connection finish its
-//! request in flight, then return.
+//! Shutdown is hyper-util's [`GracefulShutdown`]: when `shutdown` completes
+//! the listener closes, every connection finishes the request it is serving
+//! (an idle one closes at once), and [`serve`] returns when the last one has.
+//! Connections are tasks owned by [`serve`]: dropping its future (the
+//! gateway's stop does after 5 s) cuts the ones still open. Connections are
+//! plain HTTP/1.1 (no protocol upgrades: no route of bub's needs one).
 
 pub use crate::config::ServeLimits;
 use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
 
 /// Accepts connections on `listener` and serves `app` on each until `shutdown` completes,
 /// then waits for the connections to finish what they are doing.
 pub async fn serve(listener: TcpListener, app: Router, limits: ServeLimits, shutdown: impl Future<Output = ()>) {
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
-    // Connections hold a receiver each; dropping `stop` tells them to finish, and
-    // `open.closed()` resolves once the last one has.
-    let (stop, stopped) = watch::channel(());
-    let (open, _) = watch::channel(());
+    let graceful = GracefulShutdown::new();
+    let mut connections = JoinSet::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
+        // Reap the connections that ended, so the set holds only open ones.
+        while connections.try_join_next().is_some() {}
         let slot = tokio::select! {
             slot = slots.clone().acquire_owned() => slot.expect("the semaphore is never closed"),
             () = &mut shutdown => break,
@@ -46,34 +52,18 @@ pub async fn serve(listener: TcpListener, app: Router, limits: ServeLimits, shut
         // No Nagle delay on small responses (a sync reply, an SSE event).
         let _ = stream.set_nodelay(true);
         let service = TowerToHyperService::new(app.clone());
-        let mut stopped = stopped.clone();
-        let open = open.subscribe();
-        tokio::spawn(async move {
-            let mut builder = hyper::server::conn::http1::Builder::new();
-            builder.timer(TokioTimer::new()).header_read_timeout(limits.read_timeout);
-            let connection = builder.serve_connection(TokioIo::new(stream), service).with_upgrades();
-            let mut connection = std::pin::pin!(connection);
-            let mut stopping = false;
-            loop {
-                tokio::select! {
-                    result = connection.as_mut() => {
-                        if let Err(error) = result {
-                            tracing::debug!(%peer, %error, "HTTP connection ended with an error");
-                        }
-                        break;
-                    }
-                    _ = stopped.changed(), if !stopping => {
-                        stopping = true;
-                        connection.as_mut().graceful_shutdown();
-                    }
-                }
+        let mut builder = hyper::server::conn::http1::Builder::new();
+        builder.timer(TokioTimer::new()).header_read_timeout(limits.read_timeout);
+        let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
+        connections.spawn(async move {
+            if let Err(error) = connection.await {
+                tracing::debug!(%peer, %error, "HTTP connection ended with an error");
             }
-            drop((slot, open));
+            drop(slot);
         });
     }
-    drop(stop);
     drop(listener);
-    open.closed().await;
+    graceful.shutdown().await;
 }
 
 /// Running out of file descriptors (or another transient accept failure) must

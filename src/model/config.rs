@@ -62,11 +62,6 @@ pub struct ModelSettings {
 }
 
 impl ModelSettings {
-    /// Settings from the process environment.
-    pub fn from_env() -> Result<ModelSettings, ModelError> {
-        ModelSettings::from_vars(std::env::vars())
-    }
-
     /// Settings from `(name, value)` pairs; names not starting with `BUB_` and
     /// empty values are ignored.
     pub fn from_vars(vars: impl IntoIterator<Item = (String, String)>) -> Result<ModelSettings, ModelError> {

@@ -36,6 +36,11 @@ pub enum TapeError {
     #[error("tape {tape}: cannot write archive {}: {source}", .path.display())]
     Archive { tape: TapeName, path: PathBuf, source: std::io::Error },
 
+    /// An archive was asked for, but the settings name no directory for it
+    /// ([`TapeSettings::archive_dir`](super::TapeSettings::archive_dir)); the tape was left as it was.
+    #[error("tape {tape}: cannot archive: no archive directory is set")]
+    NoArchiveDir { tape: TapeName },
+
     /// A store answered against the [`TapeStore`](super::TapeStore)
     /// contract (an append that returned another number of entries than it
     /// was given, say): a store written elsewhere fails the run, never panics it.

@@ -10,7 +10,6 @@ use super::name::TapeName;
 use super::query::TapeQuery;
 use super::spill::SpillSettings;
 use super::store::TapeStore;
-use crate::home::BubHome;
 use serde_json::{Value, json};
 use std::fmt;
 use std::path::PathBuf;
@@ -20,17 +19,17 @@ use std::sync::Arc;
 pub const BOOTSTRAP_ANCHOR: &str = "session/start";
 
 /// Settings shared by the tapes of one runtime.
-#[derive(Debug, Clone, PartialEq)]
+///
+/// The default names no archive directory: the library writes no file it
+/// was not told where to put, so a `reset(archive = true)` then fails
+/// ([`TapeError::NoArchiveDir`]) and leaves the tape as it was. The `bub`
+/// binary sets `<home>/tapes`.
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct TapeSettings {
-    /// Where `reset(archive = true)` writes its JSONL files.
+    /// Where `reset(archive = true)` writes its JSONL files; empty: nowhere
+    /// (archiving is refused).
     pub archive_dir: PathBuf,
     pub spill: SpillSettings,
-}
-
-impl Default for TapeSettings {
-    fn default() -> TapeSettings {
-        TapeSettings { archive_dir: BubHome::from_env().archive_dir(), spill: SpillSettings::default() }
-    }
 }
 
 /// A handle on one tape. Cheap to clone; all state lives in the store.
@@ -246,6 +245,9 @@ impl Tape {
         let mut report = ResetReport::default();
         let sidecars = self.sidecar_names().await?;
         if archive {
+            if self.settings.archive_dir.as_os_str().is_empty() {
+                return Err(TapeError::NoArchiveDir { tape: self.name.clone() });
+            }
             report.archived = Some(archive::archive(self, &self.settings.archive_dir).await?);
         }
         self.store.reset(&self.name).await?;

@@ -1,0 +1,67 @@
+//! The process environment, read in one place: the library below `cli/`
+//! never reads `BUB_*` variables, `HOME` or the current directory, so a
+//! program embedding bub decides every path and setting itself. What is read
+//! here is handed down as values: the variables to [`Setup`](crate::setup::Setup),
+//! paths and settings to the [`Gateway`](crate::gateway::Gateway) builder.
+
+use crate::db::Durability;
+use crate::home::BubHome;
+use anyhow::Result;
+use std::path::{Path, PathBuf};
+
+/// `--home`, else `$BUB_HOME` if set and non-empty, else `~/.bub` (or
+/// `./.bub` without a home directory).
+pub(crate) fn home(given: Option<PathBuf>) -> BubHome {
+    if let Some(root) = given {
+        return BubHome::at(root);
+    }
+    match std::env::var_os("BUB_HOME").filter(|value| !value.is_empty()) {
+        Some(root) => BubHome::at(root),
+        None => BubHome::at(std::env::home_dir().unwrap_or_else(|| PathBuf::from(".")).join(".bub")),
+    }
+}
+
+/// Every variable, for [`Setup::build`](crate::setup::Setup::build) (which
+/// reads the `BUB_*` ones it knows).
+pub(crate) fn vars() -> Vec<(String, String)> {
+    std::env::vars().collect()
+}
+
+/// A variable's value, trimmed; `None` when unset or blank.
+pub(crate) fn var(name: &str) -> Option<String> {
+    std::env::var(name).ok().map(|value| value.trim().to_string()).filter(|value| !value.is_empty())
+}
+
+/// The workspace a command runs in: the given directory or the current one.
+pub(crate) fn workspace_or_cwd(workspace: Option<&Path>) -> PathBuf {
+    match workspace {
+        Some(dir) => dir.to_path_buf(),
+        None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+    }
+}
+
+/// [`workspace_or_cwd`], absolute and with symlinks resolved: one directory
+/// has one path, so it names one tape (see [`crate::tape::TapeName::scoped`]).
+/// A directory that does not exist, or is not a directory, is an error.
+pub(crate) fn canonical_workspace(workspace: Option<&Path>) -> std::io::Result<PathBuf> {
+    let dir = match workspace {
+        Some(dir) => dir.to_path_buf(),
+        None => std::env::current_dir()?,
+    };
+    let canonical = std::fs::canonicalize(&dir)?;
+    if !canonical.is_dir() {
+        return Err(std::io::Error::new(std::io::ErrorKind::NotADirectory, "not a directory"));
+    }
+    Ok(canonical)
+}
+
+/// `BUB_SQLITE_SYNC`: `full` (default: every commit reaches the disk before a
+/// message is acknowledged) or `normal` (commits survive a crash of the
+/// process, not of the machine; faster on slow disks).
+pub(crate) fn durability() -> Result<Durability> {
+    match std::env::var("BUB_SQLITE_SYNC").ok().as_deref().map(str::trim) {
+        None | Some("") | Some("full") => Ok(Durability::Full),
+        Some("normal") => Ok(Durability::Normal),
+        Some(other) => anyhow::bail!("BUB_SQLITE_SYNC={other:?}: must be full or normal"),
+    }
+}

@@ -84,70 +84,134 @@ pub(crate) fn start(inner: &Arc<Inner>, session: &str, batch: Vec<Message>) -> (
     (share, done_rx)
 }
 
+/// What a turn needs from its messages, read under one lock before it runs
+/// (messages steered in later join only the answer's delivery).
+struct TurnInput {
+    prompt: String,
+    ids: Vec<String>,
+    policy: Arc<crate::policy::EffectivePolicy>,
+    user: String,
+    chat: bub_channel::ChatRef,
+    channel: String,
+    provenance: crate::policy::Provenance,
+    /// Whether any message wants its answer through the channel (not only a waiting caller).
+    wants_channel: bool,
+    /// The idempotency key of the reply (see [`reply_key`]).
+    reply_key: String,
+}
+
+impl TurnInput {
+    /// `None` when the turn has no messages (a stop cleared them).
+    fn read(inner: &Inner, share: &TurnShare) -> Option<TurnInput> {
+        let members = share.members.lock().unwrap_or_else(|p| p.into_inner());
+        let (first, last) = (members.first()?, members.last()?);
+        let prompt = match (members.as_slice(), inner.agent.command_prefix()) {
+            // A command runs as typed: no writer's name in front of the prefix.
+            ([only], Some(prefix)) if crate::command::is_command(&only.inbound.text, prefix) => {
+                only.inbound.text.clone()
+            }
+            _ => admission::compose_prompt(members.iter().map(|m| &m.inbound)),
+        };
+        Some(TurnInput {
+            prompt,
+            ids: members.iter().map(|m| m.inbound.message_id.clone()).collect(),
+            policy: last.policy.clone(),
+            user: last.user.clone(),
+            chat: last.inbound.chat.clone(),
+            channel: last.inbound.channel.clone(),
+            provenance: crate::policy::provenance::least_trusted(members.iter().map(|m| m.provenance)),
+            wants_channel: members.iter().any(|m| m.inbound.delivery == Delivery::Channel),
+            reply_key: reply_key(first),
+        })
+    }
+}
+
 async fn run(inner: &Arc<Inner>, share: &TurnShare) {
     let started = Instant::now();
     // No write here: the turn's marker on the tape names its messages, which
     // is how a restart knows whether the turn landed.
-    let (prompt, ids, last, provenance) = {
-        let members = share.members.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(last) = members.last() else { return };
-        let provenance = crate::policy::provenance::least_trusted(members.iter().map(|m| m.provenance));
-        (
-            match (members.as_slice(), inner.agent.command_prefix()) {
-                // A command runs as typed: no writer's name in front of the prefix.
-                ([only], Some(prefix)) if crate::command::is_command(&only.inbound.text, prefix) => {
-                    only.inbound.text.clone()
-                }
-                _ => admission::compose_prompt(members.iter().map(|m| &m.inbound)),
-            },
-            members.iter().map(|m| m.inbound.message_id.clone()).collect::<Vec<_>>(),
-            (last.policy.clone(), last.user.clone(), last.inbound.chat.clone(), last.inbound.channel.clone()),
-            provenance,
-        )
-    };
-    let (policy, user, chat, channel) = last;
-    let span = tracing::info_span!("turn", session = %share.session, turn = %share.id, channel = %channel);
+    let Some(input) = TurnInput::read(inner, share) else { return };
+    let span = tracing::info_span!("turn", session = %share.session, turn = %share.id, channel = %input.channel);
     let _enter = span.enter();
 
-    let changed = inner.confinement.set(&share.session, super::confinement::EnvironmentChoice::of(&policy));
+    confine(inner, &share.session, &input.policy).await;
+    let options = run_options(inner, share, &input);
+    let live = live_reply(inner, share, &input);
+    let typing = match inner.channels.get(&input.channel) {
+        Some(target) if input.wants_channel && target.limits().typing => {
+            Some(Typing::start(target.clone(), input.chat.clone()))
+        }
+        _ => None,
+    };
+    let channel = input.channel.clone();
+    let (text, failure) = answer(inner, share, input.prompt, options, live.as_ref()).await;
+    metrics::histogram!("bub_turn_seconds", "channel" => channel.clone()).record(started.elapsed().as_secs_f64());
+    let result = turn_outcome(share, text, failure);
+    metrics::counter!("bub_turns_total", "channel" => channel, "status" => status_name(result.status)).increment(1);
+    drop(typing);
+    let members = std::mem::take(&mut *share.members.lock().unwrap_or_else(|p| p.into_inner()));
+    conclude_with(inner, members, result, true, live).await;
+}
+
+/// Notes where the session's shell and code run under `policy`; when that
+/// changed, the session's open environment (made for the old policy) is closed.
+async fn confine(inner: &Inner, session: &str, policy: &crate::policy::EffectivePolicy) {
+    let changed = inner.confinement.set(session, super::confinement::EnvironmentChoice::of(policy));
     if changed && let Some(environments) = inner.agent.environments() {
-        let closed = environments.close_session(&share.session).await;
-        tracing::info!(session = %share.session, closed, "the policy changed where the shell runs; the next command starts afresh");
+        let closed = environments.close_session(session).await;
+        tracing::info!(session = %session, closed, "the policy changed where the shell runs; the next command starts afresh");
     }
+}
+
+/// The run's options: the policy's tools and model, and the turn's state
+/// (policy, marker, provenance).
+fn run_options(inner: &Inner, share: &TurnShare, input: &TurnInput) -> RunOptions {
+    let policy = &input.policy;
     let state = TurnState::new();
-    state.insert_extension(SessionPolicy { policy: policy.clone(), user, chat_kind: chat.kind });
-    state.insert_extension(TurnMarker { turn: share.id.clone(), messages: ids });
-    state.insert_extension(crate::agent::MessageMeta(provenance.meta()));
+    state.insert_extension(SessionPolicy {
+        policy: policy.clone(),
+        user: input.user.clone(),
+        chat_kind: input.chat.kind,
+    });
+    state.insert_extension(TurnMarker { turn: share.id.clone(), messages: input.ids.clone() });
+    state.insert_extension(crate::agent::MessageMeta(input.provenance.meta()));
     let tools: Vec<(String, Capabilities)> =
         inner.agent.tools().iter().map(|tool| (tool.name().to_string(), tool.capabilities())).collect();
     // A turn abandoned by a stop leaves no trace, so the next start runs it again.
     let mut options = RunOptions::new(share.session.clone())
         .discard_if_cancelled()
         .state(state)
-        .allowed_tools(policy.offered_tools(&tools, chat.kind.is_shared()));
+        .allowed_tools(policy.offered_tools(&tools, input.chat.kind.is_shared()));
     if let Some(model) = &policy.model.value {
         options = options.model(model.clone());
     }
+    options
+}
 
-    let wants_channel = {
-        let members = share.members.lock().unwrap_or_else(|p| p.into_inner());
-        members.iter().any(|m| m.inbound.delivery == Delivery::Channel)
-    };
-    let live = match inner.channels.get(&channel) {
-        Some(target) if wants_channel && target.limits().edits => {
-            let members = share.members.lock().unwrap_or_else(|p| p.into_inner());
-            members.first().map(|first| {
-                let ids = members.iter().map(|m| m.inbound.message_id.clone()).collect();
-                inner.outbound().live(&channel, chat.clone(), reply_key(first), share.session.clone()).reply_to(ids)
-            })
-        }
+/// The reply edited in place as the answer streams, where the channel can
+/// edit messages and one is wanted there.
+fn live_reply(inner: &Inner, share: &TurnShare, input: &TurnInput) -> Option<LiveReply> {
+    match inner.channels.get(&input.channel) {
+        Some(target) if input.wants_channel && target.limits().edits => Some(
+            inner
+                .outbound()
+                .live(&input.channel, input.chat.clone(), input.reply_key.clone(), share.session.clone())
+                .reply_to(input.ids.clone()),
+        ),
         _ => None,
-    };
+    }
+}
 
-    let typing = match inner.channels.get(&channel) {
-        Some(target) if wants_channel && target.limits().typing => Some(Typing::start(target.clone(), chat.clone())),
-        _ => None,
-    };
+/// Runs the agent and streams its answer to the waiting callers (the turn's
+/// members as they are at each event: steered ones included) and the live
+/// reply. Returns the text and the run's first failure.
+async fn answer(
+    inner: &Inner,
+    share: &TurnShare,
+    prompt: String,
+    options: RunOptions,
+    live: Option<&LiveReply>,
+) -> (String, Option<(FailureKind, String)>) {
     let mut stream = inner.agent.run(prompt, options);
     let mut text = AnswerText::default();
     let mut failure: Option<(FailureKind, String)> = None;
@@ -168,7 +232,7 @@ async fn run(inner: &Arc<Inner>, share: &TurnShare) {
                         sink.restart(text.as_str(), format!("the answer was cut off ({kind}); asking again"));
                     }
                 }
-                if let Some(live) = &live {
+                if let Some(live) = live {
                     live.update(format!("{}{ASKING_AGAIN}", text.as_str()));
                 }
                 continue;
@@ -176,14 +240,16 @@ async fn run(inner: &Arc<Inner>, share: &TurnShare) {
             StreamEvent::Error { kind, message } if failure.is_none() => failure = Some((kind, message)),
             _ => {}
         }
-        if changed && let Some(live) = &live {
+        if changed && let Some(live) = live {
             live.update(text.as_str());
         }
     }
-    let text = text.into_string();
-    let elapsed = started.elapsed().as_secs_f64();
-    metrics::histogram!("bub_turn_seconds", "channel" => channel.clone()).record(elapsed);
-    let result = match failure {
+    (text.into_string(), failure)
+}
+
+/// The turn's outcome: the answer, or what failed after what was said.
+fn turn_outcome(share: &TurnShare, text: String, failure: Option<(FailureKind, String)>) -> Outcome {
+    match failure {
         // A failed command's output is its reply, and says what failed.
         Some((FailureKind::Command, _)) => outcome(OutcomeStatus::Failed, text, &share.session),
         Some((kind, message)) => {
@@ -195,11 +261,7 @@ async fn run(inner: &Arc<Inner>, share: &TurnShare) {
             outcome(OutcomeStatus::Failed, text, &share.session)
         }
         None => outcome(OutcomeStatus::Replied, text, &share.session),
-    };
-    metrics::counter!("bub_turns_total", "channel" => channel, "status" => status_name(result.status)).increment(1);
-    drop(typing);
-    let members = std::mem::take(&mut *share.members.lock().unwrap_or_else(|p| p.into_inner()));
-    conclude_with(inner, members, result, true, live).await;
+    }
 }
 
 /// Shown after the text so far while a cut-off answer is asked again.

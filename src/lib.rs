@@ -28,12 +28,18 @@
 //! - [`policy`]: what policy decides from the file — per-chat effective
 //!   policy, tool enforcement, `,policy explain`, provenance, warnings.
 //! - [`gateway`]: the inbound pipeline — durable inbox, admission, session
-//!   workers (debounce, busy rule), turns, outbox and the outbound scheduler.
-//! - [`http`]: the HTTP server — `/healthz`, `/readyz`, `/metrics`, channel routes.
+//!   workers (debounce, busy rule), turns, outbox and the outbound scheduler;
+//!   `Gateway::builder`, which starts and stops it in the one safe order
+//!   (home lock, database, policy, config, sandboxes, channels, HTTP).
+//! - [`http`]: the HTTP server — `/healthz`, `/readyz`, `/metrics`, channel
+//!   routes, connection limits and graceful shutdown; knows nothing of the gateway.
 //! - [`skills`]: `SKILL.md` discovery and the `skill` tool.
-//! - [`setup`]: the agent the `bub` binary runs, assembled from `BUB_*` variables.
-//! - [`home`]: where bub keeps its files (`$BUB_HOME`).
-//! - [`cli`]: the `bub` command line.
+//! - [`setup`]: the agent the `bub` binary runs, assembled from the `BUB_*`
+//!   variables it is given.
+//! - [`home`]: the layout of a home directory (database, config, archives, …).
+//! - [`cli`]: the `bub` command line, and the only reader of the process
+//!   environment (`BUB_*`, `HOME`, the current directory): everything below
+//!   it is given its paths and settings.
 
 pub mod agent;
 pub mod cli;

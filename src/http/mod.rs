@@ -3,7 +3,7 @@
 //!
 //! It knows nothing of the gateway: `/readyz` asks a [`Readiness`] (the
 //! gateway is one), and the channels' routes are merged in as given. The
-//! [`Gateway`](crate::gateway::Gateway) builder mounts it.
+//! gateway's builder mounts it.
 
 mod serve;
 

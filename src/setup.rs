@@ -9,7 +9,8 @@
 //! `BUB_SPILL_THRESHOLD` (estimated tokens, default 4096, 0 = no new spills),
 //! `BUB_CONFINE_FS` (`true`: file tools and `cwd` may not leave the workspace),
 //! `BUB_ENVIRONMENT_IDLE_SECONDS` (default 1800: a session's environment, and
-//! what it runs, is closed after this long without a turn).
+//! what it runs, is closed after this long without a turn), `HOME` (the
+//! user's skills in `$HOME/.agents/skills`).
 //!
 //! Each session runs in its own [`LocalEnvironment`](crate::environment::LocalEnvironment):
 //! in the workspace a run names (`bub run` gives the current directory), else
@@ -98,6 +99,7 @@ impl Setup {
         };
         let max_steps = parse_var(&var, "BUB_MAX_STEPS", crate::agent::DEFAULT_MAX_STEPS)?;
         let threshold_tokens = parse_var(&var, "BUB_SPILL_THRESHOLD", SpillSettings::default().threshold_tokens)?;
+        let user_home = var("HOME").filter(|home| !home.trim().is_empty()).map(PathBuf::from);
         let shells = Arc::new(ShellManager::new());
         let confined = match var("BUB_CONFINE_FS").as_deref().map(str::trim) {
             None | Some("") | Some("0") | Some("false") | Some("no") => false,
@@ -127,7 +129,7 @@ impl Setup {
             .tool(codemode::code_mode_tool())
             .tool(agent::subagent_tool())
             .tool(codemode::run_code_tool())
-            .tool(skills::skill_tool())
+            .tool(skills::skill_tool(user_home.clone()))
             .environments(environments.clone())
             .command_prefix(prefix.as_ref())
             .max_steps(max_steps)
@@ -144,7 +146,7 @@ impl Setup {
             Err(_) => builder.models(Arc::new(models)),
         };
         let agent = builder.build();
-        add_prompt_sections(&agent);
+        add_prompt_sections(&agent, user_home);
         Ok(Setup { agent, shells, store, environments })
     }
 }
@@ -165,7 +167,7 @@ fn parse_var(var: &impl Fn(&str) -> Option<String>, name: &'static str, default:
 /// syscalls on the local workspace, done in place: a `spawn_blocking` hop for
 /// each cost more than the reads and grew the blocking pool to ~15 threads
 /// under load (each with its own allocator heap).
-fn add_prompt_sections(agent: &Agent) {
+fn add_prompt_sections(agent: &Agent, user_home: Option<PathBuf>) {
     agent.system_prompt().add(|ctx| async move {
         let workspace = ctx.state.get_str("workspace").map(PathBuf::from)?;
         let text = std::fs::read_to_string(workspace.join("AGENTS.md")).ok()?;
@@ -182,10 +184,14 @@ fn add_prompt_sections(agent: &Agent) {
             .collect();
         Some(format!("<available_tools>\n{}\n</available_tools>", lines.join("\n")))
     });
-    agent.system_prompt().add(|ctx| async move {
-        let workspace = ctx.state.get_str("workspace").map(PathBuf::from)?;
-        let found = skills::allowed_by(skills::discover(&skills::skill_roots(&workspace)), &ctx.state);
-        Some(skills::prompt_section(&found, &ctx.prompt))
+    agent.system_prompt().add(move |ctx| {
+        let user_home = user_home.clone();
+        async move {
+            let workspace = ctx.state.get_str("workspace").map(PathBuf::from)?;
+            let roots = skills::skill_roots(&workspace, user_home.as_deref());
+            let found = skills::allowed_by(skills::discover(&roots), &ctx.state);
+            Some(skills::prompt_section(&found, &ctx.prompt))
+        }
     });
 }
 

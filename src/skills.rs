@@ -9,7 +9,8 @@
 //! Skills come from, in order of precedence (the first of a name wins,
 //! ignoring case):
 //! 1. `<workspace>/.agents/skills/<name>/SKILL.md`, the project's own;
-//! 2. `~/.agents/skills/<name>/SKILL.md`, the user's;
+//! 2. `<home>/.agents/skills/<name>/SKILL.md`, the user's, when the agent is
+//!    given a home ([`skill_roots`]; the `bub` binary gives `$HOME`);
 //! 3. the builtin set in the repository's `skills/` folder, compiled into the
 //!    binary so it needs no files at run time.
 //!
@@ -81,11 +82,11 @@ const BUILTIN_SKILLS: &[(&str, &str)] = &[
 ];
 
 /// The folders searched for skills, most important first:
-/// `<workspace>/.agents/skills`, then `$HOME/.agents/skills` when there is a
-/// home directory (and it is not the same folder).
-pub fn skill_roots(workspace: &Path) -> Vec<PathBuf> {
+/// `<workspace>/.agents/skills`, then `<user_home>/.agents/skills` when a
+/// user's home is given (and it is not the same folder).
+pub fn skill_roots(workspace: &Path, user_home: Option<&Path>) -> Vec<PathBuf> {
     let mut roots = vec![workspace.join(".agents").join("skills")];
-    if let Some(home) = std::env::home_dir() {
+    if let Some(home) = user_home {
         let user = home.join(".agents").join("skills");
         if !roots.contains(&user) {
             roots.push(user);
@@ -160,19 +161,22 @@ struct SkillArgs {
 
 /// The `skill` tool: with no name it lists `name: description` lines; with a
 /// name it returns `location: …` and the skill's body; an unknown name gives
-/// `(no such skill)`. Skills are discovered from the call's workspace each
-/// time.
-pub fn skill_tool() -> Tool {
-    Tool::typed("skill", |args: SkillArgs, ctx: ToolContext| async move {
-        let roots = skill_roots(&ctx.workspace);
-        let skills = tokio::task::spawn_blocking(move || discover(&roots))
-            .await
-            .map_err(|error| ToolError::failed(format!("skill discovery failed: {error}")))?;
-        let skills = allowed_by(skills, &ctx.state);
-        Ok::<_, ToolError>(match args.name {
-            None => list_skills(&skills),
-            Some(name) => show_skill(&skills, &name),
-        })
+/// `(no such skill)`. Skills are discovered from the call's workspace (and
+/// `user_home`, see [`skill_roots`]) each time.
+pub fn skill_tool(user_home: Option<PathBuf>) -> Tool {
+    Tool::typed("skill", move |args: SkillArgs, ctx: ToolContext| {
+        let user_home = user_home.clone();
+        async move {
+            let roots = skill_roots(&ctx.workspace, user_home.as_deref());
+            let skills = tokio::task::spawn_blocking(move || discover(&roots))
+                .await
+                .map_err(|error| ToolError::failed(format!("skill discovery failed: {error}")))?;
+            let skills = allowed_by(skills, &ctx.state);
+            Ok::<_, ToolError>(match args.name {
+                None => list_skills(&skills),
+                Some(name) => show_skill(&skills, &name),
+            })
+        }
     })
     .with_capabilities([Capability::Read])
 }
@@ -500,7 +504,7 @@ mod tests {
 
     #[test]
     fn skill_roots_start_with_the_workspace() {
-        let roots = skill_roots(Path::new("/srv/project"));
+        let roots = skill_roots(Path::new("/srv/project"), None);
         assert_eq!(roots[0], PathBuf::from("/srv/project/.agents/skills"));
     }
 
@@ -538,7 +542,7 @@ mod tests {
     #[tokio::test]
     async fn skill_tool_without_a_name_lists_skills() {
         let workspace = workspace_with_skill();
-        let tool = skill_tool();
+        let tool = skill_tool(None);
         assert_eq!(tool.name(), "skill");
         let listing = tool.call(json!({}), context(workspace.path())).await.unwrap();
         let listing = listing.as_str().unwrap();
@@ -549,7 +553,7 @@ mod tests {
     #[tokio::test]
     async fn skill_tool_with_a_name_shows_location_and_body() {
         let workspace = workspace_with_skill();
-        let shown = skill_tool().call(json!({"name": "Deploy"}), context(workspace.path())).await.unwrap();
+        let shown = skill_tool(None).call(json!({"name": "Deploy"}), context(workspace.path())).await.unwrap();
         let location = workspace.path().join(".agents/skills/deploy");
         assert_eq!(shown, json!(format!("location: {}\n\nRun ./deploy.sh", location.display())));
     }
@@ -557,7 +561,7 @@ mod tests {
     #[tokio::test]
     async fn skill_tool_with_an_unknown_name_says_so() {
         let workspace = workspace_with_skill();
-        let shown = skill_tool().call(json!({"name": "nope"}), context(workspace.path())).await.unwrap();
+        let shown = skill_tool(None).call(json!({"name": "nope"}), context(workspace.path())).await.unwrap();
         assert_eq!(shown, json!("(no such skill)"));
     }
 
@@ -591,18 +595,18 @@ mod tests {
         let workspace = workspace_with_skill();
         let ctx = context(workspace.path());
         ctx.state.set("allowed_skills", json!(["tape-handoff"]));
-        let listing = skill_tool().call(json!({}), ctx.clone()).await.unwrap();
+        let listing = skill_tool(None).call(json!({}), ctx.clone()).await.unwrap();
         let listing = listing.as_str().unwrap().to_string();
         assert!(listing.starts_with("tape-handoff: ") && !listing.contains("deploy"), "{listing}");
-        assert_eq!(skill_tool().call(json!({"name": "deploy"}), ctx).await.unwrap(), json!("(no such skill)"));
-        let everything = discover(&skill_roots(workspace.path()));
+        assert_eq!(skill_tool(None).call(json!({"name": "deploy"}), ctx).await.unwrap(), json!("(no such skill)"));
+        let everything = discover(&skill_roots(workspace.path(), None));
         let all = allowed_by(everything.clone(), &crate::tools::TurnState::new());
         assert_eq!(all.len(), everything.len(), "no allowed_skills: every skill");
     }
 
     #[test]
     fn skill_tool_schema_has_an_optional_name() {
-        let tool = skill_tool();
+        let tool = skill_tool(None);
         assert_eq!(tool.parameters()["properties"]["name"]["type"], json!(["string", "null"]));
         assert!(tool.parameters().get("required").is_none());
         assert!(tool.description().starts_with("List the available skills"));

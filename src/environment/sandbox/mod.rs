@@ -160,6 +160,8 @@ impl SandboxProvider {
     /// cannot build one is found at start-up, not on a user's first command.
     pub async fn check(&self) -> Result<(), SandboxError> {
         static TRIALS: AtomicU64 = AtomicU64::new(0);
+        // Scratch removed at once, in the system's temp dir (`TMPDIR`): part
+        // of trying a spawn, like reading `PATH`, not a bub setting.
         let scratch = std::env::temp_dir().join(format!(
             "bub-sandbox-check-{}-{}",
             std::process::id(),

@@ -2,7 +2,7 @@
 //!
 //! The library only ever gets a root it was given ([`BubHome::at`]); the
 //! `bub` binary picks it (`--home`, else `$BUB_HOME`, else `~/.bub`: see
-//! [`crate::cli`]), so an embedding program never writes under `~/.bub`
+//! `cli/env.rs`), so an embedding program never writes under `~/.bub`
 //! unless it says so.
 //!
 //! ```text

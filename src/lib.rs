@@ -40,6 +40,42 @@
 //! - [`cli`]: the `bub` command line, and the only reader of the process
 //!   environment (`BUB_*`, `HOME`, the current directory): everything below
 //!   it is given its paths and settings.
+//!
+//! # Where a new thing goes
+//! - A **tool**: a file in `tools/builtin/` (one per family), registered in
+//!   `tools::builtin` or by whoever builds the agent. It sees a
+//!   `ToolContext`, never the agent; a tool that must start runs belongs to
+//!   `agent/` (like `subagent`). MCP tools go beside `tools/builtin/`.
+//! - A **channel kind**: its settings in `config/channel/<kind>.rs` (listed
+//!   in `config/channel/mod.rs`), its adapter crate in `adapters/<kind>`, and
+//!   one line of registration in `gateway/channels.rs` behind a Cargo feature.
+//! - A **store backend**: `db/<backend>/`, implementing `tape::TapeStore` and
+//!   `db::GatewayTables`; the places that open the store choose it
+//!   (`gateway/builder.rs`, `setup.rs`, `cli/tape.rs`, `cli/pairing.rs`:
+//!   today they name SQLite). The tape and gateway logic do not change.
+//! - A **config key**: the file of its table in `config/` (`layer.rs` for
+//!   `[policy]`, `http.rs`, `channel/<kind>.rs`), documented in
+//!   `config/bub.example.toml`; what it decides goes in `policy/` or the
+//!   module that uses it.
+//! - A **process setting** (`BUB_*`): read in `cli/env.rs` and passed down
+//!   as a value; nothing below `cli` reads the environment.
+//!
+//! # Dependencies
+//! No two top-level modules import each other. From the bottom: `tape`;
+//! `db` → `tape`; `model` → `tape`; `environment` → `tape`; `tools` →
+//! `environment`, `model`, `tape` (and `config` needs only
+//! `tools::capability` and `model::ModelSpec`, to parse tool patterns and
+//! model names at load); `codemode` → `tools`, `environment`; `agent` →
+//! the runtime below it; `skills`; `policy` → `agent`, `config`;
+//! `http` → `config`; `gateway` → all of the runtime, `policy`, `http`;
+//! `setup` and `cli` on top.
+//!
+//! # Words
+//! A **command** is a comma command (`,help`): parsed in [`command`], run by
+//! the agent, recorded on the tape. What an environment starts is a
+//! [`environment::Program`]; what the `bub` binary is asked to do is a
+//! subcommand ([`cli::BubSubcommand`]). Two modules speak HTTP: [`http`],
+//! the gateway's server, and the model clients' private `transport`.
 
 pub mod agent;
 pub mod cli;

@@ -4,14 +4,14 @@
 mod support;
 
 use bub::environment::{
-    Command, Environment, EnvironmentError, Environments, LocalEnvironment, LocalProvider, PathError, SpawnOptions,
+    Environment, EnvironmentError, Environments, LocalEnvironment, LocalProvider, PathError, Program, SpawnOptions,
 };
 use std::sync::Arc;
 use std::time::Duration;
 use support::gone_within;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-async fn output_of(environment: &LocalEnvironment, command: Command, options: SpawnOptions) -> (String, i32) {
+async fn output_of(environment: &LocalEnvironment, command: Program, options: SpawnOptions) -> (String, i32) {
     let mut process = environment.spawn(command, options).await.expect("spawn");
     let mut stdout = process.take_io().stdout.expect("stdout");
     let mut text = String::new();
@@ -24,12 +24,12 @@ async fn strings_run_through_the_shell_and_lists_as_argv() {
     let dir = tempfile::tempdir().unwrap();
     let environment = LocalEnvironment::new(dir.path(), false).unwrap();
     let (text, code) =
-        output_of(&environment, Command::Shell("echo $((2+3)) | sed s/5/five/".into()), SpawnOptions::default()).await;
+        output_of(&environment, Program::Shell("echo $((2+3)) | sed s/5/five/".into()), SpawnOptions::default()).await;
     assert_eq!((text.as_str(), code), ("five\n", 0));
-    let argv = Command::Argv(vec!["printf".into(), "%s|".into(), "a b".into(), "$HOME".into()]);
+    let argv = Program::Argv(vec!["printf".into(), "%s|".into(), "a b".into(), "$HOME".into()]);
     let (text, _) = output_of(&environment, argv, SpawnOptions::default()).await;
     assert_eq!(text, "a b|$HOME|", "no shell expansion for argv");
-    let (text, code) = output_of(&environment, Command::Shell("exit 3".into()), SpawnOptions::default()).await;
+    let (text, code) = output_of(&environment, Program::Shell("exit 3".into()), SpawnOptions::default()).await;
     assert_eq!((text.as_str(), code), ("", 3));
 }
 
@@ -40,7 +40,7 @@ async fn cwd_and_env_are_layered_over_the_defaults() {
     let environment = LocalEnvironment::new(dir.path(), false).unwrap();
     let options = SpawnOptions { cwd: Some("sub".into()), env: vec![("GREETING".into(), "hej".into())] };
     let (text, _) =
-        output_of(&environment, Command::Shell("echo $GREETING $(basename $PWD) ${PATH:+has-path}".into()), options)
+        output_of(&environment, Program::Shell("echo $GREETING $(basename $PWD) ${PATH:+has-path}".into()), options)
             .await;
     assert_eq!(text, "hej sub has-path\n");
 }
@@ -49,7 +49,7 @@ async fn cwd_and_env_are_layered_over_the_defaults() {
 async fn stdin_reaches_the_process() {
     let dir = tempfile::tempdir().unwrap();
     let environment = LocalEnvironment::new(dir.path(), false).unwrap();
-    let mut process = environment.spawn(Command::Argv(vec!["cat".into()]), SpawnOptions::default()).await.unwrap();
+    let mut process = environment.spawn(Program::Argv(vec!["cat".into()]), SpawnOptions::default()).await.unwrap();
     let mut io = process.take_io();
     let mut stdin = io.stdin.take().unwrap();
     stdin.write_all(b"through the pipe").await.unwrap();
@@ -64,7 +64,7 @@ async fn a_signal_reaches_the_whole_process_tree() {
     let dir = tempfile::tempdir().unwrap();
     let environment = LocalEnvironment::new(dir.path(), false).unwrap();
     let mut process =
-        environment.spawn(Command::Shell("sleep 100 & sleep 100".into()), SpawnOptions::default()).await.unwrap();
+        environment.spawn(Program::Shell("sleep 100 & sleep 100".into()), SpawnOptions::default()).await.unwrap();
     assert!(process.is_running());
     process.signal(false);
     assert!(gone_within(process.as_ref(), Duration::from_secs(5)).await, "a child of the shell survived TERM");
@@ -76,7 +76,7 @@ async fn a_signal_reaches_the_whole_process_tree() {
 async fn close_kills_what_the_environment_started() {
     let dir = tempfile::tempdir().unwrap();
     let environment = LocalEnvironment::new(dir.path(), false).unwrap();
-    let process = environment.spawn(Command::Shell("sleep 100 & wait".into()), SpawnOptions::default()).await.unwrap();
+    let process = environment.spawn(Program::Shell("sleep 100 & wait".into()), SpawnOptions::default()).await.unwrap();
     environment.close().await;
     assert!(gone_within(process.as_ref(), Duration::from_secs(5)).await);
 }
@@ -109,7 +109,7 @@ async fn a_confined_environment_refuses_every_way_out() {
     }
     assert_eq!(std::fs::read_to_string(&outside).unwrap(), "outside", "nothing was written outside");
     let escape = SpawnOptions { cwd: Some("..".into()), env: vec![] };
-    assert!(environment.spawn(Command::Shell("pwd".into()), escape).await.is_err(), "cwd is confined too");
+    assert!(environment.spawn(Program::Shell("pwd".into()), escape).await.is_err(), "cwd is confined too");
     environment.write_text("inside.txt", "fine").await.unwrap();
 }
 
@@ -134,7 +134,7 @@ async fn idle_environments_are_closed_and_their_processes_killed() {
     let dir = tempfile::tempdir().unwrap();
     let environments = Environments::new(Arc::new(LocalProvider::default()), dir.path(), Duration::ZERO);
     let environment = environments.get("chat", None).await.unwrap();
-    let process = environment.spawn(Command::Shell("sleep 100".into()), SpawnOptions::default()).await.unwrap();
+    let process = environment.spawn(Program::Shell("sleep 100".into()), SpawnOptions::default()).await.unwrap();
     assert_eq!(environments.close_idle().await, 1);
     assert!(environments.is_empty().await);
     assert!(gone_within(process.as_ref(), Duration::from_secs(5)).await);

@@ -9,7 +9,7 @@ mod support;
 use bub::codemode::RunCode;
 use bub::codemode::runner::{CallTool, OutputSink};
 use bub::environment::sandbox::{SandboxEnvironment, SandboxError, SandboxLimits, SandboxProvider, SandboxSettings};
-use bub::environment::{Command, Environment, EnvironmentError, SpawnOptions};
+use bub::environment::{Environment, EnvironmentError, Program, SpawnOptions};
 use bub::tools::builtin::{self, ShellManager, WebFetchSettings};
 use bub::tools::{ToolContext, ToolRegistry};
 use futures::FutureExt;
@@ -53,11 +53,11 @@ impl Home {
 
     /// Runs `line` through the shell inside; its stdout+stderr and exit code.
     async fn sh(&self, line: &str) -> (String, i32) {
-        run(self.environment.as_ref(), Command::Shell(format!("exec 2>&1\n{line}"))).await
+        run(self.environment.as_ref(), Program::Shell(format!("exec 2>&1\n{line}"))).await
     }
 }
 
-async fn run(environment: &dyn Environment, command: Command) -> (String, i32) {
+async fn run(environment: &dyn Environment, command: Program) -> (String, i32) {
     let mut process = environment.spawn(command, SpawnOptions::default()).await.expect("spawn");
     let mut stdout = process.take_io().stdout.expect("stdout");
     let mut text = String::new();
@@ -148,7 +148,7 @@ async fn a_fork_bomb_is_contained_and_killed() {
     let home = Home::with(SandboxSettings { limits, ..SandboxSettings::default() }).await;
     let mut bomb = home
         .environment
-        .spawn(Command::Shell("bomb() { bomb | bomb & }; bomb; sleep 30".into()), SpawnOptions::default())
+        .spawn(Program::Shell("bomb() { bomb | bomb & }; bomb; sleep 30".into()), SpawnOptions::default())
         .await
         .expect("spawn");
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -192,7 +192,7 @@ async fn cpu_time_file_size_and_output_are_limited() {
     assert!(out.contains("File too large") || out.lines().last() == Some("1048576"), "{out}");
     assert!(std::fs::metadata(home.environment.workspace().join("big")).unwrap().len() <= 1024 * 1024);
     let (out, code) =
-        run(home.environment.as_ref(), Command::Shell("head -c 100000 /dev/zero | tr '\\0' x".into())).await;
+        run(home.environment.as_ref(), Program::Shell("head -c 100000 /dev/zero | tr '\\0' x".into())).await;
     assert_eq!(out.len(), 1000, "stdout is cut at the cap");
     assert_ne!(code, 0, "the writer got EPIPE");
 }
@@ -235,7 +235,7 @@ async fn the_bash_tools_timeout_stops_a_sandboxed_command() {
     assert!(out.starts_with("timed out after 2 seconds"), "{out}");
     let (left, _) = run(
         &bub::environment::LocalEnvironment::new(home.path(""), false).unwrap(),
-        Command::Shell("pgrep -f 'sleep 100[3]' || echo none".into()),
+        Program::Shell("pgrep -f 'sleep 100[3]' || echo none".into()),
     )
     .await;
     assert_eq!(left.trim(), "none");
@@ -258,7 +258,7 @@ async fn close_kills_everything_the_environment_started() {
     let home = Home::new().await;
     let sleeper = home
         .environment
-        .spawn(Command::Shell("setsid sleep 1001 & sleep 1001".into()), SpawnOptions::default())
+        .spawn(Program::Shell("setsid sleep 1001 & sleep 1001".into()), SpawnOptions::default())
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -267,7 +267,7 @@ async fn close_kills_everything_the_environment_started() {
     assert!(gone_within(sleeper.as_ref(), Duration::from_secs(5)).await);
     let (out, _) = run(
         &bub::environment::LocalEnvironment::new(home.path(""), false).unwrap(),
-        Command::Shell("pgrep -f 'sleep 100[1]' || echo none".into()),
+        Program::Shell("pgrep -f 'sleep 100[1]' || echo none".into()),
     )
     .await;
     assert_eq!(out.trim(), "none", "nothing of the sandbox survives, setsid or not");
@@ -276,7 +276,7 @@ async fn close_kills_everything_the_environment_started() {
 #[tokio::test]
 async fn stdin_and_stdout_pipes_work_as_on_the_host() {
     let home = Home::new().await;
-    let mut process = home.environment.spawn(Command::Argv(vec!["cat".into()]), SpawnOptions::default()).await.unwrap();
+    let mut process = home.environment.spawn(Program::Argv(vec!["cat".into()]), SpawnOptions::default()).await.unwrap();
     let io = process.take_io();
     let (mut stdin, mut stdout) = (io.stdin.unwrap(), io.stdout.unwrap());
     use tokio::io::AsyncWriteExt;
@@ -309,7 +309,7 @@ async fn the_bash_tool_runs_inside_and_background_shells_die_with_close() {
     home.environment.close().await;
     let (out, _) = run(
         &bub::environment::LocalEnvironment::new(home.path(""), false).unwrap(),
-        Command::Shell("sleep 0.5; pgrep -f 'sleep 100[2]' || echo none".into()),
+        Program::Shell("sleep 0.5; pgrep -f 'sleep 100[2]' || echo none".into()),
     )
     .await;
     assert_eq!(out.trim(), "none");
@@ -375,7 +375,7 @@ async fn host_side_file_access_stays_in_the_workspace() {
 async fn a_cwd_outside_the_workspace_is_refused() {
     let home = Home::new().await;
     let options = SpawnOptions { cwd: Some(home.path("workspaces/two").display().to_string()), env: Vec::new() };
-    let error = home.environment.spawn(Command::Shell("pwd".into()), options).await.err().expect("refused");
+    let error = home.environment.spawn(Program::Shell("pwd".into()), options).await.err().expect("refused");
     assert!(matches!(error, EnvironmentError::Path(_)), "{error}");
 }
 
@@ -419,7 +419,7 @@ async fn a_run_code_timeout_kills_the_sandboxed_interpreter() {
     assert!(matches!(result, Err(bub::codemode::runner::CodeError::Timeout { .. })), "{result:?}");
     let (left, _) = run(
         &bub::environment::LocalEnvironment::new(home.path(""), false).unwrap(),
-        Command::Shell("sleep 0.5; pgrep -f '100[4]' || echo none".into()),
+        Program::Shell("sleep 0.5; pgrep -f '100[4]' || echo none".into()),
     )
     .await;
     assert_eq!(left.trim(), "none");
@@ -433,7 +433,7 @@ async fn the_provider_serves_the_per_session_registry() {
     let environments =
         bub::environment::Environments::new(provider, home.path().join("workspaces"), Duration::from_secs(60));
     let environment = environments.get("telegram:42", None).await.expect("an environment");
-    let (out, code) = run(environment.as_ref(), Command::Shell("echo hi > f && id -u".into())).await;
+    let (out, code) = run(environment.as_ref(), Program::Shell("echo hi > f && id -u".into())).await;
     assert_eq!((out.trim(), code), ("1000", 0));
     assert!(environment.workspace().join("f").is_file());
     environments.close_all().await;
@@ -447,7 +447,7 @@ async fn a_sandbox_that_cannot_be_built_runs_nothing() {
     // What the sandbox shows vanishes after its blueprint was made: the bind fails.
     std::fs::remove_dir_all(shown.path()).unwrap();
     let marker = home.environment.workspace().join("ran");
-    let command = Command::Shell(format!("touch '{}'", marker.display()));
+    let command = Program::Shell(format!("touch '{}'", marker.display()));
     let error = home.environment.spawn(command, SpawnOptions::default()).await.err().expect("refused");
     assert!(matches!(error, EnvironmentError::Spawn { .. }), "{error}");
     let message = error.to_string();

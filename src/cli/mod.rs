@@ -31,11 +31,11 @@ pub struct Cli {
     pub home: Option<PathBuf>,
 
     #[command(subcommand)]
-    pub command: Command,
+    pub subcommand: BubSubcommand,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub enum BubSubcommand {
     /// Run the gateway: channels, HTTP server (/healthz, /readyz, /metrics, webhooks).
     Gateway {
         /// The config file (default: $BUB_HOME/bub.toml if it exists, else one webhook channel).
@@ -65,25 +65,25 @@ pub enum Command {
     },
     /// Inspect the tapes (per-session histories) in the database.
     #[command(subcommand)]
-    Tape(tape::TapeCommand),
+    Tape(tape::TapeSubcommand),
     /// Gateway policy: check a config file.
     #[command(subcommand)]
-    Policy(policy::PolicyCommand),
+    Policy(policy::PolicySubcommand),
     /// Pairing: approve, list or revoke the users and groups a chat bot answers beyond its config.
     #[command(subcommand)]
-    Pairing(pairing::PairingCommand),
+    Pairing(pairing::PairingSubcommand),
 }
 
 /// Runs a parsed command line.
 pub async fn run(cli: Cli) -> Result<()> {
     let home = env::home(cli.home);
-    match cli.command {
-        Command::Run { message, session } => agent::run_once(&home, &message, session).await,
-        Command::Chat { session } => agent::chat(&home, session).await,
-        Command::Gateway { config, listen } => gateway::run_gateway(&home, config, listen).await,
-        Command::Tools { json } => agent::list_tools(&home, json).await,
-        Command::Tape(command) => tape::run_tape(&home, command).await,
-        Command::Policy(command) => policy::run_policy(&home, command).await,
-        Command::Pairing(command) => pairing::run_pairing(&home, command).await,
+    match cli.subcommand {
+        BubSubcommand::Run { message, session } => agent::run_once(&home, &message, session).await,
+        BubSubcommand::Chat { session } => agent::chat(&home, session).await,
+        BubSubcommand::Gateway { config, listen } => gateway::run_gateway(&home, config, listen).await,
+        BubSubcommand::Tools { json } => agent::list_tools(&home, json).await,
+        BubSubcommand::Tape(command) => tape::run_tape(&home, command).await,
+        BubSubcommand::Policy(command) => policy::run_policy(&home, command).await,
+        BubSubcommand::Pairing(command) => pairing::run_pairing(&home, command).await,
     }
 }

@@ -10,7 +10,7 @@ use anyhow::{Result, bail};
 use clap::Subcommand;
 
 #[derive(Debug, Subcommand)]
-pub enum PairingCommand {
+pub enum PairingSubcommand {
     /// Approved users and chats, and the codes waiting (they expire after an hour).
     List {
         /// Only this channel.
@@ -35,7 +35,7 @@ pub enum PairingCommand {
     },
 }
 
-pub(crate) async fn run_pairing(home: &BubHome, command: PairingCommand) -> Result<()> {
+pub(crate) async fn run_pairing(home: &BubHome, command: PairingSubcommand) -> Result<()> {
     let db = SqliteTapeStore::open(home.database()).await?;
     let store = crate::gateway::store::GatewayStore::new(db.clone()).pairing();
     let result = run(&store, command).await;
@@ -43,9 +43,9 @@ pub(crate) async fn run_pairing(home: &BubHome, command: PairingCommand) -> Resu
     result
 }
 
-async fn run(store: &PairingStore, command: PairingCommand) -> Result<()> {
+async fn run(store: &PairingStore, command: PairingSubcommand) -> Result<()> {
     match command {
-        PairingCommand::List { channel, json } => {
+        PairingSubcommand::List { channel, json } => {
             let records = store.list(channel.as_deref()).await?;
             if json {
                 for record in &records {
@@ -59,13 +59,13 @@ async fn run(store: &PairingStore, command: PairingCommand) -> Result<()> {
                 }
             }
         }
-        PairingCommand::Approve { channel, code } => {
+        PairingSubcommand::Approve { channel, code } => {
             let approved = store.approve(&channel, &code, "bub pairing approve").await?;
             let what = crate::gateway::pairing::store::subject_name(approved.subject);
             let who = approved.display.map_or(approved.id.clone(), |name| format!("{} ({name})", approved.id));
             println!("approved {what} {who} on {channel}");
         }
-        PairingCommand::Revoke { channel, id } => {
+        PairingSubcommand::Revoke { channel, id } => {
             if store.revoke(&channel, &id).await? == 0 {
                 let left = describe(&channel, &store.list(Some(&channel)).await?);
                 bail!("{id} has no pairing on {channel}\n{left}");

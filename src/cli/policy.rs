@@ -9,7 +9,7 @@ use clap::Subcommand;
 use std::path::PathBuf;
 
 #[derive(Debug, Subcommand)]
-pub enum PolicyCommand {
+pub enum PolicySubcommand {
     /// Check a gateway config file: prints `FILE: ok (N channels)`, or the
     /// first problem as `FILE:LINE:COL: message` and exits with status 1.
     /// A file without channels (an empty one) is a problem too.
@@ -19,9 +19,9 @@ pub enum PolicyCommand {
     },
 }
 
-pub(crate) async fn run_policy(home: &BubHome, command: PolicyCommand) -> Result<()> {
+pub(crate) async fn run_policy(home: &BubHome, command: PolicySubcommand) -> Result<()> {
     match command {
-        PolicyCommand::Check { file } => check(home, file.unwrap_or_else(|| home.config_file())).await,
+        PolicySubcommand::Check { file } => check(home, file.unwrap_or_else(|| home.config_file())).await,
     }
 }
 

@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 #[derive(Debug, Subcommand)]
-pub enum TapeCommand {
+pub enum TapeSubcommand {
     /// List tapes with their entry counts and, for `bub run`/`bub chat` sessions, their workspace.
     List {
         /// Include sidecar tapes (`<tape>__sidecar__<name>`).
@@ -95,17 +95,17 @@ pub struct Format {
     json: bool,
 }
 
-pub(crate) async fn run_tape(home: &BubHome, command: TapeCommand) -> Result<()> {
+pub(crate) async fn run_tape(home: &BubHome, command: TapeSubcommand) -> Result<()> {
     let store = Arc::new(SqliteTapeStore::open(home.database()).await?);
     let result = run_tape_command(store.clone(), command).await;
     store.close().await;
     result
 }
 
-async fn run_tape_command(store: Arc<SqliteTapeStore>, command: TapeCommand) -> Result<()> {
+async fn run_tape_command(store: Arc<SqliteTapeStore>, command: TapeSubcommand) -> Result<()> {
     let mut out = std::io::stdout().lock();
     match command {
-        TapeCommand::List { all, format } => {
+        TapeSubcommand::List { all, format } => {
             let tapes: Vec<_> = store
                 .list()
                 .await?
@@ -134,7 +134,7 @@ async fn run_tape_command(store: Arc<SqliteTapeStore>, command: TapeCommand) -> 
                 }
             }
         }
-        TapeCommand::Show { session, lookup, since_anchor, kinds, limit, format } => {
+        TapeSubcommand::Show { session, lookup, since_anchor, kinds, limit, format } => {
             let tape = open_existing(&store, &session, &lookup).await?;
             let mut query = if since_anchor { TapeQuery::last_anchor() } else { TapeQuery::all() };
             query = query.kinds(parse_kinds(&kinds)?);
@@ -147,7 +147,7 @@ async fn run_tape_command(store: Arc<SqliteTapeStore>, command: TapeCommand) -> 
             }
             print_entries(&mut out, &entries, format.json)?;
         }
-        TapeCommand::Search { session, query, lookup, limit, format } => {
+        TapeSubcommand::Search { session, query, lookup, limit, format } => {
             let tape = open_existing(&store, &session, &lookup).await?;
             let entries = tape.read(&TapeQuery::search(query.clone()).limit(limit)).await?;
             if entries.is_empty() && !format.json {
@@ -155,7 +155,7 @@ async fn run_tape_command(store: Arc<SqliteTapeStore>, command: TapeCommand) -> 
             }
             print_entries(&mut out, &entries, format.json)?;
         }
-        TapeCommand::Export { session, lookup, output } => {
+        TapeSubcommand::Export { session, lookup, output } => {
             let tape = open_existing(&store, &session, &lookup).await?;
             match output {
                 Some(path) => {

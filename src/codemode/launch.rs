@@ -9,7 +9,7 @@
 //! implementing `spawn`.
 
 use super::runner::{self, CallTool, ChildIo, CodeError, OutputSink};
-use crate::environment::{Command, Environment, SpawnOptions};
+use crate::environment::{Environment, Program, SpawnOptions};
 use async_trait::async_trait;
 use std::time::Duration;
 
@@ -41,7 +41,7 @@ impl<E: Environment + ?Sized> RunCode for E {
         let crashed = |stderr: String| CodeError::Crashed { exit_code: None, stderr, output: String::new() };
         let argv = runner::child_argv(self.python());
         let mut process =
-            self.spawn(Command::Argv(argv), SpawnOptions::default()).await.map_err(|e| crashed(e.to_string()))?;
+            self.spawn(Program::Argv(argv), SpawnOptions::default()).await.map_err(|e| crashed(e.to_string()))?;
         let io = process.take_io();
         let (Some(stdin), Some(stdout), Some(stderr)) = (io.stdin, io.stdout, io.stderr) else {
             process.signal(true);

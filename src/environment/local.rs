@@ -5,7 +5,7 @@
 use super::path::resolve_path;
 use super::process_group::{group_is_alive, signal_group};
 use super::{
-    Command, Environment, EnvironmentError, EnvironmentProvider, Process, ProcessControl, ProcessIo, SpawnOptions,
+    Environment, EnvironmentError, EnvironmentProvider, Process, ProcessControl, ProcessIo, Program, SpawnOptions,
 };
 use async_trait::async_trait;
 use rustix::process::{Pid, Signal};
@@ -55,19 +55,19 @@ impl Environment for LocalEnvironment {
         self.path(path)
     }
 
-    async fn spawn(&self, command: Command, options: SpawnOptions) -> Result<Box<dyn Process>, EnvironmentError> {
+    async fn spawn(&self, command: Program, options: SpawnOptions) -> Result<Box<dyn Process>, EnvironmentError> {
         let cwd = match &options.cwd {
             Some(cwd) => self.path(cwd)?,
             None => self.workspace.clone(),
         };
         let (label, mut process) = match &command {
-            Command::Shell(line) => {
+            Program::Shell(line) => {
                 let shell = if Path::new("/bin/bash").exists() || which("bash") { "bash" } else { "sh" };
                 let mut process = tokio::process::Command::new(shell);
                 process.arg("-c").arg(line);
                 (line.clone(), process)
             }
-            Command::Argv(argv) => {
+            Program::Argv(argv) => {
                 let Some((program, args)) = argv.split_first() else {
                     return Err(EnvironmentError::Spawn {
                         command: String::new(),

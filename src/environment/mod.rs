@@ -31,9 +31,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncWrite};
 
-/// What to start.
+/// What to start: a shell line, or a program and its arguments. (Not a comma
+/// command: in bub, "command" means one of those, see [`crate::command`].)
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Command {
+pub enum Program {
     /// A command line run through the shell (`bash -c`, else `sh -c`).
     Shell(String),
     /// A program and its arguments, run directly.
@@ -119,7 +120,7 @@ pub trait Environment: Send + Sync {
     /// Resolves a path a tool was given (see [`path`]).
     fn resolve_path(&self, path: &str) -> Result<PathBuf, EnvironmentError>;
 
-    async fn spawn(&self, command: Command, options: SpawnOptions) -> Result<Box<dyn Process>, EnvironmentError>;
+    async fn spawn(&self, command: Program, options: SpawnOptions) -> Result<Box<dyn Process>, EnvironmentError>;
 
     async fn read_text(&self, path: &str) -> Result<String, EnvironmentError>;
 

@@ -13,8 +13,8 @@ mod request;
 pub use request::to_messages_body;
 
 use super::error::ModelError;
-use super::http;
 use super::sse::{self, EventParser, Progress, SseEvent};
+use super::transport;
 use super::types::{ChatRequest, FinishReason, ModelClient, ModelEvent, ModelStream, ToolCallRequest, Usage};
 use async_trait::async_trait;
 use bub_channel::Secret;
@@ -87,7 +87,7 @@ impl ModelClient for AnthropicClient {
             .header("anthropic-version", ANTHROPIC_VERSION)
             .header(reqwest::header::ACCEPT, "text/event-stream")
             .json(&self.body(request));
-        let response = http::send(&self.provider, builder).await?;
+        let response = transport::send(&self.provider, builder).await?;
         let parser = MessageParser::new(&self.provider);
         Ok(sse::drive(&self.provider, response.bytes_stream(), parser))
     }
@@ -199,7 +199,7 @@ impl EventParser for MessageParser {
         }
         let data: Value = serde_json::from_str(&event.data).map_err(|error| ModelError::Protocol {
             provider: self.provider.clone(),
-            message: format!("invalid JSON event ({error}): {}", http::truncate(&event.data)),
+            message: format!("invalid JSON event ({error}): {}", transport::truncate(&event.data)),
         })?;
         let index = data.get("index").and_then(Value::as_u64).unwrap_or(0);
         let kind = data.get("type").and_then(Value::as_str).or(event.event.as_deref());
@@ -234,7 +234,7 @@ impl EventParser for MessageParser {
                 self.finish(out);
                 return Ok(Progress::Done);
             }
-            "error" => return Err(http::stream_error(&self.provider, &data)),
+            "error" => return Err(transport::stream_error(&self.provider, &data)),
             _ => {} // ping and event kinds added after this client
         }
         Ok(Progress::Continue)

@@ -171,7 +171,7 @@ impl ModelSettings {
             builder = builder.no_proxy();
         }
         let client = builder.build().map_err(|error| {
-            ModelError::NotConfigured(format!("cannot set up the HTTP client: {}", super::http::describe(&error)))
+            ModelError::NotConfigured(format!("cannot set up the HTTP client: {}", super::transport::describe(&error)))
         })?;
         Ok(cell.get_or_init(|| client).clone())
     }

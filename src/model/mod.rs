@@ -7,17 +7,17 @@
 //! - [`openai`]: the OpenAI-compatible Chat Completions client.
 //! - [`anthropic`]: the Anthropic Messages client.
 //! - [`retry`]: `Retrying`, retries with backoff and the timeouts, around any client.
-//! - `sse` and `http` (private): event-stream framing and status mapping
+//! - `sse` and `transport` (private): event-stream framing and status mapping
 //!   shared by both clients.
 
 pub mod anthropic;
 pub mod config;
 pub mod error;
-mod http;
 pub mod openai;
 pub mod retry;
 pub mod spec;
 mod sse;
+mod transport;
 pub mod types;
 
 pub use anthropic::AnthropicClient;

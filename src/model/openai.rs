@@ -9,8 +9,8 @@
 //! `finish_reason`); anything shorter is a [`ModelError::Protocol`].
 
 use super::error::ModelError;
-use super::http;
 use super::sse::{self, EventParser, Progress, SseEvent};
+use super::transport;
 use super::types::{ChatRequest, FinishReason, ModelClient, ModelEvent, ModelStream, ToolCallRequest, Usage};
 use async_trait::async_trait;
 use bub_channel::Secret;
@@ -113,7 +113,7 @@ impl ModelClient for OpenAiClient {
         if let Some(key) = &self.api_key {
             builder = builder.bearer_auth(key.expose());
         }
-        let response = http::send(&self.provider, builder).await?;
+        let response = transport::send(&self.provider, builder).await?;
         let parser = ChunkParser::new(&self.provider);
         Ok(sse::drive(&self.provider, response.bytes_stream(), parser))
     }
@@ -203,9 +203,9 @@ impl EventParser for ChunkParser {
             return Ok(Progress::Done);
         }
         let chunk: Value = serde_json::from_str(data)
-            .map_err(|error| self.protocol(format!("invalid JSON event ({error}): {}", http::truncate(data))))?;
+            .map_err(|error| self.protocol(format!("invalid JSON event ({error}): {}", transport::truncate(data))))?;
         if chunk.get("error").is_some_and(|e| !e.is_null()) {
-            return Err(http::stream_error(&self.provider, &chunk));
+            return Err(transport::stream_error(&self.provider, &chunk));
         }
         if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
             self.usage = Some(parse_usage(usage));

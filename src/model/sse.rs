@@ -169,7 +169,7 @@ where
                 }
             }
             Some(Err(error)) => {
-                let lost = super::http::describe(&error);
+                let lost = super::transport::describe(&error);
                 let error = if self.emitted || !self.queue.is_empty() {
                     ModelError::Cut { provider: self.provider.clone(), message: format!("connection lost ({lost})") }
                 } else {

@@ -8,7 +8,7 @@ use super::process::Capped;
 use crate::environment::LocalProcess;
 use crate::environment::path::resolve_path;
 use crate::environment::process_group::{group_is_alive, signal_group};
-use crate::environment::{Command, Environment, EnvironmentError, Process, ProcessIo, SpawnOptions};
+use crate::environment::{Environment, EnvironmentError, Process, ProcessIo, Program, SpawnOptions};
 use async_trait::async_trait;
 use rustix::process::{Pid, Signal};
 use std::ffi::OsString;
@@ -118,15 +118,15 @@ impl SandboxEnvironment {
     /// never runs outside.
     pub(super) async fn start(
         &self,
-        command: &Command,
+        command: &Program,
         options: &SpawnOptions,
     ) -> Result<LocalProcess, (String, SpawnFailure)> {
         let (label, program, args) = match command {
-            Command::Shell(line) => {
+            Program::Shell(line) => {
                 let shell = if Path::new("/bin/bash").exists() { "/bin/bash" } else { "/bin/sh" };
                 (line.clone(), OsString::from(shell), vec!["-c".to_string(), line.clone()])
             }
-            Command::Argv(argv) => {
+            Program::Argv(argv) => {
                 let Some((program, args)) = argv.split_first() else {
                     return Err((String::new(), SpawnFailure::Io(std::io::Error::other("empty argument list"))));
                 };
@@ -237,7 +237,7 @@ impl Environment for SandboxEnvironment {
         self.path(path)
     }
 
-    async fn spawn(&self, command: Command, options: SpawnOptions) -> Result<Box<dyn Process>, EnvironmentError> {
+    async fn spawn(&self, command: Program, options: SpawnOptions) -> Result<Box<dyn Process>, EnvironmentError> {
         match self.start(&command, &options).await {
             Ok(process) => Ok(Box::new(process)),
             Err((_, SpawnFailure::Environment(error))) => Err(error),

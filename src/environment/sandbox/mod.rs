@@ -106,7 +106,7 @@ pub use error::SandboxError;
 pub use probe::{Feature, ProbeReport, names as feature_names, probe};
 pub use settings::{SandboxLimits, SandboxSettings};
 
-use super::{Command, Environment, EnvironmentError, EnvironmentProvider, SpawnOptions};
+use super::{Environment, EnvironmentError, EnvironmentProvider, Program, SpawnOptions};
 use async_trait::async_trait;
 use plan::Exposed;
 use python::Python;
@@ -178,7 +178,7 @@ impl SandboxProvider {
             step: "running a trial command".into(),
             source: std::io::Error::other(reason),
         };
-        let mut process = environment.start(&Command::Shell("exit 0".into()), &SpawnOptions::default()).await.map_err(
+        let mut process = environment.start(&Program::Shell("exit 0".into()), &SpawnOptions::default()).await.map_err(
             |(_, failure)| match failure {
                 environment::SpawnFailure::Sandbox(error) => error,
                 environment::SpawnFailure::Environment(error) => failed(error.to_string()),

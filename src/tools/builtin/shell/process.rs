@@ -12,7 +12,7 @@
 //!
 
 use super::output::OutputBuffer;
-use crate::environment::{Command, Environment, EnvironmentError, Process, ProcessControl, SpawnOptions};
+use crate::environment::{Environment, EnvironmentError, Process, ProcessControl, Program, SpawnOptions};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt};
@@ -75,7 +75,7 @@ impl ShellProcess {
         output_cap: usize,
     ) -> Result<ShellProcess, EnvironmentError> {
         let options = SpawnOptions { cwd: cwd.map(str::to_string), env: Vec::new() };
-        let mut process = environment.spawn(Command::Shell(format!("exec 2>&1\n{cmd}")), options).await?;
+        let mut process = environment.spawn(Program::Shell(format!("exec 2>&1\n{cmd}")), options).await?;
         let io = process.take_io();
         drop(io.stdin); // closed: commands read EOF, as from /dev/null
         let control = process.control();

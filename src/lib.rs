@@ -50,9 +50,8 @@
 //!   in `config/channel/mod.rs`), its adapter crate in `adapters/<kind>`, and
 //!   one line of registration in `gateway/channels.rs` behind a Cargo feature.
 //! - A **store backend**: `db/<backend>/`, implementing `tape::TapeStore` and
-//!   `db::GatewayTables`; the places that open the store choose it
-//!   (`gateway/builder.rs`, `setup.rs`, `cli/tape.rs`, `cli/pairing.rs`:
-//!   today they name SQLite). The tape and gateway logic do not change.
+//!   `db::GatewayTables`, and chosen in `db::open` (every caller names the
+//!   store `db::HomeStore`); the tape and gateway logic do not change.
 //! - A **config key**: the file of its table in `config/` (`layer.rs` for
 //!   `[policy]`, `http.rs`, `channel/<kind>.rs`), documented in
 //!   `config/bub.example.toml`; what it decides goes in `policy/` or the

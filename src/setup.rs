@@ -19,7 +19,7 @@
 use crate::agent::{self, Agent};
 use crate::codemode;
 use crate::command::CommandPrefix;
-use crate::db::SqliteTapeStore;
+use crate::db::{Durability, HomeStore};
 use crate::environment::sessions::DEFAULT_IDLE;
 use crate::environment::{EnvironmentProvider, Environments, LocalProvider};
 use crate::home::BubHome;
@@ -56,14 +56,14 @@ pub enum SetupError {
 pub struct Setup {
     pub agent: Agent,
     pub shells: Arc<ShellManager>,
-    pub store: Arc<SqliteTapeStore>,
+    pub store: Arc<HomeStore>,
     pub environments: Arc<Environments>,
 }
 
 impl Setup {
     /// Opens the home's database and builds the agent from `vars`.
     pub async fn open(home: &BubHome, workspace: PathBuf, vars: Vec<(String, String)>) -> Result<Setup, SetupError> {
-        let store = Arc::new(SqliteTapeStore::open(home.database()).await?);
+        let store = Arc::new(crate::db::open(home.database(), Durability::default()).await?);
         Setup::build(home, workspace, store, vars)
     }
 
@@ -71,7 +71,7 @@ impl Setup {
     pub fn build(
         home: &BubHome,
         workspace: PathBuf,
-        store: Arc<SqliteTapeStore>,
+        store: Arc<HomeStore>,
         vars: Vec<(String, String)>,
     ) -> Result<Setup, SetupError> {
         Setup::build_with(home, workspace, store, vars, None)
@@ -83,7 +83,7 @@ impl Setup {
     pub fn build_with(
         home: &BubHome,
         workspace: PathBuf,
-        store: Arc<SqliteTapeStore>,
+        store: Arc<HomeStore>,
         vars: Vec<(String, String)>,
         provider: Option<Arc<dyn EnvironmentProvider>>,
     ) -> Result<Setup, SetupError> {

@@ -2,7 +2,7 @@
 //! from another process while the gateway runs (it reads approvals for each
 //! message that needs one, so an approval holds from the sender's next message).
 
-use crate::db::SqliteTapeStore;
+use crate::db::Durability;
 use crate::gateway::pairing::PairingStore;
 use crate::gateway::pairing::command::{describe, record_line};
 use crate::home::BubHome;
@@ -36,7 +36,7 @@ pub enum PairingSubcommand {
 }
 
 pub(crate) async fn run_pairing(home: &BubHome, command: PairingSubcommand) -> Result<()> {
-    let db = SqliteTapeStore::open(home.database()).await?;
+    let db = crate::db::open(home.database(), Durability::default()).await?;
     let store = crate::gateway::store::GatewayStore::new(db.clone()).pairing();
     let result = run(&store, command).await;
     db.close().await;

@@ -11,7 +11,7 @@
 //! looks only for the session in DIR, `--exact` only for the tape name.
 
 use super::env::canonical_workspace;
-use crate::db::SqliteTapeStore;
+use crate::db::{Durability, HomeStore};
 use crate::home::BubHome;
 use crate::tape::{Entry, EntryKind, NewEntry, Tape, TapeName, TapeQuery, TapeResult, TapeStore};
 use anyhow::{Context, Result, bail};
@@ -96,13 +96,13 @@ pub struct Format {
 }
 
 pub(crate) async fn run_tape(home: &BubHome, command: TapeSubcommand) -> Result<()> {
-    let store = Arc::new(SqliteTapeStore::open(home.database()).await?);
+    let store = Arc::new(crate::db::open(home.database(), Durability::default()).await?);
     let result = run_tape_command(store.clone(), command).await;
     store.close().await;
     result
 }
 
-async fn run_tape_command(store: Arc<SqliteTapeStore>, command: TapeSubcommand) -> Result<()> {
+async fn run_tape_command(store: Arc<HomeStore>, command: TapeSubcommand) -> Result<()> {
     let mut out = std::io::stdout().lock();
     match command {
         TapeSubcommand::List { all, format } => {
@@ -179,7 +179,7 @@ async fn run_tape_command(store: Arc<SqliteTapeStore>, command: TapeSubcommand) 
 
 /// The tape NAME refers to under the [`Lookup`] rule (see the module docs);
 /// one that does not exist is an error with a hint.
-async fn open_existing(store: &Arc<SqliteTapeStore>, name: &str, lookup: &Lookup) -> Result<Tape> {
+async fn open_existing(store: &Arc<HomeStore>, name: &str, lookup: &Lookup) -> Result<Tape> {
     let exact = TapeName::new(name)?;
     let tapes: HashSet<String> = store.list().await?.into_iter().map(|t| t.name).collect();
     let open = |name: TapeName| Tape::new(store.clone(), name);
@@ -292,7 +292,7 @@ fn workspace_of(data: &Value) -> Option<String> {
 
 /// The workspace the tape `name` records (none for gateway chats and tapes
 /// from before the scoping).
-async fn recorded_workspace(store: &Arc<SqliteTapeStore>, name: &str) -> Result<Option<String>> {
+async fn recorded_workspace(store: &Arc<HomeStore>, name: &str) -> Result<Option<String>> {
     let Ok(name) = TapeName::new(name) else { return Ok(None) };
     let data = Tape::new(store.clone(), name).last_event_data(WORKSPACE_EVENT).await?;
     Ok(data.as_ref().and_then(workspace_of))

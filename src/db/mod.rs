@@ -52,7 +52,9 @@
 //!   not run the same message; session leases on advisory locks);
 //! - a [`DbError`] variant for its errors.
 //!
-//! The binary's setup then chooses the backend from its configuration; the
+//! Every caller opens its store through [`open`] and names it [`HomeStore`]:
+//! the one place that chooses the backend (PostgreSQL will turn the alias
+//! into a type wrapping either, chosen from the configuration there). The
 //! tape and gateway code does not change.
 
 pub mod durability;
@@ -64,3 +66,17 @@ pub use durability::Durability;
 pub use error::{DbError, OpenError};
 pub use gateway::GatewayTables;
 pub use sqlite::{SqliteDb, SqliteTapeStore};
+
+use crate::tape::TapeResult;
+use std::path::Path;
+
+/// The store a bub home keeps its tapes and gateway tables in: a
+/// [`TapeStore`](crate::tape::TapeStore) and [`GatewayTables`], with
+/// `close` and `ping`. Today the embedded SQLite file.
+pub type HomeStore = SqliteTapeStore;
+
+/// Opens (creating and migrating if needed) the store at `path`: the one
+/// place that picks the backend.
+pub async fn open(path: impl AsRef<Path>, durability: Durability) -> TapeResult<HomeStore> {
+    SqliteTapeStore::open_with(path, durability).await
+}

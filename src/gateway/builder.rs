@@ -28,7 +28,7 @@ use super::store::GatewayStore;
 use super::{Gateway, channels};
 use crate::agent::{Agent, AgentBuilder};
 use crate::config::{ConfigError, GatewayConfig, LiveConfig, ReloadOutcome};
-use crate::db::{Durability, SqliteTapeStore};
+use crate::db::{Durability, HomeStore};
 use crate::environment::sessions::DEFAULT_IDLE;
 use crate::environment::{EnvironmentProvider, Environments};
 use crate::home::BubHome;
@@ -156,7 +156,7 @@ impl GatewayBuilder {
     /// Locks the home, opens its database and makes the confinement.
     pub async fn open(self) -> Result<OpenGateway, StartError> {
         let lock = lock_home(&self.home)?;
-        let store = Arc::new(SqliteTapeStore::open_with(self.home.database(), self.durability).await?);
+        let store = Arc::new(crate::db::open(self.home.database(), self.durability).await?);
         Ok(OpenGateway { settings: self, config: None, _lock: lock, store, confinement: PolicyConfinement::new() })
     }
 }
@@ -167,7 +167,7 @@ pub struct OpenGateway {
     config: Option<ConfigSource>,
     /// Held until the gateway stopped (the lock goes with the process, however it ends).
     _lock: std::fs::File,
-    store: Arc<SqliteTapeStore>,
+    store: Arc<HomeStore>,
     confinement: Arc<PolicyConfinement>,
 }
 
@@ -192,7 +192,7 @@ impl OpenGateway {
 
     /// The database: the agent's tapes must live here (a restart finds its
     /// turns on them), beside the gateway's inbox and outbox.
-    pub fn tape_store(&self) -> Arc<SqliteTapeStore> {
+    pub fn tape_store(&self) -> Arc<HomeStore> {
         self.store.clone()
     }
 
@@ -246,7 +246,7 @@ impl OpenGateway {
 /// A started gateway (or one whose shutdown came while it was starting).
 pub struct RunningGateway {
     running: Running,
-    store: Arc<SqliteTapeStore>,
+    store: Arc<HomeStore>,
     /// Released when the stop is over.
     _lock: std::fs::File,
 }
@@ -307,7 +307,7 @@ async fn start(
     settings: &GatewayBuilder,
     config: ConfigSource,
     agent: Agent,
-    store: &SqliteTapeStore,
+    store: &HomeStore,
     confinement: Arc<PolicyConfinement>,
     mut shutdown: Pin<Box<dyn Future<Output = ()> + Send>>,
 ) -> Result<Running, StartError> {

@@ -1,7 +1,7 @@
 //! `kind = "discord"`: a Discord bot (the adapter is `bub_discord`, behind
 //! the Cargo feature `discord`).
 
-use super::{Checking, Keys};
+use super::{Checking, RawChannel};
 use crate::config::error::ConfigError;
 use bub_channel::Secret;
 
@@ -19,7 +19,7 @@ pub struct DiscordConfig {
 }
 
 impl DiscordConfig {
-    pub(super) fn from_keys(keys: Keys, checking: &Checking) -> Result<DiscordConfig, ConfigError> {
+    pub(super) fn from_keys(keys: RawChannel, checking: &Checking) -> Result<DiscordConfig, ConfigError> {
         let token = checking.required("token", keys.token)?;
         if token.get_ref().is_blank() {
             return Err(checking.error(token.span(), "`token` is empty"));

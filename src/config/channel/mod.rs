@@ -104,7 +104,8 @@ impl KindName {
 }
 
 /// A channel table as written: the keys of every kind, each checked against
-/// its kind once the kind is known ([`RawChannel::into_config`]).
+/// its kind once the kind is known ([`RawChannel::into_config`]); each kind's
+/// file takes the keys it owns from it.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawChannel {
@@ -123,20 +124,8 @@ pub(super) struct RawChannel {
     chats: IndexMap<String, ChatConfig>,
 }
 
-/// The kinds' own keys of a [`RawChannel`]; each kind's file takes those it owns.
-struct Keys {
-    secrets: Option<Spanned<Vec<Secret>>>,
-    callback_url: Option<Spanned<String>>,
-    callback_secret: Option<Spanned<Secret>>,
-    reply_timeout_seconds: Option<Spanned<Seconds>>,
-    token: Option<Spanned<Secret>>,
-    api_url: Option<Spanned<String>>,
-    webhook_url: Option<Spanned<String>>,
-    webhook_secret: Option<Spanned<Secret>>,
-}
-
-impl Keys {
-    /// Each key that is present, with its position.
+impl RawChannel {
+    /// Each of the kinds' own keys that is present, with its position.
     fn present(&self) -> [(&'static str, Option<Range<usize>>); 8] {
         [
             ("secrets", self.secrets.as_ref().map(Spanned::span)),
@@ -186,30 +175,11 @@ impl Checking<'_> {
 impl RawChannel {
     /// The typed channel, or the first key that does not fit its kind (or a
     /// kind this build lacks).
-    pub(super) fn into_config(self, source: &Source, name: &str) -> Result<ChannelConfig, ConfigError> {
-        let RawChannel {
-            kind,
-            secrets,
-            callback_url,
-            callback_secret,
-            reply_timeout_seconds,
-            token,
-            api_url,
-            webhook_url,
-            webhook_secret,
-            policy,
-            chats,
-        } = self;
-        let keys = Keys {
-            secrets,
-            callback_url,
-            callback_secret,
-            reply_timeout_seconds,
-            token,
-            api_url,
-            webhook_url,
-            webhook_secret,
-        };
+    pub(super) fn into_config(mut self, source: &Source, name: &str) -> Result<ChannelConfig, ConfigError> {
+        // What is left after the policy and chats are taken is the kinds'
+        // keys, which the kind's own file reads.
+        let (policy, chats) = (std::mem::take(&mut self.policy), std::mem::take(&mut self.chats));
+        let kind = self.kind.clone();
         let kind_span = kind.span();
         let kind = *kind.get_ref();
         let (kind_name, own_keys) = kind.keys();
@@ -222,7 +192,7 @@ impl RawChannel {
                 ),
             ));
         }
-        for (key, span) in keys.present() {
+        for (key, span) in self.present() {
             if let Some(span) = span
                 && !own_keys.contains(&key)
             {
@@ -234,9 +204,9 @@ impl RawChannel {
         }
         let checking = Checking { source, kind: kind_name, kind_span };
         let kind = match kind {
-            KindName::Webhook => ChannelKind::Webhook(WebhookConfig::from_keys(keys, &checking)?),
-            KindName::Telegram => ChannelKind::Telegram(TelegramConfig::from_keys(keys, &checking)?),
-            KindName::Discord => ChannelKind::Discord(DiscordConfig::from_keys(keys, &checking)?),
+            KindName::Webhook => ChannelKind::Webhook(WebhookConfig::from_keys(self, &checking)?),
+            KindName::Telegram => ChannelKind::Telegram(TelegramConfig::from_keys(self, &checking)?),
+            KindName::Discord => ChannelKind::Discord(DiscordConfig::from_keys(self, &checking)?),
         };
         Ok(ChannelConfig { kind, policy, chats })
     }

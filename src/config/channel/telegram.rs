@@ -1,7 +1,7 @@
 //! `kind = "telegram"`: a Telegram bot, polling or receiving by webhook (the
 //! adapter is `bub_telegram`, behind the Cargo feature `telegram`).
 
-use super::{Checking, Keys};
+use super::{Checking, RawChannel};
 use crate::config::error::ConfigError;
 use bub_channel::Secret;
 use toml::Spanned;
@@ -25,7 +25,7 @@ pub struct TelegramConfig {
 }
 
 impl TelegramConfig {
-    pub(super) fn from_keys(keys: Keys, checking: &Checking) -> Result<TelegramConfig, ConfigError> {
+    pub(super) fn from_keys(keys: RawChannel, checking: &Checking) -> Result<TelegramConfig, ConfigError> {
         let token = checking.required("token", keys.token)?;
         if token.get_ref().is_blank() {
             return Err(checking.error(token.span(), "`token` is empty"));

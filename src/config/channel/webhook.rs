@@ -1,7 +1,7 @@
 //! `kind = "webhook"`: systems that POST signed messages to `/webhook/NAME`
 //! (the adapter is `bub_webhook`).
 
-use super::{Checking, Keys};
+use super::{Checking, RawChannel};
 use crate::config::error::ConfigError;
 use crate::config::value::Seconds;
 use bub_channel::Secret;
@@ -37,7 +37,7 @@ impl WebhookConfig {
         self.callback_secret.as_ref().or(self.secrets.first())
     }
 
-    pub(super) fn from_keys(keys: Keys, checking: &Checking) -> Result<WebhookConfig, ConfigError> {
+    pub(super) fn from_keys(keys: RawChannel, checking: &Checking) -> Result<WebhookConfig, ConfigError> {
         let secrets = checking.required("secrets", keys.secrets)?;
         if !bub_webhook::keys::secrets_are_usable(secrets.get_ref()) {
             return Err(checking.error(secrets.span(), "`secrets` needs at least one non-empty secret"));

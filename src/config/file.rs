@@ -228,16 +228,19 @@ impl GatewayConfig {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    const MINIMAL: &str = "[channels.hooks]\nkind = \"webhook\"\nsecrets = [\"s3cret\"]\n";
+    /// The smallest valid file: one webhook channel. Also used by the
+    /// channel kinds' tests (`config/channel/mod.rs`).
+    pub(in crate::config) const MINIMAL: &str = "[channels.hooks]\nkind = \"webhook\"\nsecrets = [\"s3cret\"]\n";
 
-    fn parse(text: &str) -> Result<GatewayConfig, ConfigError> {
+    pub(in crate::config) fn parse(text: &str) -> Result<GatewayConfig, ConfigError> {
         GatewayConfig::parse(text, "bub.toml")
     }
 
-    fn error(text: &str) -> String {
+    /// The error `text` is refused with, as the user reads it.
+    pub(in crate::config) fn error(text: &str) -> String {
         parse(text).unwrap_err().to_string()
     }
 

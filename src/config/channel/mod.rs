@@ -226,19 +226,9 @@ pub(super) fn check_channel_name(source: &Source, name: &Spanned<String>) -> Res
 
 #[cfg(test)]
 mod tests {
+    use crate::config::file::tests::{MINIMAL, error};
     #[cfg(all(feature = "telegram", feature = "discord"))]
-    use super::ChannelKind;
-    use crate::config::{ConfigError, GatewayConfig};
-
-    const MINIMAL: &str = "[channels.hooks]\nkind = \"webhook\"\nsecrets = [\"s3cret\"]\n";
-
-    fn parse(text: &str) -> Result<GatewayConfig, ConfigError> {
-        GatewayConfig::parse(text, "bub.toml")
-    }
-
-    fn error(text: &str) -> String {
-        parse(text).unwrap_err().to_string()
-    }
+    use {super::ChannelKind, crate::config::file::tests::parse};
 
     #[test]
     #[cfg(all(feature = "telegram", feature = "discord"))]

@@ -409,3 +409,26 @@ async fn cancel_waits_for_the_run_records_the_interruption_and_returns_unread_me
     assert_eq!(errors[0].payload["message"], "interrupted: the test stopped it");
     assert_eq!(errors[0].payload["details"]["partial_text"], "partial", "what it had said when stopped");
 }
+
+#[tokio::test]
+async fn an_agent_told_no_stub_directory_refuses_code_mode_instead_of_writing_under_the_home() {
+    let store = support::sqlite_store().await;
+    let model = support::scripted_model::ScriptedModel::new();
+    // No `codemode_dir`: the library writes no stub anywhere it was not told.
+    let agent = bub::agent::Agent::builder()
+        .store(store.store.clone())
+        .model(Arc::new(bub::model::SingleClient(model.clone())), "scripted:test")
+        .tool(echo_tool())
+        .tool(bub::codemode::run_code_tool())
+        .build();
+    let state = bub::agent::TurnState::new();
+    state.set("code_mode", json!(true));
+    let outcome = agent.run("use code", RunOptions::new("chat").state(state)).collect().await;
+    let (kind, message) = outcome.error.expect("the run fails");
+    assert_eq!(kind, bub::agent::FailureKind::CodeMode);
+    assert_eq!(
+        message,
+        "cannot write the code-mode stub: no directory for code-mode stubs is set (AgentBuilder::codemode_dir)"
+    );
+    assert!(model.requests().is_empty(), "the model is not asked");
+}

@@ -132,3 +132,15 @@ async fn context_ignores_everything_before_the_last_anchor_and_hidden_entries() 
     assert_eq!(roles, vec!["assistant", "user", "assistant", "tool"]);
     assert_eq!(context[3]["tool_call_id"], "c1");
 }
+
+#[tokio::test]
+async fn a_tape_told_no_archive_directory_refuses_to_archive_and_keeps_its_entries() {
+    let s = sqlite_store().await;
+    // The library's default names no directory: it writes nowhere it was not told.
+    let tape = s.tape("chat").with_settings(TapeSettings::default());
+    tape.append(NewEntry::chat("user", "precious")).await.unwrap();
+    let error = tape.reset(true).await.unwrap_err();
+    assert!(matches!(error, TapeError::NoArchiveDir { .. }), "{error}");
+    assert_eq!(error.to_string(), "tape chat: cannot archive: no archive directory is set");
+    assert_eq!(tape.read(&TapeQuery::all()).await.unwrap().len(), 1);
+}

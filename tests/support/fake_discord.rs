@@ -43,7 +43,7 @@ use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::extract::ws::{CloseFrame, Message as WsMessage, WebSocket, WebSocketUpgrade};
-use axum::http::header::{AUTHORIZATION, HeaderName, HeaderValue};
+use axum::http::header::AUTHORIZATION;
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -55,6 +55,14 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+#[path = "fake_discord/buckets.rs"]
+mod buckets;
+#[path = "fake_discord/protocol.rs"]
+mod protocol;
+
+pub use buckets::{RateLimitHit, RateLimits};
 
 /// The token the fake accepts (REST `Authorization: Bot <TOKEN>`, IDENTIFY `d.token` with or without `Bot `).
 pub const TOKEN: &str = "fake-discord-token";
@@ -88,6 +96,14 @@ pub enum DiscordFault {
     ServerError,
     /// 403 `{"message": "Missing Access", "code": 50001}`.
     Forbidden,
+    /// 403 `{"message": "Missing Permissions", "code": 50013}`: the bot may see the channel, not post in it.
+    MissingPermissions,
+    /// 403 `{"message": "Cannot send messages to this user", "code": 50007}`: DMs closed or no shared server.
+    CannotMessageUser,
+    /// 404 `{"message": "Unknown Channel", "code": 10003}`: deleted, or never visible to the bot.
+    UnknownChannel,
+    /// 429 `{"message": "…slowmode rate limit.", "code": 20016, "retry_after"}`: the channel's slowmode.
+    Slowmode { retry_after_seconds: f64 },
 }
 
 /// A message the bot created (`create_message`).
@@ -98,6 +114,8 @@ pub struct SentMessage {
     pub content: String,
     /// `message_reference.message_id` as the bot asked for it.
     pub reply_to: Option<u64>,
+    /// `allowed_mentions` exactly as the bot sent it (None: not sent, so Discord's default, which pings).
+    pub allowed_mentions: Option<Value>,
 }
 
 /// One `edit_message`.
@@ -106,6 +124,8 @@ pub struct Edit {
     pub channel_id: u64,
     pub message_id: u64,
     pub content: String,
+    /// `allowed_mentions` exactly as the bot sent it with the edit.
+    pub allowed_mentions: Option<Value>,
 }
 
 /// What the fake sends down one websocket.
@@ -126,13 +146,19 @@ struct Session {
 impl Session {
     /// Sends dispatch `t` (numbered) down `tx` and logs it.
     fn dispatch(&mut self, tx: &mpsc::UnboundedSender<Frame>, t: &str, d: Value) {
+        let frame = self.record(t, d);
+        let _ = tx.send(Frame::Text(frame));
+    }
+
+    /// Numbers dispatch `t` and logs it for a RESUME, without sending it (the session has no connection).
+    fn record(&mut self, t: &str, d: Value) -> String {
         self.seq += 1;
         let frame = json!({"op": 0, "s": self.seq, "t": t, "d": d}).to_string();
         if self.log.len() == REPLAY_LOG {
             self.log.pop_front();
         }
         self.log.push_back((self.seq, frame.clone()));
-        let _ = tx.send(Frame::Text(frame));
+        frame
     }
 }
 
@@ -140,6 +166,12 @@ impl Session {
 struct Connection {
     tx: mpsc::UnboundedSender<Frame>,
     session: Option<Session>,
+    /// A dead network path ([`FakeDiscord::go_silent`]): what the client sends is lost, nothing more is sent.
+    silent: bool,
+    /// When the client's last heartbeat arrived (at first: when it connected).
+    last_heartbeat: Instant,
+    /// A heartbeat request (op 1 from the fake) waits for the client's heartbeat.
+    heartbeat_requested: bool,
 }
 
 #[derive(Default)]
@@ -150,7 +182,7 @@ struct State_ {
     connections: HashMap<u64, Connection>,
     /// Sessions whose connection closed, by session id, for RESUME.
     detached: HashMap<String, Session>,
-    /// Dispatches (t, d) made while no session was ready.
+    /// Dispatches (t, d) made before the first session was ready (a convenience: Discord would drop them).
     pending: Vec<(String, Value)>,
     /// Every message, by id, as Discord would return it.
     messages: HashMap<u64, Value>,
@@ -161,13 +193,25 @@ struct State_ {
     typing: Vec<u64>,
     calls: Vec<String>,
     identifies: Vec<Value>,
+    resumes: Vec<Value>,
     heartbeats: usize,
     faults: HashMap<String, VecDeque<DiscordFault>>,
+    /// Intents the application may not ask for (privileged ones not enabled in the Developer Portal).
+    disallowed_intents: u64,
+    /// Heartbeat requests (op 1 from the fake) the client answered.
+    heartbeat_requests_answered: usize,
+    /// Connections closed because their heartbeats stopped arriving.
+    heartbeat_timeouts: usize,
+    buckets: buckets::Buckets,
+    /// 429s the fake made from its own buckets.
+    self_limited: Vec<RateLimitHit>,
 }
 
 struct Shared {
     state: Mutex<State_>,
     addr: SocketAddr,
+    /// What HELLO announces; a connection without a heartbeat for [`HEARTBEAT_TIMEOUTS`] of these is closed.
+    heartbeat_interval: Duration,
 }
 
 /// The running fake; the server stops when it is dropped (or with the test's runtime).
@@ -189,10 +233,16 @@ impl Drop for FakeDiscord {
 
 impl FakeDiscord {
     pub async fn start() -> FakeDiscord {
+        FakeDiscord::start_with_heartbeat_interval(Duration::from_millis(HEARTBEAT_INTERVAL_MS)).await
+    }
+
+    /// A fake whose HELLO announces `interval` instead of [`HEARTBEAT_INTERVAL_MS`] (a long one: the
+    /// client's own heartbeats do not come within a test, so one that comes answers the fake's request).
+    pub async fn start_with_heartbeat_interval(interval: Duration) -> FakeDiscord {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind the fake Discord");
         let addr = listener.local_addr().expect("fake Discord address");
         let state = State_ { next_message_id: FIRST_MESSAGE_ID, ..State_::default() };
-        let shared = Arc::new(Shared { state: Mutex::new(state), addr });
+        let shared = Arc::new(Shared { state: Mutex::new(state), addr, heartbeat_interval: interval });
         let app = Router::new()
             .route("/gateway", get(gateway))
             .route("/", get(gateway))
@@ -291,6 +341,17 @@ impl FakeDiscord {
         state.faults.entry(route.to_string()).or_default().extend(std::iter::repeat_n(fault, count));
     }
 
+    /// Replaces the fake's own rate limits (see [`RateLimits`]; Discord's by default), with fresh buckets.
+    pub fn set_rate_limits(&self, limits: RateLimits) {
+        lock(&self.shared).buckets.set_limits(limits);
+    }
+
+    /// The 429s the fake answered from its own buckets, in order: each one a call the client could have
+    /// held back (the headers said the bucket was empty).
+    pub fn self_made_429s(&self) -> Vec<RateLimitHit> {
+        lock(&self.shared).self_limited.clone()
+    }
+
     /// IDENTIFY payloads received so far (their `d`), wrong tokens included.
     pub fn identifies(&self) -> Vec<Value> {
         lock(&self.shared).identifies.clone()
@@ -302,14 +363,9 @@ impl FakeDiscord {
     }
 
     /// Closes every gateway websocket with 4000 (Unknown error), so the client must reconnect; sessions stay
-    /// resumable, and messages said from now until a session is ready again are queued.
+    /// resumable, and what is said until the client resumes is replayed to it then (and only then).
     pub fn disconnect_all(&self) {
-        let mut state = lock(&self.shared);
-        let connections: Vec<Connection> = state.connections.drain().map(|(_, connection)| connection).collect();
-        for connection in connections {
-            let _ = connection.tx.send(Frame::Close(4000, "Unknown error"));
-            detach(&mut state, connection);
-        }
+        self.close_all(4000, "Unknown error");
     }
 
     /// Polls `done` every 20 ms until it holds or `timeout` passes; returns whether it held.
@@ -412,18 +468,23 @@ fn error_json(message: &str, code: u64) -> Value {
 
 // ---- the gateway ----
 
-/// Sends dispatch `t` to every ready session, or queues it until one is.
+/// Sends dispatch `t` to every ready session, and logs it in every resumable one without a connection (a
+/// RESUME replays it; a new IDENTIFY does not get it, as on Discord). Before the first session ever, it is
+/// queued for that session instead.
 fn broadcast(state: &mut State_, t: &str, d: Value) {
-    let mut delivered = false;
     for connection in state.connections.values_mut() {
-        if let Some(session) = connection.session.as_mut() {
-            delivered = true;
-            if let Some(d) = visible(session.intents, t, &d) {
-                session.dispatch(&connection.tx, t, d);
-            }
+        if let Some(session) = connection.session.as_mut()
+            && let Some(d) = visible(session.intents, t, &d)
+        {
+            session.dispatch(&connection.tx, t, d);
         }
     }
-    if !delivered {
+    for session in state.detached.values_mut() {
+        if let Some(d) = visible(session.intents, t, &d) {
+            session.record(t, d);
+        }
+    }
+    if state.next_session == 0 {
         state.pending.push((t.to_string(), d));
     }
 }
@@ -508,10 +569,18 @@ async fn run_connection(shared: Arc<Shared>, socket: WebSocket) {
         let mut state = lock(&shared);
         state.next_connection += 1;
         let id = state.next_connection;
-        state.connections.insert(id, Connection { tx: tx.clone(), session: None });
+        let connection = Connection {
+            tx: tx.clone(),
+            session: None,
+            silent: false,
+            last_heartbeat: Instant::now(),
+            heartbeat_requested: false,
+        };
+        state.connections.insert(id, connection);
         id
     };
-    let hello = json!({"op": 10, "d": {"heartbeat_interval": HEARTBEAT_INTERVAL_MS}, "s": null, "t": null});
+    let interval_ms = u64::try_from(shared.heartbeat_interval.as_millis()).unwrap_or(u64::MAX);
+    let hello = json!({"op": 10, "d": {"heartbeat_interval": interval_ms}, "s": null, "t": null});
     let _ = tx.send(Frame::Text(hello.to_string()));
     drop(tx);
     let mut writer = tokio::spawn(write_frames(sink, rx));
@@ -525,6 +594,11 @@ async fn run_connection(shared: Arc<Shared>, socket: WebSocket) {
     let writer_done = tokio::select! {
         _ = reader => false,
         _ = &mut writer => true,
+        () = protocol::heartbeat_watchdog(&shared, id) => {
+            // a dead path: no close frame gets through, the TCP connection just ends
+            writer.abort();
+            true
+        }
     };
     {
         let mut state = lock(&shared);
@@ -557,10 +631,13 @@ async fn write_frames(mut sink: SplitSink<WebSocket, WsMessage>, mut rx: mpsc::U
 /// Handles one frame from the client; false to stop reading.
 fn on_message(shared: &Shared, id: u64, message: WsMessage) -> bool {
     let mut state = lock(shared);
+    if state.connections.get(&id).is_some_and(|connection| connection.silent) {
+        return true;
+    }
     match message {
         WsMessage::Text(text) => on_payload(&mut state, shared.addr, id, text.as_str()),
         WsMessage::Binary(_) => close(&mut state, id, 4002, "Decode error"),
-        WsMessage::Close(_) => false,
+        WsMessage::Close(frame) => protocol::client_closed(&mut state, id, frame.map(|frame| frame.code)),
         WsMessage::Ping(_) | WsMessage::Pong(_) => true,
     }
 }
@@ -575,11 +652,7 @@ fn on_payload(state: &mut State_, addr: SocketAddr, id: u64, text: &str) -> bool
     let ready = connection.session.is_some();
     let d = payload.get("d").cloned().unwrap_or(Value::Null);
     match payload.get("op").and_then(Value::as_u64) {
-        Some(1) => {
-            state.heartbeats += 1;
-            let _ = connection.tx.send(Frame::Text(json!({"op": 11, "d": null, "s": null, "t": null}).to_string()));
-            true
-        }
+        Some(1) => protocol::heartbeat(state, id),
         Some(2) if ready => close(state, id, 4005, "Already authenticated"),
         Some(2) => identify(state, addr, id, d),
         Some(6) => resume(state, id, &d),
@@ -598,6 +671,9 @@ fn identify(state: &mut State_, addr: SocketAddr, id: u64, d: Value) -> bool {
     let Some(intents) = d.get("intents").and_then(Value::as_u64) else {
         return close(state, id, 4013, "Invalid intent(s)");
     };
+    if intents & state.disallowed_intents != 0 {
+        return close(state, id, 4014, "Disallowed intent(s)");
+    }
     let shard = match d.get("shard") {
         Some(Value::Array(pair)) if pair.len() == 2 && pair.iter().all(Value::is_u64) => Value::Array(pair.clone()),
         _ => json!([0, 1]),
@@ -617,10 +693,12 @@ fn identify(state: &mut State_, addr: SocketAddr, id: u64, d: Value) -> bool {
 /// RESUME of a known session replays what the client missed (after its `seq`) and answers RESUMED;
 /// otherwise INVALID_SESSION (not resumable), after which the client identifies anew.
 fn resume(state: &mut State_, id: u64, d: &Value) -> bool {
+    state.resumes.push(d.clone());
     if !token_ok(d.get("token")) {
         return close(state, id, 4004, "Authentication failed");
     }
-    let known = d.get("session_id").and_then(Value::as_str).and_then(|session_id| state.detached.remove(session_id));
+    let known =
+        d.get("session_id").and_then(Value::as_str).and_then(|session_id| protocol::take_session(state, session_id));
     let Some(session) = known else {
         if let Some(connection) = state.connections.get(&id) {
             let invalid = json!({"op": 9, "d": false, "s": null, "t": null});
@@ -681,6 +759,15 @@ impl Route {
         }
     }
 
+    /// The channel a call is about, for the per-channel buckets.
+    fn channel_id(&self) -> Option<u64> {
+        match self {
+            Route::CreateMessage { channel_id } | Route::EditMessage { channel_id, .. } => Some(*channel_id),
+            Route::Typing { channel_id } | Route::History { channel_id } => Some(*channel_id),
+            Route::Gateway | Route::GatewayBot | Route::CurrentUser | Route::Unknown => None,
+        }
+    }
+
     fn name(&self, method: &Method, path: &str) -> String {
         match self {
             Route::Gateway => "gateway".to_string(),
@@ -722,6 +809,23 @@ async fn rest(
     if let Some(fault) = state.faults.get_mut(&name).and_then(VecDeque::pop_front) {
         return fault_response(&fault);
     }
+    let bucket = match state.buckets.take(&name, route.channel_id()) {
+        Ok(bucket) => bucket,
+        Err(hit) => {
+            let response = buckets::hit_response(&hit);
+            state.self_limited.push(hit);
+            return response;
+        }
+    };
+    let mut response = answer(&shared, &mut state, route, &uri, &body);
+    if let Some(bucket) = bucket {
+        buckets::add_headers(response.headers_mut(), &bucket);
+    }
+    response
+}
+
+/// The answer to an authorized call that no fault or bucket stopped.
+fn answer(shared: &Shared, state: &mut State_, route: Route, uri: &Uri, body: &[u8]) -> Response {
     match route {
         Route::Gateway => respond(StatusCode::OK, json!({"url": gateway_url(shared.addr)})),
         Route::GatewayBot => respond(
@@ -732,19 +836,19 @@ async fn rest(
             }),
         ),
         Route::CurrentUser => respond(StatusCode::OK, current_user_json()),
-        Route::CreateMessage { channel_id } => match json_object(&body) {
-            Some(params) => create_message(&mut state, channel_id, &params),
+        Route::CreateMessage { channel_id } => match json_object(body) {
+            Some(params) => create_message(state, channel_id, &params),
             None => invalid_json(),
         },
-        Route::EditMessage { channel_id, message_id } => match json_object(&body) {
-            Some(params) => edit_message(&mut state, channel_id, message_id, &params),
+        Route::EditMessage { channel_id, message_id } => match json_object(body) {
+            Some(params) => edit_message(state, channel_id, message_id, &params),
             None => invalid_json(),
         },
         Route::Typing { channel_id } => {
             state.typing.push(channel_id);
             StatusCode::NO_CONTENT.into_response()
         }
-        Route::History { channel_id } => history(&state, channel_id, uri.query().unwrap_or_default()),
+        Route::History { channel_id } => history(state, channel_id, uri.query().unwrap_or_default()),
         Route::Unknown => respond(StatusCode::NOT_FOUND, error_json("404: Not Found", 0)),
     }
 }
@@ -780,30 +884,22 @@ fn fault_response(fault: &DiscordFault) -> Response {
             respond(StatusCode::INTERNAL_SERVER_ERROR, error_json("500: Internal Server Error", 0))
         }
         DiscordFault::Forbidden => respond(StatusCode::FORBIDDEN, error_json("Missing Access", 50001)),
+        DiscordFault::MissingPermissions => respond(StatusCode::FORBIDDEN, error_json("Missing Permissions", 50013)),
+        DiscordFault::CannotMessageUser => {
+            respond(StatusCode::FORBIDDEN, error_json("Cannot send messages to this user", 50007))
+        }
+        DiscordFault::UnknownChannel => respond(StatusCode::NOT_FOUND, error_json("Unknown Channel", 10003)),
+        DiscordFault::Slowmode { retry_after_seconds } => buckets::too_many(
+            *retry_after_seconds,
+            "user",
+            Some(20016),
+            "This action cannot be performed due to slowmode rate limit.",
+        ),
     }
 }
 
 fn rate_limited(retry_after: f64, global: bool) -> Response {
-    let body = json!({"message": "You are being rate limited.", "retry_after": retry_after, "global": global});
-    let mut response = respond(StatusCode::TOO_MANY_REQUESTS, body);
-    let whole_seconds = retry_after.max(0.0).ceil() as u64;
-    let headers = response.headers_mut();
-    headers.insert(HeaderName::from_static("retry-after"), HeaderValue::from(whole_seconds));
-    let scope = if global { "global" } else { "user" };
-    headers.insert(HeaderName::from_static("x-ratelimit-scope"), HeaderValue::from_static(scope));
-    if global {
-        headers.insert(HeaderName::from_static("x-ratelimit-global"), HeaderValue::from_static("true"));
-    } else {
-        // a route's limit also says which bucket ran out and when it refills
-        let reset_after = HeaderValue::from_str(&format!("{:.3}", retry_after.max(0.0)));
-        headers.insert(HeaderName::from_static("x-ratelimit-limit"), HeaderValue::from(5u64));
-        headers.insert(HeaderName::from_static("x-ratelimit-remaining"), HeaderValue::from(0u64));
-        headers.insert(HeaderName::from_static("x-ratelimit-bucket"), HeaderValue::from_static("fake-bucket"));
-        if let Ok(reset_after) = reset_after {
-            headers.insert(HeaderName::from_static("x-ratelimit-reset-after"), reset_after);
-        }
-    }
-    response
+    buckets::too_many(retry_after, if global { "global" } else { "user" }, None, "You are being rate limited.")
 }
 
 /// The body, if it is a JSON object.
@@ -849,6 +945,10 @@ fn create_message(state: &mut State_, channel_id: u64, params: &Value) -> Respon
     if let Some(error) = content_error(&content) {
         return error;
     }
+    let allowed_mentions = match allowed_mentions(params) {
+        Ok(allowed) => allowed,
+        Err(error) => return error,
+    };
     let reference = params.get("message_reference").filter(|reference| !reference.is_null());
     let reply_to = reference.and_then(|reference| snowflake(reference.get("message_id")));
     let referenced = reply_to.and_then(|id| state.messages.get(&id).cloned());
@@ -869,7 +969,7 @@ fn create_message(state: &mut State_, channel_id: u64, params: &Value) -> Respon
         fields.insert("referenced_message".to_string(), referenced);
     }
     state.messages.insert(id, message.clone());
-    state.sent.push(SentMessage { channel_id, message_id: id, content, reply_to });
+    state.sent.push(SentMessage { channel_id, message_id: id, content, reply_to, allowed_mentions });
     dispatch_bot_message(state, "MESSAGE_CREATE", channel_id, message.clone());
     respond(StatusCode::OK, message)
 }
@@ -889,14 +989,40 @@ fn edit_message(state: &mut State_, channel_id: u64, message_id: u64, params: &V
     if let Some(error) = content_error(&content) {
         return error;
     }
+    let allowed_mentions = match allowed_mentions(params) {
+        Ok(allowed) => allowed,
+        Err(error) => return error,
+    };
     if let Some(fields) = message.as_object_mut() {
         fields.insert("content".to_string(), json!(content));
         fields.insert("edited_timestamp".to_string(), json!(now()));
     }
     state.messages.insert(message_id, message.clone());
-    state.edits.push(Edit { channel_id, message_id, content });
+    state.edits.push(Edit { channel_id, message_id, content, allowed_mentions });
     dispatch_bot_message(state, "MESSAGE_UPDATE", channel_id, message.clone());
     respond(StatusCode::OK, message)
+}
+
+/// `allowed_mentions` of a create or an edit, checked like Discord: `parse` holds only "roles", "users" and
+/// "everyone", and names "users" (or "roles") only when no `users` (`roles`) list is given (400, 50035).
+fn allowed_mentions(params: &Value) -> Result<Option<Value>, Response> {
+    let Some(allowed) = params.get("allowed_mentions").filter(|allowed| !allowed.is_null()) else {
+        return Ok(None);
+    };
+    let parse: Vec<&str> = allowed
+        .get("parse")
+        .and_then(Value::as_array)
+        .map_or_else(Vec::new, |parse| parse.iter().filter_map(Value::as_str).collect());
+    let invalid = |message: &str| form_error("allowed_mentions", "MESSAGE_ALLOWED_MENTIONS_PARSE_EXCLUSIVE", message);
+    if let Some(unknown) = parse.iter().find(|kind| !["roles", "users", "everyone"].contains(kind)) {
+        return Err(invalid(&format!("Value \"{unknown}\" is not a valid enum value.")));
+    }
+    for kind in ["users", "roles"] {
+        if parse.contains(&kind) && has_items(allowed, kind) {
+            return Err(invalid(&format!("parse:[\"{kind}\"] and {kind}: [ids] are mutually exclusive.")));
+        }
+    }
+    Ok(Some(allowed.clone()))
 }
 
 /// The gateway's copy of a message the bot sent or edited (with the guild, if the channel is in one).

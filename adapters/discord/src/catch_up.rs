@@ -1,6 +1,7 @@
-//! Catching up after a stop: Discord does not deliver what was written while
-//! a bot was disconnected (a new session starts from now), so once connected
-//! the channel asks, for each chat the gateway heard from in the last
+//! Catching up after a stop or a lost session: Discord does not deliver what
+//! was written while a bot had no session (a new one starts from now; only a
+//! RESUME gets what was missed), so after each READY the channel asks, for
+//! each chat the gateway heard from in the last
 //! [`WINDOW_DAYS`] days, for the messages after the newest one it stored, and
 //! queues them like live ones. The gateway's deduplication drops any it
 //! already has, so a message that arrived live meanwhile is not handled twice.
@@ -24,14 +25,24 @@ const MAX_CHATS: usize = 100;
 /// Discord's largest page of messages.
 const PAGE: u8 = 100;
 
-pub(crate) async fn run(
+/// Catches up once for each new session (each READY) announced on `sessions`.
+pub(crate) async fn each_session(
     channel: String,
     http: Arc<Http>,
     inbox: Arc<dyn InboundSink>,
     queue: mpsc::UnboundedSender<Message>,
+    mut sessions: mpsc::UnboundedReceiver<()>,
 ) {
+    while sessions.recv().await.is_some() {
+        // READYs that came while catching up need one more round, not one each.
+        while sessions.try_recv().is_ok() {}
+        run(&channel, &http, &inbox, &queue).await;
+    }
+}
+
+async fn run(channel: &str, http: &Http, inbox: &Arc<dyn InboundSink>, queue: &mpsc::UnboundedSender<Message>) {
     let since = chrono::Utc::now() - chrono::Duration::days(WINDOW_DAYS);
-    let chats = inbox.latest_per_chat(&channel, since, MAX_CHATS).await;
+    let chats = inbox.latest_per_chat(channel, since, MAX_CHATS).await;
     let mut caught_up = 0usize;
     for latest in chats {
         let (Ok(chat), Ok(after)) = (latest.chat.id.parse::<u64>(), latest.message_id.parse::<u64>()) else { continue };
@@ -39,7 +50,7 @@ pub(crate) async fn run(
             continue;
         }
         let page = GetMessages::new().after(MessageId::new(after)).limit(PAGE);
-        match ChannelId::new(chat).messages(&*http, page).await {
+        match ChannelId::new(chat).messages(http, page).await {
             Ok(missed) => {
                 if missed.len() == usize::from(PAGE) {
                     tracing::warn!(%channel, chat, "more than {PAGE} messages were missed in this chat; only the first {PAGE} are caught up");
@@ -53,6 +64,6 @@ pub(crate) async fn run(
         }
     }
     if caught_up > 0 {
-        tracing::info!(%channel, messages = caught_up, "caught up on messages written while stopped");
+        tracing::info!(%channel, messages = caught_up, "caught up on messages written while the bot had no session");
     }
 }

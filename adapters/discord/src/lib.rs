@@ -11,14 +11,16 @@
 //!   and returns once Discord said READY, or fails with what to fix (a wrong
 //!   token, an intent not enabled).
 //! - Messages go to the gateway as they arrive; serenity reconnects and
-//!   resumes by itself after a dropped connection. What was written while
-//!   bub was stopped is fetched once connected (`catch_up`).
+//!   resumes by itself after a dropped connection. Discord replays what was
+//!   missed only to a resumed session, so after every READY (the first, and
+//!   any new session serenity had to start) what was written meanwhile is
+//!   fetched from the channels' history (`catch_up`).
 //! - Replies (2000 characters each), edits of streamed replies and "typing…"
 //!   go through serenity's HTTP client, whose rate limiter follows Discord's
 //!   buckets.
 //!
 //! # Layout
-//! - `catch_up`: the messages missed while stopped.
+//! - `catch_up`: the messages missed while the bot had no session (stopped, or a new session).
 //! - `inbound`: Discord messages as [`bub_channel::Inbound`].
 //! - `send`: create, edit and typing, and error mapping.
 
@@ -64,8 +66,8 @@ struct Running {
     http: Arc<Http>,
     shards: Arc<ShardManager>,
     task: tokio::task::JoinHandle<()>,
-    /// Fetching what was missed while stopped: kept so a stop ends it (it
-    /// holds a sender of the queue, which `task` drains to its end).
+    /// Fetching what was missed before each new session: kept so a stop ends
+    /// it (it holds a sender of the queue, which `task` drains to its end).
     catch_up: tokio::task::JoinHandle<()>,
 }
 
@@ -112,12 +114,15 @@ impl DiscordChannel {
     }
 }
 
-/// Receives serenity's events and reports READY to `start`. serenity runs each
-/// event handler call on a task of its own, so calls may run out of order:
-/// messages go through one queue to one [`hand_over`] task instead.
+/// Receives serenity's events and reports READY to `start`, and every READY
+/// to the catch-up (a new session gets nothing of what was said before it).
+/// serenity runs each event handler call on a task of its own, so calls may
+/// run out of order: messages go through one queue to one [`hand_over`] task
+/// instead.
 struct Handler {
     messages: mpsc::UnboundedSender<Message>,
     ready: Mutex<Option<oneshot::Sender<()>>>,
+    sessions: mpsc::UnboundedSender<()>,
     channel: String,
 }
 
@@ -128,6 +133,7 @@ impl EventHandler for Handler {
         if let Some(ready) = self.ready.lock().unwrap_or_else(|p| p.into_inner()).take() {
             let _ = ready.send(());
         }
+        let _ = self.sessions.send(());
     }
 
     async fn message(&self, _ctx: Context, message: Message) {
@@ -204,7 +210,8 @@ impl Channel for DiscordChannel {
         let (messages, queue) = mpsc::unbounded_channel();
         let catch_up_queue = messages.clone();
         let catch_up_inbox = inbox.clone();
-        let handler = Handler { messages, ready: Mutex::new(Some(ready_tx)), channel: name.clone() };
+        let (sessions, new_sessions) = mpsc::unbounded_channel();
+        let handler = Handler { messages, ready: Mutex::new(Some(ready_tx)), sessions, channel: name.clone() };
         let intents =
             GatewayIntents::GUILD_MESSAGES | GatewayIntents::DIRECT_MESSAGES | GatewayIntents::MESSAGE_CONTENT;
         let mut client = serenity::client::ClientBuilder::new_with_http(http, intents)
@@ -245,7 +252,13 @@ impl Channel for DiscordChannel {
                 return Err(self.fail(format!("Discord did not say READY within {START_TIMEOUT:?}")));
             }
         }
-        let catch_up = tokio::spawn(catch_up::run(name.clone(), http.clone(), catch_up_inbox, catch_up_queue));
+        let catch_up = tokio::spawn(catch_up::each_session(
+            name.clone(),
+            http.clone(),
+            catch_up_inbox,
+            catch_up_queue,
+            new_sessions,
+        ));
         let running = Running { http, shards, task, catch_up };
         let previous = self.running.lock().unwrap_or_else(|p| p.into_inner()).replace(running);
         if let Some(previous) = previous {

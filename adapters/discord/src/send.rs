@@ -58,13 +58,23 @@ fn channel_id(chat: &ChatRef) -> Result<ChannelId, SendError> {
         .ok_or_else(|| SendError::Permanent(format!("{:?} is not a Discord channel id", chat.id)))
 }
 
-/// Wait (429), retry (network, 5xx) or give up (missing access, unknown channel, a bad request).
+/// Discord's JSON error code for "slowmode rate limit" (a 429 for one channel).
+const SLOWMODE: isize = 20016;
+
+/// Wait (429, slowmode), retry (network, 5xx) or give up (a bad request, and every other 4xx: missing
+/// access 50001 or permissions 50013, a user who takes no DMs 50007, an unknown channel 10003 or message).
+/// Giving up fails this reply only; the next one is tried afresh.
 pub(crate) fn classify(error: serenity::Error) -> SendError {
     match error {
         serenity::Error::Http(HttpError::UnsuccessfulRequest(response)) => {
             let status = response.status_code.as_u16();
             let what = format!("Discord answered {status}: {}", response.error.message);
             match status {
+                // serenity keeps neither the body's `retry_after` nor the headers of an error: a second,
+                // then the scheduler asks again. Slowmode holds one channel; other 429s may be global.
+                429 if response.error.code == SLOWMODE => {
+                    SendError::RateLimited { retry_after: Duration::from_secs(1), scope: RateScope::Chat }
+                }
                 429 => SendError::RateLimited { retry_after: Duration::from_secs(1), scope: RateScope::Channel },
                 500..=599 => SendError::Transient(what),
                 _ => SendError::Permanent(what),

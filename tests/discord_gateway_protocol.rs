@@ -275,23 +275,37 @@ fn shown(discord: &FakeDiscord) -> Vec<String> {
         .collect()
 }
 
+/// A channel Discord refuses for good (no permission, DMs closed, deleted)
+/// costs a reply a bounded number of calls, never a retry loop, and other
+/// chats are answered meanwhile.
 #[tokio::test(flavor = "multi_thread")]
-async fn a_refusal_is_not_retried_and_the_chat_is_answered_again_afterwards() {
+async fn a_refused_channel_is_not_retried_and_other_chats_are_answered() {
     let home = tempfile::tempdir().unwrap();
     let discord = FakeDiscord::start().await;
     let fake = FakeModel::start_answering("here").await;
     let gateway = connected(home.path(), &fake, &discord).await;
 
-    let refusals = [DiscordFault::MissingPermissions, DiscordFault::CannotMessageUser, DiscordFault::UnknownChannel];
-    for refusal in refusals {
-        let creates = |fake: &FakeDiscord| fake.calls().iter().filter(|call| *call == "create_message").count();
-        let before = creates(&discord);
-        discord.fail_next("create_message", refusal.clone(), 1);
-        discord.user_says(DM_CHANNEL, None, USER, &format!("refused with {refusal:?}"), json!({}));
-        assert!(discord.wait_until(ANSWER_TIMEOUT, |fake| creates(fake) > before).await, "{refusal:?}");
-        say_and_wait_for_answer(&discord, &format!("after {refusal:?}")).await;
-        assert_eq!(creates(&discord), before + 2, "{refusal:?}: one refused call, not retried, then the answer");
+    let refusals = [
+        (GUILD_CHANNEL, Some(GUILD), DiscordFault::MissingPermissions),
+        (DM_CHANNEL + 1, None, DiscordFault::CannotMessageUser),
+        (GUILD_CHANNEL + 1, Some(GUILD), DiscordFault::UnknownChannel),
+    ];
+    let replies_to = |fake: &FakeDiscord, channel: u64| {
+        let calls = fake.refused_calls();
+        calls.iter().filter(|(route, id)| *id == channel && route != "typing").count()
+    };
+    for (channel, guild, refusal) in refusals {
+        discord.refuse_channel(channel, refusal.clone());
+        let mention = json!({"mentions": [discord.bot_user()]});
+        discord.user_says(channel, guild, USER, "<@900000000000000001> answer me", mention);
+        let tried = discord.wait_until(ANSWER_TIMEOUT, |fake| replies_to(fake, channel) > 0).await;
+        assert!(tried, "{refusal:?}: the reply was never tried; calls {:?}", discord.calls());
+        say_and_wait_for_answer(&discord, &format!("and here, after {refusal:?}?")).await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let attempts = replies_to(&discord, channel);
+        assert!(attempts <= 2, "{refusal:?}: {attempts} refused calls; a refusal is final");
     }
+    assert!(discord.sent().iter().all(|sent| sent.channel_id == DM_CHANNEL), "{:?}", discord.sent());
     gateway.stop().await;
 }
 

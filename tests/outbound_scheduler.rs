@@ -6,7 +6,8 @@ use async_trait::async_trait;
 use bub::gateway::outbound::{Budget, OutboundConfig, OutboundError, OutboundScheduler};
 use bub::gateway::split::split_message;
 use bub_channel::{
-    Channel, ChannelError, ChatKind, ChatRef, Delivered, InboundSink, Limits, Outbound, RateScope, SendError,
+    Channel, ChannelError, ChatKind, ChatRef, Delivered, InboundSink, LengthUnit, Limits, Outbound, RateScope,
+    SendError,
 };
 use governor::Quota;
 use std::collections::{HashMap, VecDeque};
@@ -50,7 +51,7 @@ impl FakeChannel {
     fn new(name: &str, max_message_chars: usize, edits: bool) -> Arc<FakeChannel> {
         Arc::new(FakeChannel {
             name: name.to_owned(),
-            limits: Limits { max_message_chars, edits, debounce: true, typing: false },
+            limits: Limits { max_message_chars, length_unit: LengthUnit::Utf16, edits, debounce: true, typing: false },
             calls: Mutex::new(Vec::new()),
             script: Mutex::new(HashMap::new()),
             always: Mutex::new(None),

@@ -6,6 +6,8 @@
 //! reader expects a break, and closes and reopens a fenced code block it has to
 //! cut through, so every message renders on its own.
 
+use bub_channel::LengthUnit;
+
 /// Splits `text` into parts of at most `max_chars` characters (Unicode scalar
 /// values, not bytes, and UTF-16 code units too; see below) each, in order.
 ///
@@ -27,12 +29,25 @@
 /// Multilingual Plane (most emoji) counts 2: a part over `max_chars` in those
 /// units is split again, shorter, so every part fits that count too.
 pub fn split_message(text: &str, max_chars: usize) -> Vec<String> {
+    split_message_counting(text, max_chars, LengthUnit::Utf16)
+}
+
+/// [`split_message`] for a platform that counts length in `unit`: with
+/// [`LengthUnit::CodePoints`] (Discord) parts are only cut to `max_chars`
+/// characters, so 2000 emoji stay one Discord message.
+pub fn split_message_counting(text: &str, max_chars: usize, unit: LengthUnit) -> Vec<String> {
     let max = max_chars.max(1);
-    let mut parts = Vec::new();
-    for part in split_parts(text, max) {
-        fit_utf16(part.text, max, &mut parts);
+    let parts = split_parts(text, max).into_iter().map(|part| part.text);
+    match unit {
+        LengthUnit::CodePoints => parts.collect(),
+        LengthUnit::Utf16 => {
+            let mut fitted = Vec::new();
+            for part in parts {
+                fit_utf16(part, max, &mut fitted);
+            }
+            fitted
+        }
     }
-    parts
 }
 
 /// Pushes `text` onto `parts`, split again until each piece is at most `max` UTF-16 units.

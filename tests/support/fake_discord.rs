@@ -203,6 +203,10 @@ struct State_ {
     /// Connections closed because their heartbeats stopped arriving.
     heartbeat_timeouts: usize,
     buckets: buckets::Buckets,
+    /// Channels where every call fails with the fault (the bot lost its permissions, the channel is gone).
+    refused_channels: HashMap<u64, DiscordFault>,
+    /// Calls refused that way, as (route name, channel id).
+    refused: Vec<(String, u64)>,
     /// 429s the fake made from its own buckets.
     self_limited: Vec<RateLimitHit>,
 }
@@ -339,6 +343,17 @@ impl FakeDiscord {
     pub fn fail_next(&self, route: &str, fault: DiscordFault, count: usize) {
         let mut state = lock(&self.shared);
         state.faults.entry(route.to_string()).or_default().extend(std::iter::repeat_n(fault, count));
+    }
+
+    /// From now on every call about `channel_id` fails with `fault`, as Discord refuses a channel the bot
+    /// may not post in (50013), a user who takes no DMs (50007) or a deleted channel (10003).
+    pub fn refuse_channel(&self, channel_id: u64, fault: DiscordFault) {
+        lock(&self.shared).refused_channels.insert(channel_id, fault);
+    }
+
+    /// Calls [`FakeDiscord::refuse_channel`] refused, as (route name, channel id), in order.
+    pub fn refused_calls(&self) -> Vec<(String, u64)> {
+        lock(&self.shared).refused.clone()
     }
 
     /// Replaces the fake's own rate limits (see [`RateLimits`]; Discord's by default), with fresh buckets.
@@ -807,6 +822,12 @@ async fn rest(
         return respond(StatusCode::UNAUTHORIZED, error_json("401: Unauthorized", 0));
     }
     if let Some(fault) = state.faults.get_mut(&name).and_then(VecDeque::pop_front) {
+        return fault_response(&fault);
+    }
+    if let Some(channel_id) = route.channel_id()
+        && let Some(fault) = state.refused_channels.get(&channel_id).cloned()
+    {
+        state.refused.push((name, channel_id));
         return fault_response(&fault);
     }
     let bucket = match state.buckets.take(&name, route.channel_id()) {

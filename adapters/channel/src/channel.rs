@@ -9,8 +9,11 @@ use std::time::Duration;
 /// What a platform allows, so the gateway can shape replies for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// The longest message the platform accepts, in characters (Telegram 4096, Discord 2000).
+    /// The longest message the platform accepts, in characters (Telegram 4096, Discord 2000)
+    /// counted as [`Limits::length_unit`] says.
     pub max_message_chars: usize,
+    /// How the platform counts a message's length.
+    pub length_unit: LengthUnit,
     /// Sent messages can be edited (streamed replies grow in place).
     pub edits: bool,
     /// Bursts of messages should be merged into one turn (chat platforms, where
@@ -18,6 +21,18 @@ pub struct Limits {
     pub debounce: bool,
     /// The platform can show that the bot is typing ([`Channel::typing`]).
     pub typing: bool,
+}
+
+/// How a platform counts a message's length against [`Limits::max_message_chars`]; splitting by
+/// the wrong count sends more messages than needed (or, the other way round, gets them refused).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum LengthUnit {
+    /// UTF-16 code units: a character outside the Basic Multilingual Plane (most emoji) counts 2
+    /// (Telegram). The safe choice when unsure: no count is larger.
+    #[default]
+    Utf16,
+    /// Unicode code points: every character counts 1 (Discord, which accepts 2000 emoji).
+    CodePoints,
 }
 
 /// The platform's id of a delivered message.

@@ -26,7 +26,7 @@ pub mod rules;
 pub mod secret;
 
 pub use backoff::Backoff;
-pub use channel::{Channel, ChannelError, Delivered, Limits, RateScope, SendError};
+pub use channel::{Channel, ChannelError, Delivered, LengthUnit, Limits, RateScope, SendError};
 pub use check::{
     InboundField, InvalidInbound, MAX_CHANNEL_BYTES, MAX_DISPLAY_BYTES, MAX_ID_BYTES, MAX_TEXT_BYTES, Problem,
 };

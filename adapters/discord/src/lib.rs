@@ -31,7 +31,9 @@ mod inbound;
 mod send;
 
 use async_trait::async_trait;
-use bub_channel::{Channel, ChannelError, ChatRef, Delivered, InboundSink, Limits, Outbound, Secret, SendError};
+use bub_channel::{
+    Channel, ChannelError, ChatRef, Delivered, InboundSink, LengthUnit, Limits, Outbound, Secret, SendError,
+};
 use inbound::BotUser;
 use serenity::all::{Context, EventHandler, GatewayIntents, Message, Ready};
 use serenity::gateway::ShardManager;
@@ -40,7 +42,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
-/// Discord's limit on one message's content.
+/// Discord's limit on one message's content, in Unicode code points.
 pub const MAX_MESSAGE_CHARS: usize = 2000;
 /// How long `start` waits for the token check and for READY.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
@@ -188,7 +190,13 @@ impl Channel for DiscordChannel {
     }
 
     fn limits(&self) -> Limits {
-        Limits { max_message_chars: MAX_MESSAGE_CHARS, edits: true, debounce: true, typing: true }
+        Limits {
+            max_message_chars: MAX_MESSAGE_CHARS,
+            length_unit: LengthUnit::CodePoints,
+            edits: true,
+            debounce: true,
+            typing: true,
+        }
     }
 
     async fn start(&self, inbox: Arc<dyn InboundSink>) -> Result<(), ChannelError> {

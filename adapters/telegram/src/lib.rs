@@ -36,7 +36,9 @@ mod webhook;
 pub use webhook::SECRET_HEADER;
 
 use async_trait::async_trait;
-use bub_channel::{Channel, ChannelError, ChatRef, Delivered, InboundSink, Limits, Outbound, Secret, SendError};
+use bub_channel::{
+    Channel, ChannelError, ChatRef, Delivered, InboundSink, LengthUnit, Limits, Outbound, Secret, SendError,
+};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use teloxide_core::payloads::SetWebhookSetters;
@@ -170,7 +172,13 @@ impl Channel for TelegramChannel {
     }
 
     fn limits(&self) -> Limits {
-        Limits { max_message_chars: MAX_MESSAGE_CHARS, edits: true, debounce: true, typing: true }
+        Limits {
+            max_message_chars: MAX_MESSAGE_CHARS,
+            length_unit: LengthUnit::Utf16,
+            edits: true,
+            debounce: true,
+            typing: true,
+        }
     }
 
     fn routes(&self) -> Option<axum::Router> {

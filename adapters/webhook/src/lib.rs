@@ -94,7 +94,7 @@ pub use keys::{KeySource, WebhookKeys};
 pub use signature::{SIGNATURE_HEADER, TIMESTAMP_HEADER, VerifyError, sign, verify};
 
 use async_trait::async_trait;
-use bub_channel::{Channel, ChannelError, Delivered, InboundSink, Limits, Outbound, Secret, SendError};
+use bub_channel::{Channel, ChannelError, Delivered, InboundSink, LengthUnit, Limits, Outbound, Secret, SendError};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -212,7 +212,13 @@ impl Channel for WebhookChannel {
     }
 
     fn limits(&self) -> Limits {
-        Limits { max_message_chars: 1_000_000, edits: false, debounce: false, typing: false }
+        Limits {
+            max_message_chars: 1_000_000,
+            length_unit: LengthUnit::Utf16,
+            edits: false,
+            debounce: false,
+            typing: false,
+        }
     }
 
     async fn start(&self, inbox: Arc<dyn InboundSink>) -> Result<(), ChannelError> {

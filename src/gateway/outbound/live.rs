@@ -2,7 +2,6 @@
 //! coalesced edits that give way to everything else under pressure.
 
 use super::{Op, OutboundError, Route};
-use crate::gateway::split::split_message;
 use bub_channel::{Delivered, Outbound, SendError};
 use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::{Notify, watch};
@@ -86,7 +85,7 @@ impl LiveReply {
             return route.send_final(outbound).await;
         };
         let _turn = route.chat_turn_unless_stopped(&outbound.chat.id, 0).await?;
-        let mut parts = split_message(&outbound.text, route.max_chars()).into_iter().enumerate();
+        let mut parts = route.split(&outbound.text).into_iter().enumerate();
         let delivered = vec![Delivered { message_id: message_id.clone() }];
         let Some((_, first)) = parts.next() else {
             warn!(channel = %self.channel, key = %outbound.idempotency_key, "final text is empty; the live message stays as it is");
@@ -163,7 +162,7 @@ impl Editor {
                 }
             }
             let newest = text.borrow_and_update().clone();
-            let Some(first) = split_message(&newest, self.route.max_chars()).into_iter().next() else { continue };
+            let Some(first) = self.route.split(&newest).into_iter().next() else { continue };
             if first == self.shown.text {
                 continue;
             }

@@ -23,7 +23,7 @@ mod live;
 pub use budget::Budget;
 pub use live::LiveReply;
 
-use crate::gateway::split::split_message;
+use crate::gateway::split::split_message_counting;
 use bub_channel::{Channel, ChatRef, Delivered, Outbound, SendError};
 use budget::Gate;
 use governor::Quota;
@@ -243,8 +243,10 @@ impl Op<'_> {
 }
 
 impl Route {
-    fn max_chars(&self) -> usize {
-        self.channel.limits().max_message_chars
+    /// `text` as the messages this platform accepts.
+    fn split(&self, text: &str) -> Vec<String> {
+        let limits = self.channel.limits();
+        split_message_counting(text, limits.max_message_chars, limits.length_unit)
     }
 
     async fn send_final(&self, outbound: Outbound) -> Result<Vec<Delivered>, OutboundError> {
@@ -260,7 +262,7 @@ impl Route {
             Ok(turn) => turn,
             Err(stopped) => return Err(stopped.with_delivered(delivered)),
         };
-        let parts = split_message(&outbound.text, self.max_chars());
+        let parts = self.split(&outbound.text);
         self.send_parts(&outbound, parts.into_iter().enumerate().skip(delivered.len()), delivered).await
     }
 

@@ -12,7 +12,7 @@ use serde_json::json;
 use std::path::Path;
 use std::time::Duration;
 use support::fake_discord::{DiscordFault, FakeDiscord, RateLimits, TOKEN};
-use support::fake_model::FakeModel;
+use support::fake_model::{FakeModel, Reply};
 use support::gateway::{GatewayProcess, refused_start};
 
 /// Answers arrive within this (debug binary, loaded 2-core machine).
@@ -230,36 +230,44 @@ async fn no_reply_or_edit_can_ping_anyone() {
     gateway.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn discords_own_rate_limits_are_waited_out_and_every_part_arrives_once_in_order() {
+/// Sends a reply of about 7 Discord messages (2300 words) under `limits`, which it
+/// exceeds; every word arrives once, in order, and the fake's 429s had `scope`.
+async fn long_reply_under(limits: RateLimits, scope: &str) {
     let home = tempfile::tempdir().unwrap();
     let discord = FakeDiscord::start().await;
-    discord.set_rate_limits(RateLimits {
-        per_channel: 3,
-        per_channel_window: Duration::from_secs(3),
-        ..RateLimits::default()
-    });
-    // About 7 messages of Discord's 2000 characters, sent back to back: over 3 per 3 s.
     let answer = (0..2300).map(|i| format!("w{i}")).collect::<Vec<_>>().join(" ");
-    let fake = FakeModel::start_answering(&answer).await;
-    let gateway = start(home.path(), &fake, &discord).await;
+    let fake = FakeModel::start().await;
+    fake.push(Reply::text("hi")).answer_all(Reply::text(&answer));
+    let gateway = connected(home.path(), &fake, &discord).await;
+    discord.set_rate_limits(limits);
+    let before = discord.sent().len();
 
     discord.user_says(DM_CHANNEL, None, USER, "everything, please", json!({}));
     let last_word = answer.rsplit(' ').next().unwrap_or_default().to_string();
     let done = discord
-        .wait_until(ANSWER_TIMEOUT * 2, |fake| {
-            let texts = shown(fake);
-            texts.last().is_some_and(|text| text.ends_with(&last_word))
-        })
+        .wait_until(ANSWER_TIMEOUT * 2, |fake| shown(fake).last().is_some_and(|text| text.ends_with(&last_word)))
         .await;
-    let texts = shown(&discord);
+    let texts = shown(&discord).split_off(before);
     assert!(done, "the reply never finished: {} messages; calls {:?}", texts.len(), discord.calls());
     let words: Vec<&str> = texts.iter().flat_map(|text| text.split_whitespace()).collect();
     assert_eq!(words, answer.split(' ').collect::<Vec<_>>(), "every word once, in order");
     let hits = discord.self_made_429s();
     assert!(!hits.is_empty(), "the fake's buckets were never hit; the test proves nothing");
-    assert!(hits.iter().all(|hit| hit.scope == "user" && hit.channel_id == Some(DM_CHANNEL)), "{hits:?}");
+    assert!(hits.iter().all(|hit| hit.scope == scope), "{hits:?}");
     gateway.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_channels_rate_limit_is_waited_out_and_every_part_arrives_once_in_order() {
+    let per_channel =
+        RateLimits { per_channel: 3, per_channel_window: Duration::from_secs(3), ..RateLimits::default() };
+    long_reply_under(per_channel, "user").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_global_rate_limit_is_waited_out_and_every_part_arrives_once_in_order() {
+    let global = RateLimits { per_channel: 1000, global_per_second: 1, ..RateLimits::default() };
+    long_reply_under(global, "global").await;
 }
 
 /// What the channel shows: each message the bot sent, after its last edit.
@@ -333,7 +341,7 @@ async fn a_reply_is_split_where_discord_counts_2000_code_points() {
     let fits = "😀".repeat(2000);
     let over = format!("{}{}", "🎉".repeat(1500), " 😀".repeat(300));
     let fake = FakeModel::start().await;
-    fake.push(support::fake_model::Reply::text(&fits)).push(support::fake_model::Reply::text(&over));
+    fake.push(Reply::text(&fits)).push(Reply::text(&over));
     let gateway = start(home.path(), &fake, &discord).await;
 
     discord.user_says(DM_CHANNEL, None, USER, "2000 emoji", json!({}));

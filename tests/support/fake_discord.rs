@@ -16,15 +16,32 @@
 //! Anything else is recorded as `"METHOD path"` and answered 404. A wrong token gets 401
 //! `{"message": "401: Unauthorized", "code": 0}`; bodies are checked like Discord does (empty message: 400
 //! code 50006; content over 2000 characters or a reply to an unknown message: 400 code 50035; editing an
-//! unknown message: 404 code 10008, someone else's: 403 code 50005). [`FakeDiscord::fail_next`] makes the next
-//! calls of a route fail (429, 500 or 403).
+//! unknown message: 404 code 10008, someone else's: 403 code 50005; `allowed_mentions` with an unknown `parse`
+//! value, or `parse: ["users"]` beside a `users` list: 400 code 50035). Content length is counted in Unicode code
+//! points, as Discord does (it accepts 2000 emoji). Each message's `allowed_mentions` is recorded as sent.
+//! [`FakeDiscord::fail_next`] makes the next calls of a route fail (429, slowmode 429 code 20016, 500, 403 codes
+//! 50001/50013/50007, 404 code 10003); [`FakeDiscord::refuse_channel`] refuses every call about one channel.
+//!
+//! **Rate limits** (`fake_discord/buckets.rs`). Like Discord, the fake limits calls by itself: per channel and
+//! route for `create_message` and `edit_message` (5 per 5 s) and globally (50 per second), with the
+//! `X-RateLimit-*` headers on every answer of those routes, successful ones too, and Discord's 429 (body
+//! `retry_after`, `global`; `Retry-After`, `X-RateLimit-Scope`) when one runs out. Those 429s are counted
+//! ([`FakeDiscord::self_made_429s`]): each one a call the client could have held back.
 //!
 //! **Gateway** (v10, uncompressed JSON text frames; serenity connects to `<url>?v=10`). On connect the fake
 //! sends HELLO (op 10). IDENTIFY (op 2) with the right token gets a READY dispatch (op 0, `s` counting up per
 //! session), then every message queued while no session was ready; a wrong token closes with 4004. HEARTBEAT
 //! (op 1) gets HEARTBEAT_ACK (op 11). RESUME (op 6) of a known session replays the dispatches the client
 //! missed, then RESUMED; of an unknown one, INVALID_SESSION (op 9, `d: false`). Undecodable JSON closes with
-//! 4002, an unknown opcode with 4001, a second IDENTIFY with 4005, other ops before IDENTIFY with 4003.
+//! 4002, an unknown opcode with 4001, a second IDENTIFY with 4005, other ops before IDENTIFY with 4003, an
+//! IDENTIFY asking for a disallowed intent ([`FakeDiscord::disallow_intents`]) with 4014.
+//!
+//! **A session's life** (`fake_discord/protocol.rs`). What is said while a session has no connection is kept
+//! for a RESUME of it only; a new IDENTIFY starts from now, as on Discord (so only a resume that works gets
+//! them; before the very first session, dispatches wait for it). A client closing with 1000/1001 ends its
+//! session. The fake can send RECONNECT (op 7), INVALID_SESSION (op 9, `d` true or false), ask for a heartbeat
+//! (op 1), close every connection with a code (4007 and 4009 end the sessions), and play a dead network path
+//! ([`FakeDiscord::go_silent`]); a connection without heartbeats for 3 intervals is closed.
 //!
 //! Like Discord, the fake dispatches MESSAGE_CREATE for the bot's own messages too (and MESSAGE_UPDATE for
 //! its edits), so an adapter must ignore its own messages; and it honours intents: guild messages need

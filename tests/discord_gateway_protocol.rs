@@ -1,7 +1,7 @@
 //! `bub gateway` with a Discord channel against the fake Discord playing the
 //! parts of Discord's protocol a bot meets in a long run: RECONNECT, INVALID
 //! SESSION, close codes, heartbeats asked for and missing, the MESSAGE
-//! CONTENT intent refused, its own REST rate limits, slowmode and refusals,
+//! CONTENT intent refused, its own REST rate limits, refusals,
 //! `allowed_mentions` and how Discord counts a message's length. Each test
 //! asserts what the Discord user sees (answers, once each) and what Discord
 //! saw (IDENTIFY or RESUME, the calls made).
@@ -100,6 +100,9 @@ async fn reconnect_and_resumable_invalid_session_are_resumed_without_losing_a_me
     gateway.stop().await;
 }
 
+/// Something Discord does to end the bot's sessions.
+type EndSession = dyn Fn(&FakeDiscord);
+
 /// After an INVALID_SESSION that cannot be resumed and after close codes
 /// 4007 and 4009, Discord starts a new session from now: the bot identifies
 /// anew, and what was said in between comes from the channel's history.
@@ -110,7 +113,7 @@ async fn after_a_session_ends_the_bot_identifies_anew_and_catches_up_what_it_mis
     let fake = FakeModel::start_answering("here").await;
     let gateway = connected(home.path(), &fake, &discord).await;
 
-    let endings: [(&str, &dyn Fn(&FakeDiscord)); 3] = [
+    let endings: [(&str, &EndSession); 3] = [
         ("INVALID_SESSION (d: false)", &|discord| discord.invalidate_sessions(false)),
         ("close 4007 (invalid seq)", &|discord| discord.close_all(4007, "Invalid seq")),
         ("close 4009 (session timed out)", &|discord| discord.close_all(4009, "Session timed out")),
@@ -314,21 +317,6 @@ async fn a_refused_channel_is_not_retried_and_other_chats_are_answered() {
         assert!(attempts <= 2, "{refusal:?}: {attempts} refused calls; a refusal is final");
     }
     assert!(discord.sent().iter().all(|sent| sent.channel_id == DM_CHANNEL), "{:?}", discord.sent());
-    gateway.stop().await;
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn slowmode_is_waited_out_and_the_reply_arrives_once() {
-    let home = tempfile::tempdir().unwrap();
-    let discord = FakeDiscord::start().await;
-    let fake = FakeModel::start_answering("patience").await;
-    discord.fail_next("create_message", DiscordFault::Slowmode { retry_after_seconds: 2.0 }, 2);
-    let gateway = start(home.path(), &fake, &discord).await;
-
-    say_and_wait_for_answer(&discord, "quick!").await;
-    assert_eq!(shown(&discord), ["patience"]);
-    let creates = discord.calls().iter().filter(|call| *call == "create_message").count();
-    assert_eq!(creates, 3, "two slowmode 429s, then the message");
     gateway.stop().await;
 }
 

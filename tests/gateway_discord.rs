@@ -124,20 +124,31 @@ async fn a_long_reply_is_split_under_discords_limit_and_a_dropped_connection_los
     gateway.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_rate_limited_reply_waits_and_arrives_once() {
+/// The first `count` attempts of the reply get `limit` (a 429); the reply waits and arrives once.
+async fn a_limited_reply_waits_and_arrives_once(limit: DiscordFault, count: usize) {
     let home = tempfile::tempdir().unwrap();
     let discord = FakeDiscord::start().await;
     let fake = FakeModel::start_answering("patience").await;
-    discord.fail_next("create_message", DiscordFault::RateLimited { retry_after_seconds: 1.0, global: false }, 1);
+    discord.fail_next("create_message", limit.clone(), count);
     let gateway = start(home.path(), &fake, &config(&discord, TOKEN)).await;
 
     discord.user_says(DM_CHANNEL, None, USER, "quick!", json!({}));
     let shown = wait_for_visible(&discord, "patience").await;
     assert_eq!(shown.len(), 1, "exactly one message: {shown:?}");
     let creates = discord.calls().iter().filter(|call| *call == "create_message").count();
-    assert_eq!(creates, 2, "the 429, then the message");
+    assert_eq!(creates, count + 1, "{count} × {limit:?}, then the message");
     gateway.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rate_limited_reply_waits_and_arrives_once() {
+    a_limited_reply_waits_and_arrives_once(DiscordFault::RateLimited { retry_after_seconds: 1.0, global: false }, 1)
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reply_in_slowmode_waits_and_arrives_once() {
+    a_limited_reply_waits_and_arrives_once(DiscordFault::Slowmode { retry_after_seconds: 2.0 }, 2).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]

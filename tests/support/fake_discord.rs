@@ -985,7 +985,7 @@ fn create_message(state: &mut State_, channel_id: u64, params: &Value) -> Respon
     }
     let allowed_mentions = match allowed_mentions(params) {
         Ok(allowed) => allowed,
-        Err(error) => return error,
+        Err(error) => return *error,
     };
     let reference = params.get("message_reference").filter(|reference| !reference.is_null());
     let reply_to = reference.and_then(|reference| snowflake(reference.get("message_id")));
@@ -1029,7 +1029,7 @@ fn edit_message(state: &mut State_, channel_id: u64, message_id: u64, params: &V
     }
     let allowed_mentions = match allowed_mentions(params) {
         Ok(allowed) => allowed,
-        Err(error) => return error,
+        Err(error) => return *error,
     };
     if let Some(fields) = message.as_object_mut() {
         fields.insert("content".to_string(), json!(content));
@@ -1043,7 +1043,7 @@ fn edit_message(state: &mut State_, channel_id: u64, message_id: u64, params: &V
 
 /// `allowed_mentions` of a create or an edit, checked like Discord: `parse` holds only "roles", "users" and
 /// "everyone", and names "users" (or "roles") only when no `users` (`roles`) list is given (400, 50035).
-fn allowed_mentions(params: &Value) -> Result<Option<Value>, Response> {
+fn allowed_mentions(params: &Value) -> Result<Option<Value>, Box<Response>> {
     let Some(allowed) = params.get("allowed_mentions").filter(|allowed| !allowed.is_null()) else {
         return Ok(None);
     };
@@ -1051,7 +1051,8 @@ fn allowed_mentions(params: &Value) -> Result<Option<Value>, Response> {
         .get("parse")
         .and_then(Value::as_array)
         .map_or_else(Vec::new, |parse| parse.iter().filter_map(Value::as_str).collect());
-    let invalid = |message: &str| form_error("allowed_mentions", "MESSAGE_ALLOWED_MENTIONS_PARSE_EXCLUSIVE", message);
+    let invalid =
+        |message: &str| Box::new(form_error("allowed_mentions", "MESSAGE_ALLOWED_MENTIONS_PARSE_EXCLUSIVE", message));
     if let Some(unknown) = parse.iter().find(|kind| !["roles", "users", "everyone"].contains(kind)) {
         return Err(invalid(&format!("Value \"{unknown}\" is not a valid enum value.")));
     }

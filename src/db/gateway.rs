@@ -1,5 +1,5 @@
-//! What the gateway's stores need from a database: the inbox, the outbox and
-//! the pairing table, as one trait each backend implements
+//! What the gateway's stores need from a database: the inbox, the outbox (of
+//! replies, and of files sent by tools) and the pairing table, as one trait each backend implements
 //! ([`GatewayTables`]).
 //!
 //! The statements are the backend's (SQLite's `json_extract`, PostgreSQL's
@@ -70,6 +70,18 @@ impl ReplyState {
             ReplyState::Failed => "failed",
         }
     }
+}
+
+/// A file about to be sent to a chat (see [`GatewayTables::begin_file`]).
+#[derive(Debug, Clone)]
+pub struct NewFile {
+    /// The idempotency key: one row per file of a turn, whatever happens.
+    pub key: String,
+    pub channel: String,
+    pub session: String,
+    /// Its name, path, size and media type, as JSON.
+    pub file: String,
+    pub at: String,
 }
 
 /// A pairing request: the sender (or chat) and the rules to apply, all in one
@@ -158,6 +170,21 @@ pub trait GatewayTables: Send + Sync {
         key: &str,
         state: ReplyState,
         platform_ids: Option<&str>,
+        error: Option<&str>,
+        at: &str,
+    ) -> Result<(), DbError>;
+
+    /// In one transaction: the platform id of file `key` when it was
+    /// delivered already; otherwise the row is stored (or, after a failure,
+    /// stored again) as being sent, and `None` says to send it.
+    async fn begin_file(&self, file: NewFile) -> Result<Option<String>, DbError>;
+
+    /// Gives a file its final state (delivered with its platform id, or failed).
+    async fn set_file_state(
+        &self,
+        key: &str,
+        state: ReplyState,
+        platform_id: Option<&str>,
         error: Option<&str>,
         at: &str,
     ) -> Result<(), DbError>;

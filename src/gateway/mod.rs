@@ -26,6 +26,8 @@
 //! 5. On start, `recovery` finishes what a crash interrupted: turns already
 //!    on the tape get their reply, the others run again; undelivered replies go out.
 //!
+//! - `files`: the files a turn's tools send to its chat (`chat.send_file`),
+//!   through the scheduler, recorded so a rerun after a crash sends none twice.
 //! - [`split`]: splitting long replies under a platform's limit.
 //!
 //! [`Gateway::builder`] starts one in the order that is safe (home lock,
@@ -36,6 +38,7 @@ pub mod admission;
 mod builder;
 pub mod channels;
 pub mod confinement;
+mod files;
 mod limiter;
 pub mod outbound;
 pub mod pairing;

@@ -15,9 +15,12 @@
 //! - [`GatewayStore::unfinished`] and [`GatewayStore::undelivered`] are what a
 //!   restart resumes; a pending reply keeps the parts a stop left delivered
 //!   ([`GatewayStore::parts_delivered`]), so they are not sent again.
+//! - [`GatewayStore::begin_file`] tells a file already delivered under its
+//!   key (by a run of the turn before a restart) from one to send now; one
+//!   whose sending was cut by a crash (no answer recorded) is sent again.
 
 use crate::db::GatewayTables;
-use crate::db::gateway::{NewInbound, NewReply, ReplyState};
+use crate::db::gateway::{NewFile, NewInbound, NewReply, ReplyState};
 use bub_channel::{Inbound, Outbound, Outcome};
 use chrono::Utc;
 use std::sync::Arc;
@@ -159,6 +162,42 @@ impl GatewayStore {
             .set_reply_state(key, ReplyState::Failed, None, Some(error), &now())
             .await
             .map_err(failed("update reply"))
+    }
+
+    /// The platform id of file `key` if it was delivered already; else it is
+    /// recorded (`file`: its description, for the row) as being sent now.
+    pub async fn begin_file(
+        &self,
+        key: &str,
+        channel: &str,
+        session: &str,
+        file: &serde_json::Value,
+    ) -> StoreResult<Option<String>> {
+        let row = NewFile {
+            key: key.to_string(),
+            channel: channel.to_string(),
+            session: session.to_string(),
+            file: file.to_string(),
+            at: now(),
+        };
+        self.tables.begin_file(row).await.map_err(failed("record file"))
+    }
+
+    /// Records that a file reached the chat as message `platform_id`.
+    pub async fn file_delivered(&self, key: &str, platform_id: &str) -> StoreResult<()> {
+        self.tables
+            .set_file_state(key, ReplyState::Delivered, Some(platform_id), None, &now())
+            .await
+            .map_err(failed("update file"))
+    }
+
+    /// Records that a file was not sent (refused, or the gateway stopped
+    /// first); a later run of the turn may send it.
+    pub async fn file_not_sent(&self, key: &str, error: &str) -> StoreResult<()> {
+        self.tables
+            .set_file_state(key, ReplyState::Failed, None, Some(error), &now())
+            .await
+            .map_err(failed("update file"))
     }
 
     /// The newest message of each chat of `channel` received since `since`,

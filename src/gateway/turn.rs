@@ -164,8 +164,8 @@ async fn confine(inner: &Inner, session: &str, policy: &crate::policy::Effective
 }
 
 /// The run's options: the policy's tools and model, and the turn's state
-/// (policy, marker, provenance).
-fn run_options(inner: &Inner, share: &TurnShare, input: &TurnInput) -> RunOptions {
+/// (policy, marker, provenance, and the chat its tools may send files to).
+fn run_options(inner: &Arc<Inner>, share: &TurnShare, input: &TurnInput) -> RunOptions {
     let policy = &input.policy;
     let state = TurnState::new();
     state.insert_extension(SessionPolicy {
@@ -175,6 +175,17 @@ fn run_options(inner: &Inner, share: &TurnShare, input: &TurnInput) -> RunOption
     });
     state.insert_extension(TurnMarker { turn: share.id.clone(), messages: input.ids.clone() });
     state.insert_extension(crate::agent::MessageMeta(input.provenance.meta()));
+    if input.wants_channel {
+        let files = super::files::TurnFiles::new(
+            inner,
+            input.channel.clone(),
+            input.chat.clone(),
+            input.ids.clone(),
+            input.reply_key.clone(),
+            share.session.clone(),
+        );
+        state.insert_extension(crate::tools::TurnChat(Arc::new(files)));
+    }
     let tools: Vec<(String, Capabilities)> =
         inner.agent.tools().iter().map(|tool| (tool.name().to_string(), tool.capabilities())).collect();
     // A turn abandoned by a stop leaves no trace, so the next start runs it again.

@@ -9,6 +9,8 @@
 //! - [`registry`]: `ToolRegistry`, lookups by registry or model name.
 //! - [`context`]: `ToolContext`, what a call knows about its run.
 //! - [`host`]: `ToolHost`, the narrow handle a call has on the agent.
+//! - [`chat`]: `TurnChat`, the gateway's handle on a turn's chat (to send
+//!   files), found in the turn state.
 //! - [`state`]: `TurnState`, the run's shared values; [`bus`]: `EventBus`,
 //!   the run's typed events (the agent's loop events and tools' own).
 //! - [`switch`]: the session-switch events (`,model`, `,reasoning_effort`,
@@ -18,6 +20,7 @@
 pub mod builtin;
 pub mod bus;
 pub mod capability;
+pub mod chat;
 pub mod context;
 pub mod error;
 pub mod host;
@@ -28,6 +31,7 @@ pub mod tool;
 
 pub use bus::EventBus;
 pub use capability::{Capabilities, Capability};
+pub use chat::{ChatFile, ChatOutlet, SentFile, TurnChat};
 pub use context::ToolContext;
 pub use error::{ToolError, ToolErrorKind};
 pub use host::ToolHost;

@@ -1,6 +1,6 @@
 //! The [`Channel`] trait adapters implement.
 
-use crate::message::{ChatRef, Outbound};
+use crate::message::{ChatRef, Outbound, OutboundFile};
 use crate::reply::InboundSink;
 use async_trait::async_trait;
 use std::sync::Arc;
@@ -103,6 +103,20 @@ pub trait Channel: Send + Sync + 'static {
     /// Replaces the text of a message sent earlier ([`Limits::edits`]).
     async fn edit(&self, _chat: &ChatRef, _message_id: &str, _text: &str) -> Result<(), SendError> {
         Err(SendError::Permanent(format!("channel {} cannot edit messages", self.name())))
+    }
+
+    /// The largest file, in bytes, [`Channel::send_file`] can send (the
+    /// platform's upload limit for a bot); `None`: the channel sends no files.
+    /// The gateway refuses a bigger file before reading it, so nothing of it
+    /// is sent.
+    fn max_file_bytes(&self) -> Option<u64> {
+        None
+    }
+
+    /// Sends one file as a message (with its caption) and returns the
+    /// platform's id for it; within [`Channel::max_file_bytes`].
+    async fn send_file(&self, _file: &OutboundFile) -> Result<Delivered, SendError> {
+        Err(SendError::Permanent(format!("channel {} cannot send files", self.name())))
     }
 
     /// Shows that the bot is working on an answer in `chat` ("typing…"), for

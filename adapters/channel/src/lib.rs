@@ -2,13 +2,14 @@
 //!
 //! An adapter turns platform events into [`Inbound`] values, hands them to the
 //! gateway's [`InboundSink`], and renders [`Outbound`] replies on its platform
-//! through [`Channel::send`] / [`Channel::edit`]. It never sees the agent, the
+//! through [`Channel::send`] / [`Channel::edit`] (and files through
+//! [`Channel::send_file`]). It never sees the agent, the
 //! tape or the policy: who may talk, what is a command and which tools run are
 //! decided once, in the gateway, so no adapter can get authorization wrong.
 //!
 //! # Layout
 //! - [`backoff`]: [`Backoff`], the wait before a retry (one jitter for every retry loop).
-//! - [`message`]: [`Inbound`], [`ChatRef`], [`SenderRef`], [`Outbound`], [`Delivery`].
+//! - [`message`]: [`Inbound`], [`ChatRef`], [`SenderRef`], [`Outbound`], [`OutboundFile`], [`Delivery`].
 //! - [`check`]: the limits of each [`Inbound`] field ([`Inbound::check`],
 //!   [`InvalidInbound`]), enforced by adapters on arrival and by the gateway.
 //! - [`channel`]: the [`Channel`] trait, [`Limits`] and send errors.
@@ -30,7 +31,7 @@ pub use channel::{Channel, ChannelError, Delivered, LengthUnit, Limits, RateScop
 pub use check::{
     InboundField, InvalidInbound, MAX_CHANNEL_BYTES, MAX_DISPLAY_BYTES, MAX_ID_BYTES, MAX_TEXT_BYTES, Problem,
 };
-pub use message::{Addressing, ChatKind, ChatRef, Delivery, Inbound, Outbound, SenderRef};
+pub use message::{Addressing, ChatKind, ChatRef, Delivery, Inbound, Outbound, OutboundFile, SenderRef};
 pub use reply::{
     InboundSink, LatestMessage, Outcome, OutcomeStatus, ReplyEvent, ReplyReceiver, ReplySink, SubmitError, Submitted,
 };

@@ -106,3 +106,47 @@ pub struct Outbound {
     /// The session this reply belongs to.
     pub session: String,
 }
+
+/// A file to send on a channel ([`Channel::send_file`](crate::Channel::send_file)):
+/// one message holding the file, with an optional caption.
+#[derive(Clone, PartialEq, Eq)]
+pub struct OutboundFile {
+    pub chat: ChatRef,
+    /// The name the chat shows (no directories).
+    pub name: String,
+    /// The file's media type (`image/png`, `application/pdf`); platforms show
+    /// some types inline (Telegram sends small images as photos).
+    pub media_type: String,
+    pub bytes: Vec<u8>,
+    /// Text shown with the file, within the platform's caption limit.
+    pub caption: Option<String>,
+    /// The inbound message ids this answers (threaded to the last one).
+    pub reply_to: Vec<String>,
+    /// Stable across retries and restarts: the same file of the same reply keeps its key.
+    pub idempotency_key: String,
+    /// The session this file belongs to.
+    pub session: String,
+}
+
+impl OutboundFile {
+    /// Its media type is an image.
+    pub fn is_image(&self) -> bool {
+        self.media_type.starts_with("image/")
+    }
+}
+
+/// Without the bytes: a file's debug print names its size, not its content.
+impl std::fmt::Debug for OutboundFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OutboundFile")
+            .field("chat", &self.chat)
+            .field("name", &self.name)
+            .field("media_type", &self.media_type)
+            .field("bytes", &self.bytes.len())
+            .field("caption", &self.caption)
+            .field("reply_to", &self.reply_to)
+            .field("idempotency_key", &self.idempotency_key)
+            .field("session", &self.session)
+            .finish()
+    }
+}

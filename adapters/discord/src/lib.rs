@@ -17,12 +17,13 @@
 //!   fetched from the channels' history (`catch_up`).
 //! - Replies (2000 characters each), edits of streamed replies and "typing…"
 //!   go through serenity's HTTP client, whose rate limiter follows Discord's
-//!   buckets.
+//!   buckets. Files go as one attachment each (up to 10 MiB, a bot's upload
+//!   limit in a server without boosts).
 //!
 //! # Layout
 //! - `catch_up`: the messages missed while the bot had no session (stopped, or a new session).
 //! - `inbound`: Discord messages as [`bub_channel::Inbound`].
-//! - `send`: create, edit and typing, and error mapping.
+//! - `send`: create (text or a file), edit and typing, and error mapping.
 
 mod catch_up;
 #[doc(hidden)]
@@ -32,7 +33,8 @@ mod send;
 
 use async_trait::async_trait;
 use bub_channel::{
-    Channel, ChannelError, ChatRef, Delivered, InboundSink, LengthUnit, Limits, Outbound, Secret, SendError,
+    Channel, ChannelError, ChatRef, Delivered, InboundSink, LengthUnit, Limits, Outbound, OutboundFile, Secret,
+    SendError,
 };
 use inbound::BotUser;
 use serenity::all::{Context, EventHandler, GatewayIntents, Message, Ready};
@@ -279,6 +281,16 @@ impl Channel for DiscordChannel {
     async fn send(&self, outbound: &Outbound) -> Result<Delivered, SendError> {
         let http = self.sender()?;
         let id = send::send_text(&http, &outbound.chat, &outbound.text, &outbound.reply_to).await?;
+        Ok(Delivered { message_id: id.to_string() })
+    }
+
+    fn max_file_bytes(&self) -> Option<u64> {
+        Some(send::MAX_FILE_BYTES)
+    }
+
+    async fn send_file(&self, file: &OutboundFile) -> Result<Delivered, SendError> {
+        let http = self.sender()?;
+        let id = send::send_file(&http, file).await?;
         Ok(Delivered { message_id: id.to_string() })
     }
 

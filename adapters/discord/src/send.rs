@@ -1,5 +1,5 @@
-//! Replies on Discord: create, edit, typing, and what their failures mean to
-//! the gateway's scheduler.
+//! Replies on Discord: create, edit, typing, files as attachments, and what
+//! their failures mean to the gateway's scheduler.
 //!
 //! Discord renders Markdown itself, so text goes as written. Nobody is pinged
 //! by a reply (no `@everyone`, roles or users from the model's text), and a
@@ -8,17 +8,36 @@
 //! a 429 itself (its `Retry-After`); a 429 that still comes back is passed
 //! on as a pause.
 
-use bub_channel::{ChatRef, RateScope, SendError};
-use serenity::builder::{CreateAllowedMentions, CreateMessage, EditMessage};
+use bub_channel::{ChatRef, OutboundFile, RateScope, SendError};
+use serenity::builder::{CreateAllowedMentions, CreateAttachment, CreateMessage, EditMessage};
 use serenity::http::{Http, HttpError};
 use serenity::model::channel::MessageReference;
 use serenity::model::id::{ChannelId, MessageId};
 use std::time::Duration;
 
+/// The largest upload of a bot in a server without boosts (Discord: 10 MiB).
+pub const MAX_FILE_BYTES: u64 = 10 * 1024 * 1024;
+
 /// Sends `text` to `chat`, as a reply to the last of `reply_to`; the new message's id.
 pub(crate) async fn send_text(http: &Http, chat: &ChatRef, text: &str, reply_to: &[String]) -> Result<u64, SendError> {
+    let message = CreateMessage::new().content(text);
+    create(http, chat, message, reply_to).await
+}
+
+/// Sends `file` as a message with one attachment (multipart: `files[0]` and
+/// `payload_json`), its caption as the content; the new message's id.
+pub(crate) async fn send_file(http: &Http, file: &OutboundFile) -> Result<u64, SendError> {
+    let mut message = CreateMessage::new().add_file(CreateAttachment::bytes(file.bytes.clone(), file.name.clone()));
+    if let Some(caption) = &file.caption {
+        message = message.content(caption);
+    }
+    create(http, &file.chat, message, &file.reply_to).await
+}
+
+/// Creates `message` in `chat`, pinging nobody, as a reply to the last of `reply_to`.
+async fn create(http: &Http, chat: &ChatRef, message: CreateMessage, reply_to: &[String]) -> Result<u64, SendError> {
     let channel = channel_id(chat)?;
-    let mut message = CreateMessage::new().content(text).allowed_mentions(no_pings());
+    let mut message = message.allowed_mentions(no_pings());
     if let Some(id) = reply_to.last().and_then(|id| id.parse::<u64>().ok()).filter(|id| *id != 0) {
         let mut reference = MessageReference::from((channel, MessageId::new(id)));
         reference.fail_if_not_exists = Some(false);

@@ -14,6 +14,8 @@
 //! - Replies are Telegram HTML rendered from Markdown ([`markdown`]), at most
 //!   4096 characters each, threaded to the message they answer; streamed
 //!   replies grow in place by edits; `sendChatAction` shows "typing…".
+//! - Files go as multipart uploads: JPEG, PNG and WebP images up to 10 MB
+//!   by `sendPhoto`, anything else up to 50 MB by `sendDocument`.
 //! - Failures map to the scheduler's three answers: 429 → wait `retry_after`,
 //!   network / 5xx → retry, everything else (blocked by the user, chat
 //!   gone) → give up.
@@ -22,7 +24,7 @@
 //! - `inbound`: Telegram messages as [`bub_channel::Inbound`] (ids, chat kinds, addressing).
 //! - `poll`: the `getUpdates` loop.
 //! - `webhook`: `POST /telegram/<name>` in webhook mode.
-//! - `send`: `sendMessage`, `editMessageText`, `sendChatAction`, error mapping.
+//! - `send`: `sendMessage`, `editMessageText`, `sendChatAction`, `sendPhoto`/`sendDocument`, error mapping.
 //! - [`markdown`]: Markdown → Telegram HTML.
 
 #[doc(hidden)]
@@ -37,7 +39,8 @@ pub use webhook::SECRET_HEADER;
 
 use async_trait::async_trait;
 use bub_channel::{
-    Channel, ChannelError, ChatRef, Delivered, InboundSink, LengthUnit, Limits, Outbound, Secret, SendError,
+    Channel, ChannelError, ChatRef, Delivered, InboundSink, LengthUnit, Limits, Outbound, OutboundFile, Secret,
+    SendError,
 };
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -206,6 +209,15 @@ impl Channel for TelegramChannel {
 
     async fn send(&self, outbound: &Outbound) -> Result<Delivered, SendError> {
         let id = send::send_text(&self.bot, &outbound.chat, &outbound.text, &outbound.reply_to).await?;
+        Ok(Delivered { message_id: id.to_string() })
+    }
+
+    fn max_file_bytes(&self) -> Option<u64> {
+        Some(send::MAX_FILE_BYTES)
+    }
+
+    async fn send_file(&self, file: &OutboundFile) -> Result<Delivered, SendError> {
+        let id = send::send_file(&self.bot, file).await?;
         Ok(Delivered { message_id: id.to_string() })
     }
 

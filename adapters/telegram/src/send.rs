@@ -1,5 +1,6 @@
 //! Replies on Telegram: `sendMessage`, `editMessageText`, `sendChatAction`,
-//! and what their failures mean to the gateway's scheduler.
+//! files by `sendPhoto` / `sendDocument`, and what their failures mean to the
+//! gateway's scheduler.
 //!
 //! Text is sent as Telegram HTML rendered from the model's Markdown. If
 //! Telegram still refuses to parse it ("can't parse entities"), the same
@@ -9,20 +10,21 @@
 
 use crate::inbound::message_id_of;
 use crate::markdown::{to_telegram_html, visible_len};
-use bub_channel::{ChatRef, RateScope, SendError};
-use teloxide_core::payloads::{EditMessageTextSetters, SendChatActionSetters, SendMessageSetters};
+use bub_channel::{ChatRef, OutboundFile, RateScope, SendError};
+use teloxide_core::payloads::{
+    EditMessageTextSetters, SendChatActionSetters, SendDocumentSetters, SendMessageSetters, SendPhotoSetters,
+};
 use teloxide_core::prelude::Requester;
-use teloxide_core::types::{ChatAction, ChatId, LinkPreviewOptions, MessageId, ParseMode, ReplyParameters, ThreadId};
+use teloxide_core::types::{
+    ChatAction, ChatId, InputFile, LinkPreviewOptions, MessageId, ParseMode, ReplyParameters, ThreadId,
+};
 use teloxide_core::{ApiError, Bot, RequestError};
 
 /// Sends `text` to `chat`, threaded to the last of `reply_to`; the sent message's id.
 pub(crate) async fn send_text(bot: &Bot, chat: &ChatRef, text: &str, reply_to: &[String]) -> Result<i32, SendError> {
     let chat_id = chat_id(chat)?;
     let thread = thread_id(chat)?;
-    let reply = reply_to
-        .last()
-        .and_then(|id| message_id_of(id))
-        .map(|id| ReplyParameters::new(MessageId(id)).allow_sending_without_reply());
+    let reply = reply_parameters(reply_to);
     let request = |body: String, html: bool| {
         let mut request = bot.send_message(chat_id, body).link_preview_options(no_preview());
         if html {
@@ -38,6 +40,62 @@ pub(crate) async fn send_text(bot: &Bot, chat: &ChatRef, text: &str, reply_to: &
     };
     let sent = html_or_plain(text, request).await;
     sent.map(|message| message.id.0).map_err(classify)
+}
+
+/// The largest photo `sendPhoto` takes (Telegram: "at most 10 MB"); bigger
+/// images go as documents.
+pub const MAX_PHOTO_BYTES: u64 = 10_000_000;
+/// The largest file a bot may upload (Telegram: "up to 50 MB").
+pub const MAX_FILE_BYTES: u64 = 50_000_000;
+
+/// The images Telegram shows as photos; other images (GIF, SVG, …) would lose
+/// what they are if re-encoded, so they go as documents.
+const PHOTO_TYPES: [&str; 3] = ["image/jpeg", "image/png", "image/webp"];
+
+/// Sends `file` to its chat as a multipart upload: small JPEG, PNG and WebP
+/// images by `sendPhoto` (shown inline), everything else by `sendDocument`;
+/// the sent message's id. The caption is plain text (no parse mode): it is
+/// the model's short note, and a refused entity must not cost the file.
+pub(crate) async fn send_file(bot: &Bot, file: &OutboundFile) -> Result<i32, SendError> {
+    let chat_id = chat_id(&file.chat)?;
+    let thread = thread_id(&file.chat)?;
+    let reply = reply_parameters(&file.reply_to);
+    let input = InputFile::memory(file.bytes.clone()).file_name(file.name.clone());
+    // `sendPhoto` and `sendDocument` take the same options through different setter traits.
+    macro_rules! with_options {
+        ($request:expr) => {{
+            let mut request = $request;
+            if let Some(caption) = &file.caption {
+                request = request.caption(caption.clone());
+            }
+            if let Some(thread) = thread {
+                request = request.message_thread_id(thread);
+            }
+            if let Some(reply) = reply {
+                request = request.reply_parameters(reply);
+            }
+            request.await
+        }};
+    }
+    let sent = if as_photo(file) {
+        with_options!(bot.send_photo(chat_id, input))
+    } else {
+        with_options!(bot.send_document(chat_id, input))
+    };
+    sent.map(|message| message.id.0).map_err(classify)
+}
+
+/// Whether `file` goes by `sendPhoto`.
+fn as_photo(file: &OutboundFile) -> bool {
+    PHOTO_TYPES.contains(&file.media_type.as_str()) && file.bytes.len() as u64 <= MAX_PHOTO_BYTES
+}
+
+/// Threads to the last of `reply_to`, and sends even if that message was deleted meanwhile.
+fn reply_parameters(reply_to: &[String]) -> Option<ReplyParameters> {
+    reply_to
+        .last()
+        .and_then(|id| message_id_of(id))
+        .map(|id| ReplyParameters::new(MessageId(id)).allow_sending_without_reply())
 }
 
 /// Replaces the text of message `message_id` in `chat`.
@@ -158,6 +216,25 @@ mod tests {
         assert!(table.chars().count() <= crate::MAX_MESSAGE_CHARS, "{}", table.chars().count());
         assert!(visible_len(&to_telegram_html(&table)) > crate::MAX_MESSAGE_CHARS, "the table grows when rendered");
         assert_eq!(rendered(&table), None);
+    }
+
+    #[test]
+    fn small_common_images_go_as_photos_and_everything_else_as_documents() {
+        let file = |media_type: &str, len: usize| OutboundFile {
+            chat: ChatRef { id: "1".into(), kind: bub_channel::ChatKind::Direct, thread_id: None },
+            name: "f".into(),
+            media_type: media_type.into(),
+            bytes: vec![0; len],
+            caption: None,
+            reply_to: Vec::new(),
+            idempotency_key: "k".into(),
+            session: "s".into(),
+        };
+        assert!(as_photo(&file("image/png", 10)));
+        assert!(as_photo(&file("image/jpeg", MAX_PHOTO_BYTES as usize)));
+        assert!(!as_photo(&file("image/jpeg", MAX_PHOTO_BYTES as usize + 1)), "too big for a photo");
+        assert!(!as_photo(&file("image/gif", 10)), "a GIF would lose its animation");
+        assert!(!as_photo(&file("application/pdf", 10)));
     }
 
     #[test]

@@ -6,8 +6,8 @@ use super::SqliteDb;
 use super::pairing;
 use crate::db::DbError;
 use crate::db::gateway::{
-    GatewayTables, InboxRow, NewInbound, NewReply, OutboxRow, PairingApproval, PairingRequest, PairingRequested,
-    PairingRow, ReplyState,
+    GatewayTables, InboxRow, NewFile, NewInbound, NewReply, OutboxRow, PairingApproval, PairingRequest,
+    PairingRequested, PairingRow, ReplyState,
 };
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, params};
@@ -100,6 +100,47 @@ impl GatewayTables for SqliteDb {
                  WHERE key = ?5",
             )?
             .execute(params![state.as_str(), ids, error, at, key])
+            .map(|_| ())
+        }))
+        .await
+    }
+
+    async fn begin_file(&self, file: NewFile) -> Result<Option<String>, DbError> {
+        self.write(Box::new(move |conn| {
+            let NewFile { key, channel, session, file, at } = &file;
+            let delivered: Option<Option<String>> = conn
+                .prepare_cached("SELECT platform_id FROM gateway_files WHERE key = ?1 AND state = 'delivered'")?
+                .query_row([key], |row| row.get(0))
+                .optional()?;
+            if let Some(platform_id) = delivered {
+                return Ok(Some(platform_id.unwrap_or_default()));
+            }
+            conn.prepare_cached(
+                "INSERT INTO gateway_files (key, channel, session, file, state, created_at) \
+                 VALUES (?1, ?2, ?3, ?4, 'sending', ?5) ON CONFLICT (key) DO UPDATE \
+                 SET state = 'sending', file = excluded.file, error = NULL, finished_at = NULL",
+            )?
+            .execute(params![key, channel, session, file, at])?;
+            Ok(None)
+        }))
+        .await
+    }
+
+    async fn set_file_state(
+        &self,
+        key: &str,
+        state: ReplyState,
+        platform_id: Option<&str>,
+        error: Option<&str>,
+        at: &str,
+    ) -> Result<(), DbError> {
+        let (key, id, error, at) =
+            (key.to_string(), platform_id.map(str::to_string), error.map(str::to_string), at.to_string());
+        self.write(Box::new(move |conn| {
+            conn.prepare_cached(
+                "UPDATE gateway_files SET state = ?1, platform_id = ?2, error = ?3, finished_at = ?4 WHERE key = ?5",
+            )?
+            .execute(params![state.as_str(), id, error, at, key])
             .map(|_| ())
         }))
         .await

@@ -45,6 +45,11 @@ const MIGRATIONS: &[Migration] = &[
     },
     Migration { version: 3, description: "gateway", sql: include_str!("../../../migrations/sqlite/0003_gateway.sql") },
     Migration { version: 4, description: "pairing", sql: include_str!("../../../migrations/sqlite/0004_pairing.sql") },
+    Migration {
+        version: 5,
+        description: "gateway files",
+        sql: include_str!("../../../migrations/sqlite/0005_gateway_files.sql"),
+    },
 ];
 
 impl Migration {

@@ -1,4 +1,5 @@
-//! The host side's file access to a sandboxed workspace (`fs.*` tools).
+//! The host side's file access to a sandboxed workspace (`fs.*` tools), and
+//! to any workspace a file leaves from (`chat.send_file`).
 //!
 //! A sandboxed command can write the workspace while the host reads it, so a
 //! path checked once could be swapped for a symlink before it is opened.
@@ -23,13 +24,41 @@ const MAX_DEPTH: usize = 64;
 
 /// Reads the file at `relative` (inside the workspace `root`) as UTF-8.
 pub fn read(root: &Path, relative: &Path) -> std::io::Result<String> {
+    let mut text = String::new();
+    open_beneath(root, relative)?.read_to_string(&mut text)?;
+    Ok(text)
+}
+
+/// Reads the file at `relative` (inside the workspace `root`), refusing one
+/// bigger than `max_bytes` ([`std::io::ErrorKind::FileTooLarge`]) before
+/// reading it, or that grew past it while being read.
+pub fn read_bytes(root: &Path, relative: &Path, max_bytes: u64) -> std::io::Result<Vec<u8>> {
+    let file = open_beneath(root, relative)?;
+    let size = file.metadata()?.len();
+    let too_large = |size: u64| {
+        std::io::Error::new(
+            std::io::ErrorKind::FileTooLarge,
+            format!("the file is {size} bytes; at most {max_bytes} can be sent here"),
+        )
+    };
+    if size > max_bytes {
+        return Err(too_large(size));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+    file.take(max_bytes.saturating_add(1)).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max_bytes {
+        return Err(too_large(bytes.len() as u64));
+    }
+    Ok(bytes)
+}
+
+/// Opens the regular file at `relative` for reading, never leaving `root`.
+fn open_beneath(root: &Path, relative: &Path) -> std::io::Result<File> {
     let root = open_root(root)?;
     let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC;
     let fd = rustix::fs::openat2(&root, relative, flags, Mode::empty(), RESOLVE)?;
     regular(&fd)?;
-    let mut text = String::new();
-    File::from(fd).read_to_string(&mut text)?;
-    Ok(text)
+    Ok(File::from(fd))
 }
 
 /// Writes `content` to `relative`, creating parent directories; created and

@@ -93,7 +93,7 @@
 mod child;
 mod environment;
 mod error;
-mod files;
+pub(crate) mod files;
 mod plan;
 mod probe;
 mod process;

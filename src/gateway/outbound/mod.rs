@@ -8,6 +8,9 @@
 //! - Live replies ([`OutboundScheduler::live`]) grow one message by throttled,
 //!   coalesced edits that are dropped, not queued, under pressure; their
 //!   [`LiveReply::finish`] is delivered like a final reply.
+//! - Files ([`OutboundScheduler::send_file`]) are one message each, checked
+//!   against the channel's upload limit before anything is sent, then
+//!   delivered like one part of a final reply (budgets, pauses, retries).
 //! - [`OutboundScheduler::stop`] ends every send at its next wait (budget,
 //!   pause, backoff, its chat's turn) with [`OutboundError::Stopped`], naming
 //!   the parts already delivered; a platform call already made is never cut,
@@ -24,7 +27,7 @@ pub use budget::Budget;
 pub use live::LiveReply;
 
 use crate::gateway::split::split_message_counting;
-use bub_channel::{Channel, ChatRef, Delivered, Outbound, SendError};
+use bub_channel::{Channel, ChatRef, Delivered, Outbound, OutboundFile, SendError};
 use budget::Gate;
 use governor::Quota;
 use std::collections::HashMap;
@@ -85,6 +88,10 @@ pub enum OutboundError {
         #[source]
         source: SendError,
     },
+    /// The file is bigger than the channel can send (or it sends no files:
+    /// `limit` is `None`); nothing was sent.
+    #[error("{}", file_refusal(.channel, .name, *.bytes, *.limit))]
+    FileRefused { channel: String, name: String, bytes: u64, limit: Option<u64> },
     /// [`OutboundScheduler::stop`] came while part `part` waited for its turn:
     /// it was not sent (nor any part after it).
     #[error("channel {channel}: the scheduler stopped before part {part} of the reply was sent")]
@@ -95,7 +102,7 @@ impl OutboundError {
     /// The parts delivered before the failure.
     pub fn delivered(&self) -> &[Delivered] {
         match self {
-            OutboundError::UnknownChannel(_) => &[],
+            OutboundError::UnknownChannel(_) | OutboundError::FileRefused { .. } => &[],
             OutboundError::Permanent { delivered, .. }
             | OutboundError::GaveUp { delivered, .. }
             | OutboundError::Stopped { delivered, .. } => delivered,
@@ -176,6 +183,15 @@ impl OutboundScheduler {
         self.route(channel)?.send_final_after(outbound, delivered).await
     }
 
+    /// Delivers one file as a message of its own, after the replies already
+    /// going to its chat. A file over the channel's
+    /// [`Channel::max_file_bytes`] is refused before anything is sent
+    /// ([`OutboundError::FileRefused`]); otherwise it waits and retries like a
+    /// final reply's part 0.
+    pub async fn send_file(&self, channel: &str, file: &OutboundFile) -> Result<Delivered, OutboundError> {
+        self.route(channel)?.send_file(file).await
+    }
+
     /// Stops sending, for a shutdown: every send, now or later, ends at its
     /// next wait — for budget, a 429 pause, a backoff or its chat's turn — with
     /// [`OutboundError::Stopped`] listing the parts it delivered. A platform
@@ -220,9 +236,20 @@ struct Route {
     stopping: watch::Receiver<bool>,
 }
 
+/// What the chat reads when a file cannot go out on `channel`.
+fn file_refusal(channel: &str, name: &str, bytes: u64, limit: Option<u64>) -> String {
+    match limit {
+        Some(limit) => format!(
+            "{name} is {bytes} bytes; channel {channel} sends files of at most {limit} bytes, so nothing was sent"
+        ),
+        None => format!("channel {channel} cannot send files; {name} was not sent"),
+    }
+}
+
 /// One platform call.
 enum Op<'a> {
     Send(&'a Outbound),
+    SendFile(&'a OutboundFile),
     Edit { chat: &'a ChatRef, message_id: &'a str, text: &'a str },
 }
 
@@ -230,6 +257,7 @@ impl Op<'_> {
     fn kind(&self) -> &'static str {
         match self {
             Op::Send(_) => "send",
+            Op::SendFile(_) => "file",
             Op::Edit { .. } => "edit",
         }
     }
@@ -237,6 +265,7 @@ impl Op<'_> {
     fn chat(&self) -> &ChatRef {
         match self {
             Op::Send(outbound) => &outbound.chat,
+            Op::SendFile(file) => &file.chat,
             Op::Edit { chat, .. } => chat,
         }
     }
@@ -264,6 +293,21 @@ impl Route {
         };
         let parts = self.split(&outbound.text);
         self.send_parts(&outbound, parts.into_iter().enumerate().skip(delivered.len()), delivered).await
+    }
+
+    async fn send_file(&self, file: &OutboundFile) -> Result<Delivered, OutboundError> {
+        let bytes = file.bytes.len() as u64;
+        let limit = self.channel.max_file_bytes();
+        if limit.is_none_or(|limit| bytes > limit) {
+            return Err(OutboundError::FileRefused {
+                channel: self.name.clone(),
+                name: file.name.clone(),
+                bytes,
+                limit,
+            });
+        }
+        let _turn = self.chat_turn_unless_stopped(&file.chat.id, 0).await?;
+        self.deliver(Op::SendFile(file), &file.idempotency_key, 0).await
     }
 
     /// Resolves once the scheduler stops (never, if it was dropped without stopping).
@@ -396,6 +440,7 @@ impl Route {
     async fn call(&self, op: &Op<'_>) -> Result<Delivered, SendError> {
         match *op {
             Op::Send(outbound) => self.channel.send(outbound).await,
+            Op::SendFile(file) => self.channel.send_file(file).await,
             Op::Edit { chat, message_id, text } => {
                 self.channel.edit(chat, message_id, text).await?;
                 Ok(Delivered { message_id: message_id.to_owned() })

@@ -8,6 +8,8 @@
 //! - [`tape`]: `tape.info`, `tape.search`, `tape.anchors`, `tape.handoff`, `tape.reset`.
 //! - [`spill`]: `spill.read`, paging through oversized results.
 //! - [`web`]: `web.fetch`, with SSRF checks set by [`WebFetchSettings`].
+//! - [`chat`]: `chat.send_file`, a workspace file sent to the turn's chat
+//!   (through the gateway's [`TurnChat`](crate::tools::TurnChat)).
 //! - [`session`]: command-only `help`, `model`, `reasoning_effort`, `quit`.
 //!
 //! Not here: `subagent` starts runs, so the agent provides it
@@ -18,6 +20,7 @@
 //! needs as primitives: shell, files and `spill.read`; their constructors
 //! mark them.
 
+pub mod chat;
 pub mod fs;
 pub mod session;
 pub mod shell;
@@ -47,6 +50,7 @@ pub fn tools(shells: Arc<ShellManager>, web: WebFetchSettings) -> Vec<Tool> {
         tape::tape_reset_tool(),
         spill::spill_read_tool(),
         web::web_fetch_tool(web),
+        chat::chat_send_file_tool(),
     ]
 }
 
@@ -68,6 +72,6 @@ mod tests {
         let mut names: Vec<String> = tools.iter().map(Tool::model_name).collect();
         names.sort();
         names.dedup();
-        assert_eq!(names.len(), 13);
+        assert_eq!(names.len(), 14);
     }
 }

@@ -1,0 +1,138 @@
+//! Files a turn's tools send to its chat (`chat.send_file`): the gateway's
+//! [`ChatOutlet`], put in the turn's state as a [`TurnChat`].
+//!
+//! - Every file goes through the outbound scheduler (budgets, 429 pauses,
+//!   retries), after the replies already going to its chat.
+//! - Nothing doubled: each file has a key that a run of the same turn after a
+//!   restart computes again — the turn's reply key, the SHA-256 of the bytes,
+//!   and how many times this run sent those bytes before — recorded in the
+//!   store before it is sent and marked delivered with the platform's id. A
+//!   file found delivered is not sent again; the tool reads which message
+//!   holds it. Only a crash between the upload and its record (the platform's
+//!   answer lost) can send a file twice, as with replies.
+//! - The upload runs among the gateway's deliveries, not in the turn's task,
+//!   so a turn abandoned by a stop does not cut an upload in flight.
+
+use super::Inner;
+use super::outbound::OutboundError;
+use crate::tools::{ChatFile, ChatOutlet, SentFile, ToolError};
+use async_trait::async_trait;
+use bub_channel::{ChatRef, OutboundFile};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use tokio::sync::oneshot;
+
+/// One turn's chat, for the files its tools send.
+pub(crate) struct TurnFiles {
+    inner: Arc<Inner>,
+    channel: String,
+    chat: ChatRef,
+    /// The messages the turn answers: files thread to the last one.
+    reply_to: Vec<String>,
+    /// The turn's reply key (stable across restarts).
+    reply_key: String,
+    session: String,
+    /// How many times this run sent each digest.
+    sent: Mutex<HashMap<String, usize>>,
+}
+
+impl TurnFiles {
+    pub(crate) fn new(
+        inner: &Arc<Inner>,
+        channel: String,
+        chat: ChatRef,
+        reply_to: Vec<String>,
+        reply_key: String,
+        session: String,
+    ) -> TurnFiles {
+        TurnFiles { inner: inner.clone(), channel, chat, reply_to, reply_key, session, sent: Mutex::default() }
+    }
+
+    /// The idempotency key of the next file with these bytes.
+    fn key(&self, bytes: &[u8]) -> String {
+        let digest: String = Sha256::digest(bytes).iter().take(16).map(|b| format!("{b:02x}")).collect();
+        let mut sent = self.sent.lock().unwrap_or_else(|p| p.into_inner());
+        let count = sent.entry(digest.clone()).or_default();
+        let before = *count;
+        *count += 1;
+        format!("{}:file:{digest}:{before}", self.reply_key)
+    }
+}
+
+#[async_trait]
+impl ChatOutlet for TurnFiles {
+    fn max_file_bytes(&self) -> Option<u64> {
+        self.inner.channels.get(&self.channel)?.max_file_bytes()
+    }
+
+    async fn send_file(&self, file: ChatFile) -> Result<SentFile, ToolError> {
+        let key = self.key(&file.bytes);
+        let described =
+            json!({"name": file.name, "path": file.path, "bytes": file.bytes.len(), "media_type": file.media_type});
+        match self.inner.store.begin_file(&key, &self.channel, &self.session, &described).await {
+            Ok(Some(message_id)) => {
+                tracing::info!(session = %self.session, key = %key, file = %file.name, "file delivered before a restart; not sent again");
+                return Ok(SentFile { message_id, earlier: true });
+            }
+            Ok(None) => {}
+            Err(error) => {
+                tracing::error!(%error, key = %key, "cannot record a file before sending it");
+                return Err(ToolError::failed(format!(
+                    "{} was not sent: the gateway could not record it (its log has the details)",
+                    file.name
+                )));
+            }
+        }
+        let outbound = OutboundFile {
+            chat: self.chat.clone(),
+            name: file.name,
+            media_type: file.media_type,
+            bytes: file.bytes,
+            caption: file.caption,
+            reply_to: self.reply_to.clone(),
+            idempotency_key: key.clone(),
+            session: self.session.clone(),
+        };
+        let (sent_tx, sent) = oneshot::channel();
+        let task = {
+            let (inner, channel) = (self.inner.clone(), self.channel.clone());
+            async move {
+                let _ = sent_tx.send(send_and_record(&inner, &channel, outbound).await);
+            }
+        };
+        let stopping = || ToolError::failed("the gateway is stopping; the file was not sent");
+        if !self.inner.deliveries.spawn(task) {
+            record(self.inner.store.file_not_sent(&key, "the gateway was stopping").await, &key);
+            return Err(stopping());
+        }
+        sent.await.unwrap_or_else(|_| Err(stopping()))
+    }
+}
+
+/// Sends `file` through the scheduler and records what became of it.
+async fn send_and_record(inner: &Arc<Inner>, channel: &str, file: OutboundFile) -> Result<SentFile, ToolError> {
+    let key = file.idempotency_key.clone();
+    match inner.outbound().send_file(channel, &file).await {
+        Ok(delivered) => {
+            record(inner.store.file_delivered(&key, &delivered.message_id).await, &key);
+            tracing::info!(channel, key = %key, file = %file.name, bytes = file.bytes.len(), message = %delivered.message_id, "file sent");
+            Ok(SentFile { message_id: delivered.message_id, earlier: false })
+        }
+        Err(error) => {
+            tracing::warn!(%error, channel, key = %key, file = %file.name, "file not sent");
+            record(inner.store.file_not_sent(&key, &error.to_string()).await, &key);
+            Err(match error {
+                OutboundError::FileRefused { .. } => ToolError::failed(error.to_string()),
+                other => ToolError::failed(format!("{} was not sent: {other}", file.name)),
+            })
+        }
+    }
+}
+
+fn record(stored: Result<(), super::store::StoreError>, key: &str) {
+    if let Err(error) = stored {
+        tracing::error!(%error, key, "cannot record what became of a file; a rerun of its turn may send it again");
+    }
+}

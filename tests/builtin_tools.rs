@@ -214,6 +214,16 @@ async fn shells_are_private_to_their_session_and_killed_with_it() {
     assert_eq!(s.shells.kill_all().await, 1);
 }
 
+/// `bub run` has no chat: the tool says so and reads nothing.
+#[tokio::test]
+async fn chat_send_file_outside_a_gateway_turn_says_there_is_no_chat() {
+    let s = Session::new().await;
+    std::fs::write(s.path("report.txt"), "data").unwrap();
+    let error = s.call("chat.send_file", json!({"path": "report.txt"})).await.unwrap_err();
+    assert_eq!(error.kind, ToolErrorKind::Tool);
+    assert_eq!(error.message, builtin::chat::NO_CHAT);
+}
+
 #[tokio::test]
 async fn fs_read_paginates_by_lines_and_reports_the_total() {
     let s = Session::new().await;

@@ -6,8 +6,8 @@ use async_trait::async_trait;
 use bub::gateway::outbound::{Budget, OutboundConfig, OutboundError, OutboundScheduler};
 use bub::gateway::split::split_message;
 use bub_channel::{
-    Channel, ChannelError, ChatKind, ChatRef, Delivered, InboundSink, LengthUnit, Limits, Outbound, RateScope,
-    SendError,
+    Channel, ChannelError, ChatKind, ChatRef, Delivered, InboundSink, LengthUnit, Limits, Outbound, OutboundFile,
+    RateScope, SendError,
 };
 use governor::Quota;
 use std::collections::{HashMap, VecDeque};
@@ -20,7 +20,12 @@ use tokio::time::Instant;
 enum Kind {
     Send,
     Edit,
+    /// A file (its name as the call's text).
+    File,
 }
+
+/// The fake's upload limit.
+const MAX_FILE_BYTES: u64 = 100;
 
 /// One call that reached the platform (successful or not).
 #[derive(Debug, Clone)]
@@ -91,6 +96,7 @@ impl FakeChannel {
                         shown.iter_mut().find(|(id, _)| *id == call.message_id).expect("edit of a sent message");
                     message.1 = call.text;
                 }
+                Kind::File => {}
             }
         }
         shown
@@ -154,6 +160,61 @@ impl Channel for FakeChannel {
         self.record(Kind::Edit, chat, None, message_id.to_owned(), text, outcome.is_ok());
         outcome
     }
+
+    fn max_file_bytes(&self) -> Option<u64> {
+        Some(MAX_FILE_BYTES)
+    }
+
+    async fn send_file(&self, file: &OutboundFile) -> Result<Delivered, SendError> {
+        assert!(file.bytes.len() as u64 <= MAX_FILE_BYTES, "a file over the limit reached the platform");
+        tokio::task::yield_now().await;
+        let outcome = self.outcome(&file.chat.id);
+        let message_id = format!("file-{}", file.name);
+        let key = Some(file.idempotency_key.as_str());
+        self.record(Kind::File, &file.chat, key, message_id.clone(), &file.name, outcome.is_ok());
+        outcome.map(|()| Delivered { message_id })
+    }
+}
+
+fn file(chat_id: &str, name: &str, len: usize) -> OutboundFile {
+    OutboundFile {
+        chat: chat(chat_id),
+        name: name.to_owned(),
+        media_type: "application/octet-stream".to_owned(),
+        bytes: vec![7; len],
+        caption: None,
+        reply_to: vec!["in-1".to_owned()],
+        idempotency_key: format!("reply:{name}:file"),
+        session: format!("fake:{chat_id}"),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_file_over_the_channels_limit_is_refused_before_any_call() {
+    let fake = FakeChannel::new("fake", 100, true);
+    let scheduler = scheduler_with(&fake, Budget::default());
+    let refused = scheduler.send_file("fake", &file("a", "big.bin", 101)).await.unwrap_err();
+    assert!(matches!(refused, OutboundError::FileRefused { bytes: 101, limit: Some(100), .. }), "{refused:?}");
+    assert_eq!(
+        refused.to_string(),
+        "big.bin is 101 bytes; channel fake sends files of at most 100 bytes, so nothing was sent"
+    );
+    assert!(fake.calls().is_empty(), "nothing reached the platform: {:?}", fake.calls());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rate_limited_file_waits_out_the_pause_and_goes_once_with_its_key() {
+    let fake = FakeChannel::new("fake", 100, true);
+    fake.script("a", [rate_limited(5, RateScope::Chat), Some(SendError::Transient("502".into()))]);
+    let scheduler = scheduler_with(&fake, Budget::default());
+    let start = Instant::now();
+    let sent = scheduler.send_file("fake", &file("a", "plot.png", 100)).await.unwrap();
+    assert_eq!(sent.message_id, "file-plot.png");
+    let delivered = fake.delivered_to("a");
+    assert_eq!(delivered.len(), 1, "delivered once: {delivered:?}");
+    assert!(delivered[0].at - start >= Duration::from_secs(5), "sent during the 429 pause");
+    let keys: Vec<_> = fake.calls().iter().map(|call| call.key.clone().unwrap_or_default()).collect();
+    assert_eq!(keys, vec!["reply:plot.png:file"; 3], "every attempt carries the file's key");
 }
 
 fn chat(id: &str) -> ChatRef {

@@ -9,7 +9,7 @@
 //! | `GET /api/v10/gateway`                       | `gateway`        | `{"url": "ws://127.0.0.1:PORT/gateway"}` (no token needed) |
 //! | `GET /api/v10/gateway/bot`                   | `gateway_bot`    | the url, 1 shard, a session start limit |
 //! | `GET /api/v10/users/@me`                     | `current_user`   | the bot's user                          |
-//! | `POST /api/v10/channels/{c}/messages`        | `create_message` | the new message (author: the bot)       |
+//! | `POST /api/v10/channels/{c}/messages`        | `create_message` | the new message (author: the bot); JSON, or multipart with `payload_json` and `files[n]` |
 //! | `PATCH /api/v10/channels/{c}/messages/{m}`   | `edit_message`   | the edited message                      |
 //! | `POST /api/v10/channels/{c}/typing`          | `typing`         | 204                                     |
 //!
@@ -17,7 +17,8 @@
 //! `{"message": "401: Unauthorized", "code": 0}`; bodies are checked like Discord does (empty message: 400
 //! code 50006; content over 2000 characters or a reply to an unknown message: 400 code 50035; editing an
 //! unknown message: 404 code 10008, someone else's: 403 code 50005; `allowed_mentions` with an unknown `parse`
-//! value, or `parse: ["users"]` beside a `users` list: 400 code 50035). Content length is counted in Unicode code
+//! value, or `parse: ["users"]` beside a `users` list: 400 code 50035; a file over 10 MiB, a bot's upload limit
+//! without boosts: 413 code 40005). Messages may be multipart (`payload_json` + `files[n]`). Content length is counted in Unicode code
 //! points, as Discord does (it accepts 2000 emoji). Each message's `allowed_mentions` is recorded as sent.
 //! [`FakeDiscord::fail_next`] makes the next calls of a route fail (429, slowmode 429 code 20016, 500, 403 codes
 //! 50001/50013/50007, 404 code 10003); [`FakeDiscord::refuse_channel`] refuses every call about one channel.
@@ -81,6 +82,9 @@ mod protocol;
 
 pub use buckets::{RateLimitHit, RateLimits};
 
+#[path = "multipart.rs"]
+mod multipart;
+
 /// The token the fake accepts (REST `Authorization: Bot <TOKEN>`, IDENTIFY `d.token` with or without `Bot `).
 pub const TOKEN: &str = "fake-discord-token";
 /// The bot's user id (also its application id).
@@ -94,6 +98,8 @@ pub const HEARTBEAT_INTERVAL_MS: u64 = 2_000;
 const FIRST_MESSAGE_ID: u64 = 1_000_000_000_000_000_000;
 /// Discord's limit on a message's content, in characters.
 const MAX_CONTENT_CHARS: usize = 2000;
+/// Discord's upload limit for a bot in a server without boosts.
+const MAX_FILE_BYTES: usize = 10 * 1024 * 1024;
 /// Dispatches a session keeps for replay on RESUME.
 const REPLAY_LOG: usize = 1000;
 const GUILD_MESSAGES: u64 = 1 << 9;
@@ -133,6 +139,8 @@ pub struct SentMessage {
     pub reply_to: Option<u64>,
     /// `allowed_mentions` exactly as the bot sent it (None: not sent, so Discord's default, which pings).
     pub allowed_mentions: Option<Value>,
+    /// Files uploaded with the message: (file name, bytes).
+    pub files: Vec<(String, Vec<u8>)>,
 }
 
 /// One `edit_message`.
@@ -855,7 +863,8 @@ async fn rest(
             return response;
         }
     };
-    let mut response = answer(&shared, &mut state, route, &uri, &body);
+    let content_type = headers.get(axum::http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
+    let mut response = answer(&shared, &mut state, route, &uri, content_type, &body);
     if let Some(bucket) = bucket {
         buckets::add_headers(response.headers_mut(), &bucket);
     }
@@ -863,7 +872,7 @@ async fn rest(
 }
 
 /// The answer to an authorized call that no fault or bucket stopped.
-fn answer(shared: &Shared, state: &mut State_, route: Route, uri: &Uri, body: &[u8]) -> Response {
+fn answer(shared: &Shared, state: &mut State_, route: Route, uri: &Uri, content_type: &str, body: &[u8]) -> Response {
     match route {
         Route::Gateway => respond(StatusCode::OK, json!({"url": gateway_url(shared.addr)})),
         Route::GatewayBot => respond(
@@ -874,8 +883,8 @@ fn answer(shared: &Shared, state: &mut State_, route: Route, uri: &Uri, body: &[
             }),
         ),
         Route::CurrentUser => respond(StatusCode::OK, current_user_json()),
-        Route::CreateMessage { channel_id } => match json_object(body) {
-            Some(params) => create_message(state, channel_id, &params),
+        Route::CreateMessage { channel_id } => match message_body(content_type, body) {
+            Some((params, files)) => create_message(state, channel_id, &params, files),
             None => invalid_json(),
         },
         Route::EditMessage { channel_id, message_id } => match json_object(body) {
@@ -945,6 +954,25 @@ fn json_object(body: &[u8]) -> Option<Value> {
     serde_json::from_slice::<Value>(body).ok().filter(Value::is_object)
 }
 
+/// A message's JSON and its files: a JSON body, or a multipart one with the
+/// JSON in `payload_json` and the files in `files[n]`.
+fn message_body(content_type: &str, body: &[u8]) -> Option<(Value, Vec<(String, Vec<u8>)>)> {
+    let Some(boundary) = multipart::boundary(content_type) else {
+        return json_object(body).map(|params| (params, Vec::new()));
+    };
+    let parts = multipart::parse(body, &boundary);
+    let params = match parts.iter().find(|part| part.name == "payload_json") {
+        Some(part) => json_object(&part.body)?,
+        None => json!({}),
+    };
+    let files = parts
+        .into_iter()
+        .filter(|part| part.name.starts_with("files["))
+        .map(|part| (part.filename.unwrap_or_default(), part.body))
+        .collect();
+    Some((params, files))
+}
+
 /// Discord's 400 for a body that is not JSON.
 fn invalid_json() -> Response {
     respond(StatusCode::BAD_REQUEST, error_json("The request body contains invalid JSON.", 50109))
@@ -974,9 +1002,13 @@ fn has_items(params: &Value, field: &str) -> bool {
     params.get(field).and_then(Value::as_array).is_some_and(|items| !items.is_empty())
 }
 
-fn create_message(state: &mut State_, channel_id: u64, params: &Value) -> Response {
+fn create_message(state: &mut State_, channel_id: u64, params: &Value, files: Vec<(String, Vec<u8>)>) -> Response {
     let content = params.get("content").and_then(Value::as_str).unwrap_or_default().to_string();
-    let other_parts = ["embeds", "attachments", "sticker_ids", "components"].iter().any(|f| has_items(params, f));
+    if files.iter().any(|(_, bytes)| bytes.len() > MAX_FILE_BYTES) {
+        return respond(StatusCode::PAYLOAD_TOO_LARGE, error_json("Request entity too large", 40005));
+    }
+    let other_parts = !files.is_empty()
+        || ["embeds", "attachments", "sticker_ids", "components"].iter().any(|f| has_items(params, f));
     if content.is_empty() && !other_parts {
         return respond(StatusCode::BAD_REQUEST, error_json("Cannot send an empty message", 50006));
     }
@@ -996,6 +1028,15 @@ fn create_message(state: &mut State_, channel_id: u64, params: &Value) -> Respon
     }
     let id = next_message_id(state);
     let mut message = message_json(id, channel_id, bot_user_json(), &content);
+    let attachments: Vec<Value> = files
+        .iter()
+        .enumerate()
+        .map(|(n, (name, bytes))| {
+            let url = format!("https://cdn.discordapp.com/attachments/{channel_id}/{id}/{name}");
+            json!({"id": (id + n as u64).to_string(), "filename": name, "size": bytes.len(), "url": url, "proxy_url": url})
+        })
+        .collect();
+    message["attachments"] = Value::Array(attachments);
     if let (Some(referenced), Some(fields)) = (referenced, message.as_object_mut()) {
         let reference = json!({
             "type": 0, "message_id": referenced.get("id").cloned().unwrap_or(Value::Null),
@@ -1007,7 +1048,7 @@ fn create_message(state: &mut State_, channel_id: u64, params: &Value) -> Respon
         fields.insert("referenced_message".to_string(), referenced);
     }
     state.messages.insert(id, message.clone());
-    state.sent.push(SentMessage { channel_id, message_id: id, content, reply_to, allowed_mentions });
+    state.sent.push(SentMessage { channel_id, message_id: id, content, reply_to, allowed_mentions, files });
     dispatch_bot_message(state, "MESSAGE_CREATE", channel_id, message.clone());
     respond(StatusCode::OK, message)
 }

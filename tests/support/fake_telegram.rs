@@ -2,12 +2,16 @@
 //!
 //! It serves `POST /bot<token>/<method>` for the methods bub uses (`getMe`,
 //! `deleteWebhook`, `getUpdates`, `sendMessage`, `editMessageText`,
-//! `sendChatAction`), answering in the Bot API's envelope
+//! `sendChatAction`, and the multipart uploads `sendPhoto` and `sendDocument`), answering in the Bot API's envelope
 //! (`{"ok": true, "result": …}` or `{"ok": false, "error_code", "description",
 //! "parameters"?}`). Tests queue what users write ([`FakeTelegram::user_says`],
 //! [`FakeTelegram::push_message`]), read what the bot did ([`FakeTelegram::sent`],
-//! [`FakeTelegram::edits`], [`FakeTelegram::actions`]) and inject faults for the
+//! [`FakeTelegram::edits`], [`FakeTelegram::actions`], [`FakeTelegram::files`]) and inject faults for the
 //! next calls of a method ([`FakeTelegram::fail_next`]).
+//!
+//! Uploads are checked like Telegram does: a request over 50 MB gets 413
+//! "Request Entity Too Large", a photo over 10 MB 400 "PHOTO_SAVE_FILE_INVALID",
+//! a caption over 1024 characters 400 "message caption is too long".
 //!
 //! `getUpdates` behaves like Telegram's: updates below the requested offset
 //! are forgotten for good, and a poll with nothing new waits (at most 2 s, well
@@ -30,6 +34,9 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
+
+#[path = "multipart.rs"]
+mod multipart;
 
 /// The token the fake accepts; any other gets 401 Unauthorized.
 pub const TOKEN: &str = "123456:fake-telegram-token";
@@ -59,6 +66,25 @@ pub struct SentMessage {
     pub reply_to: Option<i64>,
 }
 
+/// A file the bot uploaded (`sendPhoto` or `sendDocument`).
+#[derive(Debug, Clone)]
+pub struct SentFile {
+    /// `sendPhoto` or `sendDocument`.
+    pub method: String,
+    pub chat_id: i64,
+    pub message_id: i64,
+    pub file_name: String,
+    pub bytes: Vec<u8>,
+    pub caption: Option<String>,
+    pub thread_id: Option<i64>,
+    pub reply_to: Option<i64>,
+}
+
+/// Telegram's limits on uploads by a bot.
+const MAX_UPLOAD_BYTES: usize = 50_000_000;
+const MAX_PHOTO_BYTES: usize = 10_000_000;
+const MAX_CAPTION_CHARS: usize = 1024;
+
 /// One `editMessageText`.
 #[derive(Debug, Clone)]
 pub struct Edit {
@@ -77,6 +103,7 @@ struct State_ {
     next_bot_message_id: HashMap<i64, i64>,
     sent: Vec<SentMessage>,
     edits: Vec<Edit>,
+    files: Vec<SentFile>,
     actions: Vec<(i64, String)>,
     calls: Vec<String>,
     offsets: Vec<i64>,
@@ -193,6 +220,11 @@ impl FakeTelegram {
         lock(&self.shared).edits.clone()
     }
 
+    /// The files uploaded by `sendPhoto` and `sendDocument`, in order.
+    pub fn files(&self) -> Vec<SentFile> {
+        lock(&self.shared).files.clone()
+    }
+
     /// `sendChatAction` calls: (chat id, action).
     pub fn actions(&self) -> Vec<(i64, String)> {
         lock(&self.shared).actions.clone()
@@ -227,16 +259,20 @@ impl FakeTelegram {
     }
 }
 
-/// The text fields of a `multipart/form-data` body, as a JSON object of strings.
-fn form_fields(body: &[u8], boundary: &str) -> Value {
-    let text = String::from_utf8_lossy(body);
+/// The text fields of a `multipart/form-data` body, as a JSON object of
+/// strings, and its file parts.
+fn form(body: &[u8], boundary: &str) -> (Value, Vec<multipart::Part>) {
     let mut fields = serde_json::Map::new();
-    for part in text.split(&format!("--{boundary}")) {
-        let Some((head, value)) = part.split_once("\r\n\r\n") else { continue };
-        let Some(name) = head.split("name=\"").nth(1).and_then(|rest| rest.split('"').next()) else { continue };
-        fields.insert(name.to_string(), Value::String(value.trim_end_matches("\r\n").to_string()));
+    let mut files = Vec::new();
+    for part in multipart::parse(body, boundary) {
+        match part.filename {
+            Some(_) => files.push(part),
+            None => {
+                fields.insert(part.name.clone(), Value::String(part.text()));
+            }
+        }
     }
-    Value::Object(fields)
+    (Value::Object(fields), files)
 }
 
 /// The length Telegram checks against 4096: UTF-16 units of the text, after
@@ -260,8 +296,17 @@ fn visible_units(text: &str, html: bool) -> usize {
 }
 
 /// The Bot API methods the fake knows, as the docs spell them.
-const METHODS: [&str; 7] =
-    ["getMe", "deleteWebhook", "setWebhook", "getUpdates", "sendMessage", "editMessageText", "sendChatAction"];
+const METHODS: [&str; 9] = [
+    "getMe",
+    "deleteWebhook",
+    "setWebhook",
+    "getUpdates",
+    "sendMessage",
+    "editMessageText",
+    "sendChatAction",
+    "sendPhoto",
+    "sendDocument",
+];
 
 fn ok(result: Value) -> Response {
     Json(json!({"ok": true, "result": result})).into_response()
@@ -286,11 +331,14 @@ async fn handle(
         return error(401, "Unauthorized", None);
     }
     let content_type = headers.get(axum::http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
-    // teloxide sends methods that may carry a file (setWebhook's certificate) as multipart forms.
-    let params: Value = match content_type.split_once("boundary=") {
-        Some((_, boundary)) => form_fields(&body, boundary.trim_matches('"')),
-        None => serde_json::from_slice(&body).unwrap_or(json!({})),
+    // teloxide sends methods that may carry a file (uploads, setWebhook's certificate) as multipart forms.
+    let (params, uploads) = match multipart::boundary(content_type) {
+        Some(boundary) => form(&body, &boundary),
+        None => (serde_json::from_slice(&body).unwrap_or(json!({})), Vec::new()),
     };
+    if body.len() > MAX_UPLOAD_BYTES {
+        return error(413, "Request Entity Too Large", None);
+    }
     // Telegram matches method names ignoring case (teloxide sends `GetMe`); calls are kept by their documented name.
     let method =
         METHODS.iter().find(|known| known.eq_ignore_ascii_case(&method)).map_or(method, |known| known.to_string());
@@ -332,6 +380,7 @@ async fn handle(
         "getUpdates" => get_updates(&shared, &params).await,
         "sendMessage" => send_message(&shared, &params),
         "editMessageText" => edit_message_text(&shared, &params),
+        "sendPhoto" | "sendDocument" => send_file(&shared, &method, &params, uploads),
         "sendChatAction" => {
             let chat = params["chat_id"].as_i64().unwrap_or_default();
             let action = params["action"].as_str().unwrap_or_default().to_string();
@@ -403,6 +452,69 @@ fn send_message(shared: &Shared, params: &Value) -> Response {
         parse_mode: params["parse_mode"].as_str().map(str::to_string),
         thread_id: params["message_thread_id"].as_i64(),
         reply_to: params["reply_parameters"]["message_id"].as_i64(),
+    });
+    ok(message)
+}
+
+/// A number sent as a form field (text) or in JSON.
+fn int(value: &Value) -> Option<i64> {
+    value.as_i64().or_else(|| value.as_str()?.parse().ok())
+}
+
+/// `sendPhoto` / `sendDocument` with the file uploaded in the form field of
+/// the method's media (`photo`, `document`), given directly or as `attach://<name>`.
+fn send_file(shared: &Shared, method: &str, params: &Value, uploads: Vec<multipart::Part>) -> Response {
+    let Some(chat_id) = int(&params["chat_id"]) else {
+        return error(400, "Bad Request: chat_id is empty", None);
+    };
+    let field = if method == "sendPhoto" { "photo" } else { "document" };
+    let attached =
+        params[field].as_str().and_then(|value| value.strip_prefix("attach://")).unwrap_or(field).to_string();
+    let Some(upload) = uploads.into_iter().find(|part| part.name == attached) else {
+        return error(400, &format!("Bad Request: there is no {field} in the request"), None);
+    };
+    if method == "sendPhoto" && upload.body.len() > MAX_PHOTO_BYTES {
+        return error(400, "Bad Request: PHOTO_SAVE_FILE_INVALID", None);
+    }
+    let caption = params["caption"].as_str().map(str::to_string);
+    if caption.as_deref().is_some_and(|caption| caption.encode_utf16().count() > MAX_CAPTION_CHARS) {
+        return error(400, "Bad Request: message caption is too long", None);
+    }
+    let mut state = lock(shared);
+    let chat_type = if chat_id > 0 { "private" } else { "supergroup" };
+    let mut message = bot_message(&mut state, chat_id, "", chat_type);
+    let message_id = message["message_id"].as_i64().unwrap_or_default();
+    let file_name = upload.filename.clone().unwrap_or_default();
+    let meta = json!({"file_id": format!("file-{message_id}"), "file_unique_id": format!("u{message_id}"), "file_size": upload.body.len()});
+    if let Some(fields) = message.as_object_mut() {
+        fields.remove("text");
+        if method == "sendPhoto" {
+            let mut size = meta;
+            size["width"] = json!(100);
+            size["height"] = json!(100);
+            fields.insert("photo".into(), json!([size]));
+        } else {
+            let mut document = meta;
+            document["file_name"] = json!(file_name);
+            fields.insert("document".into(), document);
+        }
+        if let Some(caption) = &caption {
+            fields.insert("caption".into(), json!(caption));
+        }
+    }
+    state.files.push(SentFile {
+        method: method.to_string(),
+        chat_id,
+        message_id,
+        file_name,
+        bytes: upload.body,
+        caption,
+        thread_id: int(&params["message_thread_id"]),
+        reply_to: params["reply_parameters"]
+            .as_str()
+            .and_then(|text| serde_json::from_str::<Value>(text).ok())
+            .or_else(|| Some(params["reply_parameters"].clone()))
+            .and_then(|reply| int(&reply["message_id"])),
     });
     ok(message)
 }

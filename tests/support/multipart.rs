@@ -47,7 +47,8 @@ pub fn parse(body: &[u8], boundary: &str) -> Vec<Part> {
         let segment = segment.strip_suffix(b"\r\n").unwrap_or(segment);
         let Some(split) = find(segment, b"\r\n\r\n") else { continue };
         let head = String::from_utf8_lossy(&segment[..split]).into_owned();
-        let mut part = Part { name: String::new(), filename: None, content_type: None, body: segment[split + 4..].to_vec() };
+        let mut part =
+            Part { name: String::new(), filename: None, content_type: None, body: segment[split + 4..].to_vec() };
         for line in head.lines() {
             let Some((header, value)) = line.split_once(':') else { continue };
             match header.trim().to_ascii_lowercase().as_str() {

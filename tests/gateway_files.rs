@@ -107,6 +107,29 @@ async fn telegram_gets_an_image_as_a_photo_and_other_files_as_documents() {
     );
     assert!(told.contains("\"sent\":\"report.csv\"") && told.contains("\"bytes\":8"), "{told}");
     gateway.stop().await;
+
+    let recorded = tool_results_on_tape(home.path(), "tg:1001").await;
+    let expected = json!({"sent": "chart.png", "path": "out/chart.png", "bytes": png.len(), "media_type": "image/png",
+        "message_id": photo.message_id.to_string(), "earlier": false});
+    assert!(recorded.contains(&expected), "the tape records what was sent: {recorded:?}");
+}
+
+/// Every tool result on `session`'s tape (as the model read it: JSON text, parsed).
+async fn tool_results_on_tape(home: &Path, session: &str) -> Vec<serde_json::Value> {
+    use bub::db::SqliteTapeStore;
+    use bub::tape::{EntryKind, Tape, TapeName, TapeQuery};
+    let store = std::sync::Arc::new(SqliteTapeStore::open(home.join("bub.db")).await.expect("open bub.db"));
+    let tape = Tape::new(store.clone(), TapeName::new(session).expect("tape name"));
+    let entries = tape.read(&TapeQuery::all().kinds([EntryKind::ToolResult])).await.expect("read the tape");
+    store.close().await;
+    entries
+        .iter()
+        .flat_map(|entry| entry.payload["results"].as_array().cloned().unwrap_or_default())
+        .map(|result| match result.as_str().map(serde_json::from_str) {
+            Some(Ok(parsed)) => parsed,
+            _ => result,
+        })
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -161,6 +161,27 @@ async fn a_path_outside_the_workspace_and_a_file_over_the_limit_are_refused_with
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_file_telegram_refuses_comes_back_to_the_model_with_telegrams_reason() {
+    let home = tempfile::tempdir().unwrap();
+    workspace(home.path(), "tg:1001", &[("notes.md", b"# notes\n")]);
+    let telegram = FakeTelegram::start().await;
+    let fake = FakeModel::start().await;
+    let caption = "x".repeat(1100);
+    script(&fake, vec![("chat_send_file", json!({"path": "notes.md", "caption": caption}))], "it was refused");
+    let gateway = start(home.path(), &fake, &telegram_config(&telegram)).await;
+
+    telegram.user_says(1001, "send the notes with a long caption");
+    let done = telegram.wait_until(ANSWER_TIMEOUT, |fake| telegram_shows(fake, "it was refused")).await;
+    assert!(done, "the turn never finished: {:?}", telegram.calls());
+    assert!(telegram.files().is_empty(), "nothing reached the chat: {:?}", telegram.files());
+    let calls = telegram.calls();
+    assert_eq!(calls.iter().filter(|c| *c == "sendDocument").count(), 1, "refused once, not retried: {calls:?}");
+    let told = fake.tool_results(1);
+    assert!(told.contains("notes.md was not sent") && told.contains("caption"), "{told}");
+    gateway.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_turn_run_again_after_a_crash_does_not_send_its_file_twice() {
     let home = tempfile::tempdir().unwrap();
     workspace(home.path(), "tg:1001", &[("notes.md", b"# notes\n")]);

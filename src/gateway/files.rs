@@ -123,11 +123,21 @@ async fn send_and_record(inner: &Arc<Inner>, channel: &str, file: OutboundFile) 
         Err(error) => {
             tracing::warn!(%error, channel, key = %key, file = %file.name, "file not sent");
             record(inner.store.file_not_sent(&key, &error.to_string()).await, &key);
-            Err(match error {
-                OutboundError::FileRefused { .. } => ToolError::failed(error.to_string()),
-                other => ToolError::failed(format!("{} was not sent: {other}", file.name)),
-            })
+            Err(ToolError::failed(not_sent(&file.name, error)))
         }
+    }
+}
+
+/// What the model reads when `name` did not go out.
+fn not_sent(name: &str, error: OutboundError) -> String {
+    match error {
+        OutboundError::FileRefused { .. } => error.to_string(),
+        OutboundError::Permanent { source, .. } => format!("{name} was not sent: {source}"),
+        OutboundError::GaveUp { attempts, source, .. } => {
+            format!("{name} was not sent: the platform failed {attempts} times ({source})")
+        }
+        OutboundError::Stopped { .. } => format!("{name} was not sent: the gateway is stopping"),
+        OutboundError::UnknownChannel(channel) => format!("{name} was not sent: no channel {channel}"),
     }
 }
 

@@ -82,8 +82,8 @@ mod protocol;
 
 pub use buckets::{RateLimitHit, RateLimits};
 
-#[path = "multipart.rs"]
-mod multipart;
+// `super`: `tests/support`, or the crate root of a test that includes this file by path.
+use super::multipart;
 
 /// The token the fake accepts (REST `Authorization: Bot <TOKEN>`, IDENTIFY `d.token` with or without `Bot `).
 pub const TOKEN: &str = "fake-discord-token";
@@ -129,6 +129,9 @@ pub enum DiscordFault {
     Slowmode { retry_after_seconds: f64 },
 }
 
+/// Files uploaded with a message: (file name, bytes).
+pub type Files = Vec<(String, Vec<u8>)>;
+
 /// A message the bot created (`create_message`).
 #[derive(Debug, Clone)]
 pub struct SentMessage {
@@ -140,7 +143,7 @@ pub struct SentMessage {
     /// `allowed_mentions` exactly as the bot sent it (None: not sent, so Discord's default, which pings).
     pub allowed_mentions: Option<Value>,
     /// Files uploaded with the message: (file name, bytes).
-    pub files: Vec<(String, Vec<u8>)>,
+    pub files: Files,
 }
 
 /// One `edit_message`.
@@ -956,7 +959,7 @@ fn json_object(body: &[u8]) -> Option<Value> {
 
 /// A message's JSON and its files: a JSON body, or a multipart one with the
 /// JSON in `payload_json` and the files in `files[n]`.
-fn message_body(content_type: &str, body: &[u8]) -> Option<(Value, Vec<(String, Vec<u8>)>)> {
+fn message_body(content_type: &str, body: &[u8]) -> Option<(Value, Files)> {
     let Some(boundary) = multipart::boundary(content_type) else {
         return json_object(body).map(|params| (params, Vec::new()));
     };
@@ -1002,7 +1005,7 @@ fn has_items(params: &Value, field: &str) -> bool {
     params.get(field).and_then(Value::as_array).is_some_and(|items| !items.is_empty())
 }
 
-fn create_message(state: &mut State_, channel_id: u64, params: &Value, files: Vec<(String, Vec<u8>)>) -> Response {
+fn create_message(state: &mut State_, channel_id: u64, params: &Value, files: Files) -> Response {
     let content = params.get("content").and_then(Value::as_str).unwrap_or_default().to_string();
     if files.iter().any(|(_, bytes)| bytes.len() > MAX_FILE_BYTES) {
         return respond(StatusCode::PAYLOAD_TOO_LARGE, error_json("Request entity too large", 40005));

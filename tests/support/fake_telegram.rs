@@ -35,8 +35,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
-#[path = "multipart.rs"]
-mod multipart;
+// `super`: `tests/support`, or the crate root of a test that includes this file by path.
+use super::multipart;
 
 /// The token the fake accepts; any other gets 401 Unauthorized.
 pub const TOKEN: &str = "123456:fake-telegram-token";

@@ -9,6 +9,7 @@ pub mod fake_discord;
 pub mod fake_model;
 pub mod fake_telegram;
 pub mod gateway;
+pub mod multipart;
 
 use bub::db::SqliteTapeStore;
 use bub::tape::{ForkStore, InMemoryTapeStore, Tape, TapeName, TapeSettings, TapeStore};

@@ -3,6 +3,8 @@
 
 #[path = "../../../tests/support/fake_discord.rs"]
 mod fake_discord;
+#[path = "../../../tests/support/multipart.rs"]
+mod multipart;
 
 use fake_discord::{BOT_ID, BOT_NAME, DiscordFault, FakeDiscord, TOKEN};
 use serde_json::json;

@@ -33,7 +33,7 @@ pub const NO_CHAT: &str =
 pub struct ChatSendFileArgs {
     /// The file, relative to the workspace (it must be inside it).
     pub path: String,
-    /// A short text shown with the file.
+    /// A short text shown with the file (Telegram takes at most 1024 characters).
     #[serde(default)]
     pub caption: Option<String>,
 }

@@ -8,7 +8,7 @@ use serde_json::json;
 use std::path::Path;
 use std::time::Duration;
 use support::fake_discord::{BOT_ID, DiscordFault, FakeDiscord, SentMessage, TOKEN};
-use support::fake_model::FakeModel;
+use support::fake_model::{FakeModel, Reply};
 use support::gateway::{GatewayProcess, refused_start};
 
 /// Answers arrive within this (debug binary, loaded 2-core machine).
@@ -185,5 +185,91 @@ async fn messages_written_while_the_gateway_was_stopped_are_caught_up_once() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(discord.sent().len(), 2, "nothing was answered twice");
     assert_eq!(fake.request_count(), 2);
+    gateway.stop().await;
+}
+
+/// A long answer, in words of 2 to 5 characters.
+fn long_answer(words: usize) -> String {
+    (0..words).map(|i| format!("w{i}")).collect::<Vec<_>>().join(" ")
+}
+
+fn calls_of(discord: &FakeDiscord, route: &str) -> usize {
+    discord.calls().iter().filter(|call| *call == route).count()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_short_streamed_reply_is_one_message_and_no_edit() {
+    let home = tempfile::tempdir().unwrap();
+    let discord = FakeDiscord::start().await;
+    let fake = FakeModel::start_answering("echo: show **bold** text").await;
+    let gateway = start(home.path(), &fake, &config(&discord, TOKEN)).await;
+
+    discord.user_says(DM_CHANNEL, None, USER, "show bold text", json!({}));
+    let shown = wait_for_visible(&discord, "echo: show **bold** text").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(shown.len(), 1, "{shown:?}");
+    assert_eq!(shown[0].0.content, "echo: show **bold** text", "the first text sent is the whole reply");
+    assert_eq!(calls_of(&discord, "create_message"), 1, "one call: {:?}", discord.calls());
+    assert!(discord.edits().is_empty(), "and no edit: {:?}", discord.edits());
+    gateway.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reply_cut_by_sigkill_is_finished_in_the_same_message_after_the_restart() {
+    let home = tempfile::tempdir().unwrap();
+    let discord = FakeDiscord::start().await;
+    let answer = long_answer(120);
+    let fake = FakeModel::start().await;
+    // About 15 s of streaming: the kill comes well before its end.
+    fake.push(Reply::paced(Duration::from_millis(100), Reply::text(&answer)));
+    fake.answer_all(Reply::text(&answer));
+    let config_text = config(&discord, TOKEN);
+    let mut gateway = start(home.path(), &fake, &config_text).await;
+
+    discord.user_says(DM_CHANNEL, None, USER, "tell me everything", json!({}));
+    let growing = discord.wait_until(ANSWER_TIMEOUT, |fake| !fake.sent().is_empty() && !fake.edits().is_empty()).await;
+    assert!(growing, "the reply never streamed: {:?}", discord.calls());
+    gateway.kill_hard();
+    let frozen = visible(&discord);
+    assert!(frozen.len() == 1 && frozen[0].1 != answer, "the kill came mid-stream: {frozen:?}");
+
+    let gateway = start(home.path(), &fake, &config_text).await;
+    wait_for_visible(&discord, &answer).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let shown = visible(&discord);
+    assert_eq!(shown.len(), 1, "one message holds the whole answer, no second copy: {shown:?}");
+    assert_eq!(shown[0].1, answer, "no frozen fragment");
+    assert_eq!(calls_of(&discord, "create_message"), 1, "{:?}", discord.calls());
+    gateway.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_crash_after_the_final_edit_does_not_send_the_reply_again() {
+    let home = tempfile::tempdir().unwrap();
+    let discord = FakeDiscord::start().await;
+    let answer = long_answer(60);
+    let fake = FakeModel::start().await;
+    fake.answer_all(Reply::paced(Duration::from_millis(30), Reply::text(&answer)));
+    // The edit that shows the whole answer takes effect; the gateway never hears back.
+    discord.hang_next("edit_message", &answer);
+    let config_text = config(&discord, TOKEN);
+    let mut gateway = start(home.path(), &fake, &config_text).await;
+
+    discord.user_says(DM_CHANNEL, None, USER, "tell me", json!({}));
+    wait_for_visible(&discord, &answer).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    gateway.kill_hard();
+    let edits_before = calls_of(&discord, "edit_message");
+
+    // The reply is still pending in the outbox: the next start delivers it, by editing.
+    let gateway = start(home.path(), &fake, &config_text).await;
+    let finished = |fake: &FakeDiscord| calls_of(fake, "edit_message") > edits_before || fake.sent().len() > 1;
+    let edited = discord.wait_until(ANSWER_TIMEOUT, finished).await;
+    assert!(edited, "the restart did not finish the reply: {:?}\n{}", discord.calls(), gateway.stderr());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let shown = visible(&discord);
+    assert_eq!(shown.len(), 1, "the reply was not sent again: {shown:?}");
+    assert_eq!(shown[0].1, answer);
+    assert_eq!(fake.request_count(), 1, "the turn was not run again");
     gateway.stop().await;
 }

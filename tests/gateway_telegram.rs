@@ -163,7 +163,8 @@ async fn a_reply_streams_into_one_message_that_is_edited_as_it_grows() {
     let telegram = FakeTelegram::start().await;
     let fake = FakeModel::start().await;
     fake.push(Reply::tool_calls(vec![("tape.info", json!({}))]).with_text("Looking it up…"));
-    fake.push(Reply::slow_first_token(Duration::from_millis(2500), Reply::text(" found it.")));
+    // Longer than the 2 s a short first text waits before it is shown anyway.
+    fake.push(Reply::slow_first_token(Duration::from_millis(6000), Reply::text(" found it.")));
     let gateway = start(home.path(), &fake, &config(&telegram, TOKEN, "")).await;
 
     telegram.user_says(1001, "where is it?");
@@ -186,7 +187,7 @@ async fn updates_telegram_delivers_again_after_a_crash_are_not_answered_twice() 
     telegram.user_says(1001, "hello");
     wait_for_visible(&telegram, "once").await;
     // This test is about the inbound side: let the delivery be recorded first. (A crash between the
-    // final edit and that record still sends the reply again: see the gateway's outbox.)
+    // send and that record is `a_crash_after_the_final_edit_does_not_send_the_reply_again`'s.)
     tokio::time::sleep(Duration::from_millis(500)).await;
     gateway.kill_hard();
 
@@ -281,7 +282,8 @@ async fn a_cut_answer_shown_live_is_replaced_by_the_whole_one() {
     let telegram = FakeTelegram::start().await;
     let fake = FakeModel::start().await;
     fake.push(Reply::cut_mid_stream("The first words of a long ans"));
-    fake.push(Reply::slow_first_token(Duration::from_millis(3000), Reply::text("A whole answer.")));
+    // Longer than the 2 s a short first text waits before it is shown anyway.
+    fake.push(Reply::slow_first_token(Duration::from_millis(6000), Reply::text("A whole answer.")));
     let gateway = start(home.path(), &fake, &config(&telegram, TOKEN, "")).await;
 
     telegram.user_says(1001, "tell me");
@@ -293,5 +295,159 @@ async fn a_cut_answer_shown_live_is_replaced_by_the_whole_one() {
         seen.iter().any(|text| text.contains("the answer was cut off; asking the model again")),
         "the chat read that the answer was cut while it was asked again: {seen:?}"
     );
+    gateway.stop().await;
+}
+
+/// A long answer, in words of 2 to 5 characters.
+fn long_answer(words: usize) -> String {
+    (0..words).map(|i| format!("w{i}")).collect::<Vec<_>>().join(" ")
+}
+
+fn calls_of(telegram: &FakeTelegram, method: &str) -> usize {
+    telegram.calls().iter().filter(|call| *call == method).count()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_short_streamed_reply_is_one_message_and_no_edit() {
+    let home = tempfile::tempdir().unwrap();
+    let telegram = FakeTelegram::start().await;
+    let fake = FakeModel::start_answering("echo: hello there").await;
+    let gateway = start(home.path(), &fake, &config(&telegram, TOKEN, "")).await;
+
+    telegram.user_says(1001, "hello there");
+    let shown = wait_for_visible(&telegram, "echo: hello there").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(shown.len(), 1, "{shown:?}");
+    assert_eq!(shown[0].0.text, "echo: hello there", "the first text sent is the whole reply, not a fragment");
+    assert_eq!(calls_of(&telegram, "sendMessage"), 1, "one call: {:?}", telegram.calls());
+    assert!(telegram.edits().is_empty(), "and no edit: {:?}", telegram.edits());
+    gateway.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_long_slow_stream_shows_a_first_message_of_whole_words_before_it_ends() {
+    let home = tempfile::tempdir().unwrap();
+    let telegram = FakeTelegram::start().await;
+    let answer = long_answer(80);
+    let fake = FakeModel::start().await;
+    fake.answer_all(Reply::paced(Duration::from_millis(40), Reply::text(&answer)));
+    let gateway = start(home.path(), &fake, &config(&telegram, TOKEN, "")).await;
+
+    telegram.user_says(1001, "tell me slowly");
+    let shown = wait_for_visible(&telegram, &answer).await;
+    assert_eq!(shown.len(), 1, "one message, grown in place: {shown:?}");
+    let first = &shown[0].0.text;
+    assert!(first.chars().count() >= 80, "the first message says something: {first:?}");
+    assert!(answer.starts_with(&format!("{first} ")), "shown before the end, in whole words: {first:?}");
+    assert!(!telegram.edits().is_empty(), "then grown by edits");
+    gateway.stop().await;
+}
+
+/// How a test ends a gateway mid-reply.
+#[derive(Debug, Clone, Copy)]
+enum Crash {
+    /// SIGKILL.
+    Kill,
+    /// SIGTERM with `shutdown_grace_seconds = 0`: the turn is abandoned.
+    TermPastGrace,
+}
+
+/// A reply streams into its message; the gateway dies mid-stream; after the restart the
+/// turn runs again and finishes that same message.
+async fn a_reply_cut_by(crash: Crash) {
+    let home = tempfile::tempdir().unwrap();
+    let telegram = FakeTelegram::start().await;
+    let answer = long_answer(120);
+    let fake = FakeModel::start().await;
+    // About 15 s of streaming: the crash comes well before its end.
+    fake.push(Reply::paced(Duration::from_millis(100), Reply::text(&answer)));
+    fake.answer_all(Reply::text(&answer));
+    let http = "[http]\nshutdown_grace_seconds = 0\n\n";
+    let config_text = format!("{http}{}", config(&telegram, TOKEN, ""));
+    let mut gateway = start(home.path(), &fake, &config_text).await;
+
+    telegram.user_says(1001, "tell me everything");
+    let growing = telegram.wait_until(ANSWER_TIMEOUT, |fake| !fake.sent().is_empty() && !fake.edits().is_empty()).await;
+    assert!(growing, "the reply never streamed: {:?}", telegram.calls());
+    match crash {
+        Crash::Kill => gateway.kill_hard(),
+        Crash::TermPastGrace => assert!(gateway.stop().await, "SIGTERM ends the gateway within its grace"),
+    }
+    let frozen = visible(&telegram);
+    assert!(frozen.len() == 1 && frozen[0].1 != answer, "{crash:?} came mid-stream: {frozen:?}");
+
+    let gateway = start(home.path(), &fake, &config_text).await;
+    let shown = wait_for_visible(&telegram, &answer).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let shown_now = visible(&telegram);
+    assert_eq!(shown_now.len(), 1, "{crash:?}: one message holds the whole answer, no second copy: {shown:?}");
+    assert_eq!(shown_now[0].1, answer, "{crash:?}: no frozen fragment");
+    assert_eq!(calls_of(&telegram, "sendMessage"), 1, "{crash:?}: {:?}", telegram.calls());
+    assert!(gateway.stderr().contains("finishing the reply's message from before the restart"));
+    gateway.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reply_cut_by_sigkill_is_finished_in_the_same_message_after_the_restart() {
+    a_reply_cut_by(Crash::Kill).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reply_cut_by_a_stop_past_its_grace_is_finished_in_the_same_message_after_the_restart() {
+    a_reply_cut_by(Crash::TermPastGrace).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_crash_after_the_final_edit_does_not_send_the_reply_again() {
+    let home = tempfile::tempdir().unwrap();
+    let telegram = FakeTelegram::start().await;
+    let answer = long_answer(60);
+    let fake = FakeModel::start().await;
+    fake.answer_all(Reply::paced(Duration::from_millis(30), Reply::text(&answer)));
+    // The edit that shows the whole answer takes effect; the gateway never hears back.
+    telegram.hang_next("editMessageText", &answer);
+    let config_text = config(&telegram, TOKEN, "");
+    let mut gateway = start(home.path(), &fake, &config_text).await;
+
+    telegram.user_says(1001, "tell me");
+    wait_for_visible(&telegram, &answer).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    gateway.kill_hard();
+    let edits_before = calls_of(&telegram, "editMessageText");
+
+    // The reply is still pending in the outbox: the next start delivers it, by editing.
+    let gateway = start(home.path(), &fake, &config_text).await;
+    let finished = |fake: &FakeTelegram| calls_of(fake, "editMessageText") > edits_before || fake.sent().len() > 1;
+    let edited = telegram.wait_until(ANSWER_TIMEOUT, finished).await;
+    assert!(edited, "the restart did not finish the reply: {:?}\n{}", telegram.calls(), gateway.stderr());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let shown = visible(&telegram);
+    assert_eq!(shown.len(), 1, "the reply was not sent again: {shown:?}");
+    assert_eq!(shown[0].1, answer);
+    assert_eq!(fake.request_count(), 1, "the turn was not run again");
+    gateway.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_live_message_that_cannot_take_the_answer_points_below_and_the_answer_comes_new() {
+    let home = tempfile::tempdir().unwrap();
+    let telegram = FakeTelegram::start().await;
+    let answer = long_answer(60);
+    let fake = FakeModel::start().await;
+    // About 5 s of streaming: the live message is up well before the end.
+    fake.answer_all(Reply::paced(Duration::from_millis(60), Reply::text(&answer)));
+    let gateway = start(home.path(), &fake, &config(&telegram, TOKEN, "")).await;
+
+    telegram.user_says(1001, "tell me");
+    let up = telegram.wait_until(ANSWER_TIMEOUT, |fake| !fake.sent().is_empty()).await;
+    assert!(up, "no live message: {:?}", telegram.calls());
+    // From now on the live message refuses its edits for good, once each: the live
+    // updates stop at the first, the final edit gets the second.
+    let refused = TelegramFault::BadRequest("Bad Request: message can't be edited".into());
+    telegram.fail_next("editMessageText", refused, 2);
+    let shown = wait_for_visible(&telegram, &answer).await;
+    assert_eq!(shown.len(), 2, "the old message and the answer: {shown:?}");
+    assert_eq!(shown[0].1, bub::gateway::outbound::REPLACED_MARKER, "the old message points below");
+    assert_eq!(shown[1].1, answer, "the whole answer, new");
     gateway.stop().await;
 }

@@ -3,7 +3,9 @@
 //! minutes runs in milliseconds.
 
 use async_trait::async_trait;
-use bub::gateway::outbound::{Budget, OutboundConfig, OutboundError, OutboundScheduler};
+use bub::gateway::outbound::{
+    Budget, LiveMessage, LiveMessages, OutboundConfig, OutboundError, OutboundScheduler, REPLACED_MARKER,
+};
 use bub::gateway::split::split_message;
 use bub_channel::{
     Channel, ChannelError, ChatKind, ChatRef, Delivered, InboundSink, LengthUnit, Limits, Outbound, OutboundFile,
@@ -547,39 +549,151 @@ async fn a_channel_without_edits_gets_only_the_final_messages() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn the_first_text_of_a_live_reply_shows_without_waiting_for_a_second() {
+async fn a_short_streamed_reply_is_one_send_and_no_edit() {
     let fake = FakeChannel::new("fake", 100, true);
     let scheduler = scheduler_with(&fake, Budget::default());
     let live = scheduler.live("fake", chat("a"), "k", "fake:a");
-    live.update("thinking about it");
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let shown: Vec<String> = fake.visible().into_iter().map(|(_, text)| text).collect();
-    assert_eq!(shown, ["thinking about it"]);
-    live.finish("thinking about it: done").await.unwrap();
+    for text in ["ech", "echo:", "echo: hel", "echo: hello", "echo: hello the", "echo: hello there"] {
+        live.update(text);
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+    assert!(fake.calls().is_empty(), "no fragment was sent: {:?}", fake.calls());
+    live.finish("echo: hello there").await.unwrap();
+
+    let calls = fake.calls();
+    assert_eq!(calls.len(), 1, "one platform call: {calls:?}");
+    assert_eq!((calls[0].kind, calls[0].text.as_str()), (Kind::Send, "echo: hello there"));
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_refused_final_edit_sends_the_whole_reply_as_new_messages() {
+async fn the_first_live_message_waits_for_a_sentence_and_ends_at_a_word_boundary() {
+    let fake = FakeChannel::new("fake", 500, true);
+    let scheduler = scheduler_with(&fake, Budget::default());
+    let live = scheduler.live("fake", chat("a"), "k", "fake:a");
+    let answer = "Streaming replies grow in place, one edit per second, and the first message waits \
+                  until it says something: this one is long enough to be shown before it ends.";
+    // Three characters every 20 ms, as models stream.
+    let chars: Vec<char> = answer.chars().collect();
+    for end in (3..=chars.len()).step_by(3) {
+        live.update(chars[..end].iter().collect::<String>());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let first = fake.calls().first().cloned().expect("a first message before the end");
+    live.finish(answer).await.unwrap();
+
+    assert_eq!(first.kind, Kind::Send);
+    let min = OutboundConfig::default().live_first_chars;
+    assert!(first.text.chars().count() >= min, "at least {min} characters: {:?}", first.text);
+    assert!(answer.starts_with(&format!("{} ", first.text)), "whole words only: {:?}", first.text);
+    assert_eq!(fake.visible(), vec![(first.message_id, answer.to_owned())], "one message, grown to the answer");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_short_first_text_shows_once_the_wait_has_passed() {
     let fake = FakeChannel::new("fake", 100, true);
     let scheduler = scheduler_with(&fake, Budget::default());
     let live = scheduler.live("fake", chat("a"), "k", "fake:a");
+    let wait = OutboundConfig::default().live_first_wait;
+    live.update("Looking it up…");
+    tokio::time::sleep(wait / 2).await;
+    assert!(fake.calls().is_empty(), "still waiting for more text");
+    tokio::time::sleep(wait).await;
+    let shown: Vec<String> = fake.visible().into_iter().map(|(_, text)| text).collect();
+    assert_eq!(shown, ["Looking it up…"], "a slow answer still shows progress, whole");
+    live.finish("Looking it up… found it.").await.unwrap();
+}
+
+/// The live messages a restart would find, kept in memory.
+#[derive(Default)]
+struct KeptLive(Mutex<HashMap<String, LiveMessage>>);
+
+#[async_trait]
+impl LiveMessages for KeptLive {
+    async fn remember(&self, key: &str, message: &LiveMessage) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        self.0.lock().unwrap().insert(key.to_owned(), message.clone());
+        Ok(())
+    }
+}
+
+impl KeptLive {
+    fn get(&self, key: &str) -> Option<LiveMessage> {
+        self.0.lock().unwrap().get(key).cloned()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reply_run_again_after_a_restart_finishes_the_message_sent_before() {
+    let fake = FakeChannel::new("fake", 100, true);
+    let kept = Arc::new(KeptLive::default());
+    let before = scheduler_with(&fake, Budget::default());
+    let live = before.live("fake", chat("a"), "k", "fake:a").remembered_in(kept.clone());
+    live.update("The first words of the answer, ");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let message = kept.get("k").expect("the live message is kept as soon as it is sent");
+    assert_eq!((message.channel.as_str(), &message.chat), ("fake", &chat("a")));
+    assert_eq!(message.text, "The first words of the answer, ");
+    // The process dies: the reply is abandoned mid-stream.
+    drop(live);
+    drop(before);
+
+    let after = scheduler_with(&fake, Budget::default());
+    let live = after.live("fake", chat("a"), "k", "fake:a").remembered_in(kept.clone()).resuming(&message);
+    live.update("The first words of the answer, again and");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let final_text = "The first words of the answer, again and whole.";
+    let delivered = live.finish(final_text).await.unwrap();
+
+    let sends = fake.calls().into_iter().filter(|call| call.kind == Kind::Send).count();
+    assert_eq!(sends, 1, "no second message: {:?}", fake.calls());
+    assert_eq!(fake.visible(), vec![(message.message_id.clone(), final_text.to_owned())]);
+    assert_eq!(delivered, vec![Delivered { message_id: message.message_id }]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reply_sent_whole_keeps_its_first_part_and_a_resend_finishes_it() {
+    let fake = FakeChannel::new("fake", 100, true);
+    let kept = Arc::new(KeptLive::default());
+    let scheduler = scheduler_with(&fake, Budget::default());
+    let text = "short answer";
+    scheduler.live("fake", chat("a"), "k", "fake:a").remembered_in(kept.clone()).finish(text).await.unwrap();
+    let message = kept.get("k").expect("the first part is kept");
+    // A crash before the outbox recorded it: the next start delivers it again.
+    let again = scheduler.live("fake", chat("a"), "k", "fake:a").resuming(&message).finish(text).await.unwrap();
+
+    assert_eq!(again, vec![Delivered { message_id: message.message_id.clone() }]);
+    let calls = fake.calls();
+    assert_eq!(calls.iter().filter(|call| call.kind == Kind::Send).count(), 1, "sent once: {calls:?}");
+    assert_eq!(fake.visible(), vec![(message.message_id, text.to_owned())]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refused_final_edit_marks_the_old_message_and_sends_the_whole_reply_anew() {
+    let fake = FakeChannel::new("fake", 100, true);
+    let kept = Arc::new(KeptLive::default());
+    let scheduler = scheduler_with(&fake, Budget::default());
+    let live = scheduler.live("fake", chat("a"), "k", "fake:a").remembered_in(kept.clone());
     live.update("the");
     tokio::time::sleep(Duration::from_millis(100)).await;
     live.update("the start");
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(fake.delivered().len(), 1, "the live message is up");
-    // The live message is gone (deleted in the chat): editing it fails for good.
-    fake.script("a", [Some(SendError::Permanent("message to edit not found".into()))]);
+    let old = fake.delivered()[0].message_id.clone();
+    // The final edit is refused for good (the message is too old to edit, say).
+    fake.script("a", [Some(SendError::Permanent("message can't be edited".into()))]);
 
     let final_text = "the start, and the end of the answer. ".repeat(4);
     let delivered = live.finish(final_text.clone()).await.expect("the reply still arrives");
 
     let parts = split_message(&final_text, 100);
-    let sent: Vec<Call> = fake.delivered().into_iter().skip(1).collect();
-    assert_eq!(sent.iter().map(|c| c.text.clone()).collect::<Vec<_>>(), parts, "the whole answer, as new messages");
-    assert!(sent.iter().all(|c| c.kind == Kind::Send));
+    let visible = fake.visible();
+    assert_eq!(visible[0], (old, REPLACED_MARKER.to_owned()), "the old message points below");
+    let texts: Vec<String> = visible.iter().skip(1).map(|(_, text)| text.clone()).collect();
+    assert_eq!(texts, parts, "the whole answer, as new messages");
+    let sent: Vec<Call> = fake.delivered().into_iter().filter(|c| c.kind == Kind::Send).skip(1).collect();
     assert_eq!(sent[0].key.as_deref(), Some("k#resent"), "under a key of its own");
     assert_eq!(delivered.len(), parts.len());
+    let kept_id = kept.get("k").map(|m| m.message_id);
+    assert_eq!(kept_id, Some(sent[0].message_id.clone()), "a restart finishes the new one");
 }
 
 #[tokio::test(start_paused = true)]

@@ -1,5 +1,5 @@
 //! What the gateway's stores need from a database: the inbox, the outbox (of
-//! replies, and of files sent by tools) and the pairing table, as one trait each backend implements
+//! replies, and of files sent by tools), the live messages and the pairing table, as one trait each backend implements
 //! ([`GatewayTables`]).
 //!
 //! The statements are the backend's (SQLite's `json_extract`, PostgreSQL's
@@ -53,6 +53,18 @@ pub struct OutboxRow {
     pub outbound: String,
     /// The platform ids of the parts already delivered, as a JSON array.
     pub platform_ids: Option<String>,
+}
+
+/// The live message of a reply (see [`GatewayTables::remember_live`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveRow {
+    pub channel: String,
+    /// The chat, as JSON.
+    pub chat: String,
+    /// The platform's message id.
+    pub message_id: String,
+    /// What the message showed when it was sent.
+    pub text: String,
 }
 
 /// What became of a reply (see [`GatewayTables::set_reply_state`]).
@@ -164,7 +176,8 @@ pub trait GatewayTables: Send + Sync {
     /// Records the parts of a pending reply already delivered.
     async fn parts_delivered(&self, key: &str, platform_ids: &str) -> Result<(), DbError>;
 
-    /// Gives a reply its final state.
+    /// Gives a reply its final state and forgets its live message (see
+    /// [`GatewayTables::remember_live`]), in one transaction.
     async fn set_reply_state(
         &self,
         key: &str,
@@ -188,6 +201,16 @@ pub trait GatewayTables: Send + Sync {
         error: Option<&str>,
         at: &str,
     ) -> Result<(), DbError>;
+
+    /// Keeps `row` as the live message of the reply keyed `key` (replacing
+    /// the one kept before, if any), sent at `at`.
+    async fn remember_live(&self, key: &str, row: LiveRow, at: &str) -> Result<(), DbError>;
+
+    /// The live message kept for the reply keyed `key`.
+    async fn live(&self, key: &str) -> Result<Option<LiveRow>, DbError>;
+
+    /// Forgets the live messages sent before `before`; how many went.
+    async fn forget_live_before(&self, before: &str) -> Result<usize, DbError>;
 
     /// The newest message (JSON) of each chat of `channel` received at or
     /// after `since`, newest first, at most `limit`.

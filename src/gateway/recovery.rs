@@ -2,7 +2,10 @@
 //!
 //! - Replies stored but not delivered are sent (once: the outbox row is
 //!   marked delivered when the platform confirms; of a reply a stop left
-//!   half-sent, only the parts not delivered).
+//!   half-sent, only the parts not delivered; of one whose live message was
+//!   sent before the crash, that message is edited, not sent again).
+//! - Live messages kept more than [`LIVE_KEPT_FOR`] whose reply never
+//!   finished are forgotten.
 //! - Messages without an outcome: if a turn's marker event on the session's
 //!   tape names them (or, for messages steered into a turn, names that turn),
 //!   the turn happened (the fork merged) and only its outcome and reply were
@@ -21,7 +24,14 @@ use std::sync::Arc;
 /// How far back a restart looks for a turn's marker.
 const MARKER_SEARCH: usize = 64;
 
+/// How long a live message whose reply never finished is kept for a restart.
+const LIVE_KEPT_FOR: chrono::TimeDelta = chrono::TimeDelta::days(7);
+
 pub(crate) async fn resume(inner: &Arc<Inner>) -> Result<(), StoreError> {
+    let forgotten = inner.store.forget_live_before(chrono::Utc::now() - LIVE_KEPT_FOR).await?;
+    if forgotten > 0 {
+        tracing::info!(forgotten, "forgot live messages whose reply never finished");
+    }
     let undelivered = inner.store.undelivered().await?;
     let unfinished = inner.store.unfinished().await?;
     if !undelivered.is_empty() || !unfinished.is_empty() {

@@ -18,9 +18,13 @@
 //! - [`GatewayStore::begin_file`] tells a file already delivered under its
 //!   key (by a run of the turn before a restart) from one to send now; one
 //!   whose sending was cut by a crash (no answer recorded) is sent again.
+//! - A live message kept for a reply key ([`LiveMessages::remember`]) is
+//!   found by [`GatewayStore::live_message`] until the reply is recorded
+//!   delivered or undeliverable, which forgets it in the same transaction.
 
 use crate::db::GatewayTables;
-use crate::db::gateway::{NewFile, NewInbound, NewReply, ReplyState};
+use crate::db::gateway::{LiveRow, NewFile, NewInbound, NewReply, ReplyState};
+use crate::gateway::outbound::{LiveMessage, LiveMessages};
 use bub_channel::{Inbound, Outbound, Outcome};
 use chrono::Utc;
 use std::sync::Arc;
@@ -198,6 +202,25 @@ impl GatewayStore {
             .set_file_state(key, ReplyState::Failed, None, Some(error), &now())
             .await
             .map_err(failed("update file"))
+
+    /// The live message kept for the reply keyed `key` (sent before a
+    /// restart, and not yet recorded delivered).
+    pub async fn live_message(&self, key: &str) -> StoreResult<Option<LiveMessage>> {
+        let Some(row) = self.tables.live(key).await.map_err(failed("read live message"))? else { return Ok(None) };
+        Ok(Some(LiveMessage {
+            channel: row.channel,
+            chat: serde_json::from_str(&row.chat).map_err(failed("decode live message chat"))?,
+            message_id: row.message_id,
+            text: row.text,
+        }))
+    }
+
+    /// Forgets live messages sent before `before` whose reply never
+    /// finished (a turn that ended without a reply): a restart long after
+    /// would not edit them anyway. How many went.
+    pub async fn forget_live_before(&self, before: chrono::DateTime<Utc>) -> StoreResult<usize> {
+        let before = before.to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+        self.tables.forget_live_before(&before).await.map_err(failed("forget live messages"))
     }
 
     /// The newest message of each chat of `channel` received since `since`,
@@ -252,5 +275,19 @@ impl GatewayStore {
     /// The database answers (for `/readyz`).
     pub async fn ping(&self) -> StoreResult<()> {
         self.tables.ping().await.map_err(failed("ping"))
+    }
+}
+
+#[async_trait::async_trait]
+impl LiveMessages for GatewayStore {
+    async fn remember(&self, key: &str, message: &LiveMessage) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        let row = LiveRow {
+            channel: message.channel.clone(),
+            chat: serde_json::to_string(&message.chat)?,
+            message_id: message.message_id.clone(),
+            text: message.text.clone(),
+        };
+        self.tables.remember_live(key, row, &now()).await?;
+        Ok(())
     }
 }

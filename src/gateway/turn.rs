@@ -136,7 +136,7 @@ async fn run(inner: &Arc<Inner>, share: &TurnShare) {
 
     confine(inner, &share.session, &input.policy).await;
     let options = run_options(inner, share, &input);
-    let live = live_reply(inner, share, &input);
+    let live = live_reply(inner, share, &input).await;
     let typing = match inner.channels.get(&input.channel) {
         Some(target) if input.wants_channel && target.limits().typing => {
             Some(Typing::start(target.clone(), input.chat.clone()))
@@ -201,15 +201,46 @@ fn run_options(inner: &Arc<Inner>, share: &TurnShare, input: &TurnInput) -> RunO
 
 /// The reply edited in place as the answer streams, where the channel can
 /// edit messages and one is wanted there.
-fn live_reply(inner: &Inner, share: &TurnShare, input: &TurnInput) -> Option<LiveReply> {
+async fn live_reply(inner: &Inner, share: &TurnShare, input: &TurnInput) -> Option<LiveReply> {
     match inner.channels.get(&input.channel) {
-        Some(target) if input.wants_channel && target.limits().edits => Some(
-            inner
-                .outbound()
-                .live(&input.channel, input.chat.clone(), input.reply_key.clone(), share.session.clone())
-                .reply_to(input.ids.clone()),
-        ),
+        Some(target) if input.wants_channel && target.limits().edits => {
+            let template = Outbound {
+                chat: input.chat.clone(),
+                text: String::new(),
+                reply_to: input.ids.clone(),
+                idempotency_key: input.reply_key.clone(),
+                session: share.session.clone(),
+            };
+            Some(kept_live_reply(inner, &input.channel, &template).await)
+        }
         _ => None,
+    }
+}
+
+/// A live reply for `template` whose message is kept in the store, so a
+/// restart finishes it; when one was kept for its key before a restart (in
+/// the same chat), the reply finishes that one instead of sending another.
+async fn kept_live_reply(inner: &Inner, channel: &str, template: &Outbound) -> LiveReply {
+    let key = &template.idempotency_key;
+    let live = inner
+        .outbound()
+        .live(channel, template.chat.clone(), key.clone(), template.session.clone())
+        .reply_to(template.reply_to.clone())
+        .remembered_in(Arc::new(inner.store.clone()));
+    match inner.store.live_message(key).await {
+        Ok(Some(message)) if message.channel == channel && message.chat == template.chat => {
+            tracing::info!(key = %key, channel, message = %message.message_id, "finishing the reply's message from before the restart");
+            live.resuming(&message)
+        }
+        Ok(Some(message)) => {
+            tracing::warn!(key = %key, channel, kept_in = %message.channel, "a live message kept for this key is in another chat; sending anew");
+            live
+        }
+        Ok(None) => live,
+        Err(error) => {
+            tracing::warn!(%error, key = %key, "cannot read the reply's live message; sending anew");
+            live
+        }
     }
 }
 
@@ -413,8 +444,14 @@ pub(crate) async fn deliver(inner: &Arc<Inner>, reply: PendingReply, live: Optio
 async fn send_and_record(inner: &Arc<Inner>, reply: PendingReply, live: Option<LiveReply>) -> bool {
     let PendingReply { channel, outbound, sent } = reply;
     let key = outbound.idempotency_key.clone();
+    let edits = inner.channels.get(&channel).is_some_and(|target| target.limits().edits);
     let sent = match live {
         Some(live) => live.finish(&outbound.text).await,
+        // Nothing of it reached the chat, unless a message kept for its key did
+        // (a crash after it was sent): that one is finished.
+        None if edits && sent.is_empty() => {
+            kept_live_reply(inner, &channel, &outbound).await.finish(&outbound.text).await
+        }
         None => {
             let sent = sent.into_iter().map(|message_id| Delivered { message_id }).collect();
             inner.outbound().send_final_after(&channel, outbound, sent).await

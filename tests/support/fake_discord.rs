@@ -28,6 +28,8 @@
 //! `X-RateLimit-*` headers on every answer of those routes, successful ones too, and Discord's 429 (body
 //! `retry_after`, `global`; `Retry-After`, `X-RateLimit-Scope`) when one runs out. Those 429s are counted
 //! ([`FakeDiscord::self_made_429s`]): each one a call the client could have held back.
+//! [`FakeDiscord::hang_next`] holds back the answer to a call that took effect (as when the bot dies
+//! before it hears back).
 //!
 //! **Gateway** (v10, uncompressed JSON text frames; serenity connects to `<url>?v=10`). On connect the fake
 //! sends HELLO (op 10). IDENTIFY (op 2) with the right token gets a READY dispatch (op 0, `s` counting up per
@@ -237,7 +239,12 @@ struct State_ {
     refused: Vec<(String, u64)>,
     /// 429s the fake made from its own buckets.
     self_limited: Vec<RateLimitHit>,
+    /// (route, content): the next such call takes effect and is answered only after [`HANG`].
+    hangs: Vec<(String, String)>,
 }
+
+/// How long a call picked by [`FakeDiscord::hang_next`] waits for its answer: longer than any test.
+const HANG: Duration = Duration::from_secs(3600);
 
 struct Shared {
     state: Mutex<State_>,
@@ -393,6 +400,12 @@ impl FakeDiscord {
     /// held back (the headers said the bucket was empty).
     pub fn self_made_429s(&self) -> Vec<RateLimitHit> {
         lock(&self.shared).self_limited.clone()
+    }
+
+    /// The next call of `route` whose `content` is `content` takes effect, then its answer is held back for
+    /// an hour: the bot's request is out when it is killed, and its result unknown to it.
+    pub fn hang_next(&self, route: &str, content: &str) {
+        lock(&self.shared).hangs.push((route.to_string(), content.to_string()));
     }
 
     /// IDENTIFY payloads received so far (their `d`), wrong tokens included.
@@ -840,13 +853,28 @@ async fn rest(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    let response = rest_now(&shared, method.clone(), &uri, &headers, &body);
+    let name = Route::parse(&method, uri.path()).name(&method, uri.path());
+    let content = json_object(&body).and_then(|params| params.get("content").and_then(Value::as_str).map(String::from));
+    let hang = {
+        let mut state = lock(&shared);
+        let picked = state.hangs.iter().position(|(r, c)| *r == name && Some(c) == content.as_ref());
+        picked.map(|index| state.hangs.remove(index)).is_some()
+    };
+    if hang {
+        tokio::time::sleep(HANG).await;
+    }
+    response
+}
+
+fn rest_now(shared: &Arc<Shared>, method: Method, uri: &Uri, headers: &HeaderMap, body: &Bytes) -> Response {
     let path = uri.path();
     let route = Route::parse(&method, path);
     let name = route.name(&method, path);
-    let mut state = lock(&shared);
+    let mut state = lock(shared);
     state.calls.push(name.clone());
     // GET /gateway is the one route Discord serves without a token.
-    if !matches!(route, Route::Gateway) && !authorized(&headers) {
+    if !matches!(route, Route::Gateway) && !authorized(headers) {
         return respond(StatusCode::UNAUTHORIZED, error_json("401: Unauthorized", 0));
     }
     if let Some(fault) = state.faults.get_mut(&name).and_then(VecDeque::pop_front) {
@@ -867,7 +895,7 @@ async fn rest(
         }
     };
     let content_type = headers.get(axum::http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
-    let mut response = answer(&shared, &mut state, route, &uri, content_type, &body);
+    let mut response = answer(shared, &mut state, route, uri, content_type, body);
     if let Some(bucket) = bucket {
         buckets::add_headers(response.headers_mut(), &bucket);
     }

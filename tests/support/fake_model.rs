@@ -21,7 +21,8 @@
 //!
 //! Streams use real SSE framing (`data: {json}\n\n`, a keep-alive comment,
 //! `data: [DONE]`); text comes in 3-character deltas and tool-call arguments in
-//! 7-character fragments, parallel calls interleaved, so clients must assemble.
+//! 7-character fragments, parallel calls interleaved, so clients must assemble;
+//! [`Reply::paced`] spaces the frames out, as a model writing slowly.
 //! On `/v1/messages` the same reply is Anthropic's event stream (`message_start`,
 //! thinking/text/`tool_use` blocks, `message_delta`, `message_stop`) and errors
 //! use Anthropic's error body. `reply` holds the script types, `render` the
@@ -227,6 +228,9 @@ async fn answer(
         }
     };
     let mut frames = frames;
+    if let Some(pace) = reply.pace {
+        frames = frames.into_iter().enumerate().flat_map(|(i, frame)| paced(i, pace, frame)).collect();
+    }
     if let Some(silence) = reply.stall {
         let cut = frames.len().saturating_sub(1);
         frames.insert(cut, Frame::Wait(silence));
@@ -246,6 +250,11 @@ async fn answer(
     });
     let headers = [(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")];
     (headers, Body::from_stream(stream)).into_response()
+}
+
+/// Frame `index` of a paced stream: after a wait of `pace`, except the first.
+fn paced(index: usize, pace: Duration, frame: Frame) -> Vec<Frame> {
+    if index == 0 { vec![frame] } else { vec![Frame::Wait(pace), frame] }
 }
 
 fn failure_response(failure: &Failure, anthropic: bool) -> Response {

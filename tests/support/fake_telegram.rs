@@ -7,7 +7,10 @@
 //! "parameters"?}`). Tests queue what users write ([`FakeTelegram::user_says`],
 //! [`FakeTelegram::push_message`]), read what the bot did ([`FakeTelegram::sent`],
 //! [`FakeTelegram::edits`], [`FakeTelegram::actions`], [`FakeTelegram::files`]) and inject faults for the
-//! next calls of a method ([`FakeTelegram::fail_next`]).
+//! next calls of a method ([`FakeTelegram::fail_next`]), or hold the answer to
+//! a call that took effect ([`FakeTelegram::hang_next`], as when the bot dies
+//! before it hears back). Like Telegram, an edit to the text a message
+//! already shows is refused: "message is not modified".
 //!
 //! Uploads are checked like Telegram does: a request over 50 MB gets 413
 //! "Request Entity Too Large", a photo over 10 MB 400 "PHOTO_SAVE_FILE_INVALID",
@@ -54,6 +57,9 @@ pub enum TelegramFault {
     /// 403 "Forbidden: bot was blocked by the user".
     Blocked,
 }
+
+/// How long a call picked by [`FakeTelegram::hang_next`] waits for its answer: longer than any test.
+const HANG: Duration = Duration::from_secs(3600);
 
 /// A message the bot sent (`sendMessage`).
 #[derive(Debug, Clone)]
@@ -108,6 +114,8 @@ struct State_ {
     calls: Vec<String>,
     offsets: Vec<i64>,
     faults: HashMap<String, VecDeque<TelegramFault>>,
+    /// (method, text): the next such call takes effect and is answered only after [`HANG`].
+    hangs: Vec<(String, String)>,
     /// Set by `setWebhook`, cleared by `deleteWebhook`; `getUpdates` fails meanwhile.
     webhook: Option<(String, String)>,
 }
@@ -210,6 +218,12 @@ impl FakeTelegram {
         let mut state = lock(&self.shared);
         let queue = state.faults.entry(method.to_string()).or_default();
         queue.extend(std::iter::repeat_n(fault, count));
+    }
+
+    /// The next call of `method` with this `text` takes effect, then its answer is held
+    /// back for an hour: the bot's request is out when it is killed, and its result unknown to it.
+    pub fn hang_next(&self, method: &str, text: &str) {
+        lock(&self.shared).hangs.push((method.to_string(), text.to_string()));
     }
 
     pub fn sent(&self) -> Vec<SentMessage> {
@@ -356,7 +370,7 @@ async fn handle(
         Some(TelegramFault::Blocked) => return error(403, "Forbidden: bot was blocked by the user", None),
         None => {}
     }
-    match method.as_str() {
+    let response = match method.as_str() {
         "getMe" => ok(json!({
             "id": BOT_ID, "is_bot": true, "first_name": "Bub", "username": BOT_USERNAME,
             "can_join_groups": true, "can_read_all_group_messages": true, "supports_inline_queries": false,
@@ -388,7 +402,17 @@ async fn handle(
             ok(json!(true))
         }
         other => error(404, &format!("Not Found: method {other}"), None),
+    };
+    let text = params["text"].as_str().unwrap_or_default();
+    let hang = {
+        let mut state = lock(&shared);
+        let picked = state.hangs.iter().position(|(m, t)| *m == method && t == text);
+        picked.map(|index| state.hangs.remove(index)).is_some()
+    };
+    if hang {
+        tokio::time::sleep(HANG).await;
     }
+    response
 }
 
 async fn get_updates(shared: &Shared, params: &Value) -> Response {
@@ -528,9 +552,15 @@ fn edit_message_text(shared: &Shared, params: &Value) -> Response {
         return error(400, "Bad Request: MESSAGE_TOO_LONG", None);
     }
     let mut state = lock(shared);
-    let known = state.sent.iter().any(|sent| sent.chat_id == chat_id && sent.message_id == message_id);
-    if !known {
+    let Some(sent) = state.sent.iter().find(|sent| sent.chat_id == chat_id && sent.message_id == message_id) else {
         return error(400, "Bad Request: message to edit not found", None);
+    };
+    let last_edit = state.edits.iter().rev().find(|edit| edit.chat_id == chat_id && edit.message_id == message_id);
+    let current = last_edit.map_or(&sent.text, |edit| &edit.text);
+    if *current == text {
+        let description = "Bad Request: message is not modified: specified new message content and reply markup \
+                           are exactly the same as a current content and reply markup of the message";
+        return error(400, description, None);
     }
     state.edits.push(Edit { chat_id, message_id, text: text.clone() });
     ok(json!({

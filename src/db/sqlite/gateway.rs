@@ -6,7 +6,7 @@ use super::SqliteDb;
 use super::pairing;
 use crate::db::DbError;
 use crate::db::gateway::{
-    GatewayTables, InboxRow, NewFile, NewInbound, NewReply, OutboxRow, PairingApproval, PairingRequest,
+    GatewayTables, InboxRow, LiveRow, NewFile, NewInbound, NewReply, OutboxRow, PairingApproval, PairingRequest,
     PairingRequested, PairingRow, ReplyState,
 };
 use async_trait::async_trait;
@@ -99,7 +99,23 @@ impl GatewayTables for SqliteDb {
                 "UPDATE gateway_outbox SET state = ?1, platform_ids = ?2, error = ?3, finished_at = ?4 \
                  WHERE key = ?5",
             )?
-            .execute(params![state.as_str(), ids, error, at, key])
+            .execute(params![state.as_str(), ids, error, at, key])?;
+            conn.prepare_cached("DELETE FROM gateway_live WHERE key = ?1")?.execute([&key]).map(|_| ())
+        }))
+        .await
+    }
+
+    async fn remember_live(&self, key: &str, row: LiveRow, at: &str) -> Result<(), DbError> {
+        let (key, at) = (key.to_string(), at.to_string());
+        self.write(Box::new(move |conn| {
+            let LiveRow { channel, chat, message_id, text } = &row;
+            conn.prepare_cached(
+                "INSERT INTO gateway_live (key, channel, chat, message_id, text, sent_at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (key) DO UPDATE SET \
+                 channel = excluded.channel, chat = excluded.chat, message_id = excluded.message_id, \
+                 text = excluded.text, sent_at = excluded.sent_at",
+            )?
+            .execute(params![key, channel, chat, message_id, text, at])
             .map(|_| ())
         }))
         .await
@@ -142,6 +158,29 @@ impl GatewayTables for SqliteDb {
             )?
             .execute(params![state.as_str(), id, error, at, key])
             .map(|_| ())
+
+    async fn live(&self, key: &str) -> Result<Option<LiveRow>, DbError> {
+        let key = key.to_string();
+        Ok(self
+            .read(move |conn| {
+                conn.prepare_cached("SELECT channel, chat, message_id, text FROM gateway_live WHERE key = ?1")?
+                    .query_row([key], |row| {
+                        Ok(LiveRow {
+                            channel: row.get(0)?,
+                            chat: row.get(1)?,
+                            message_id: row.get(2)?,
+                            text: row.get(3)?,
+                        })
+                    })
+                    .optional()
+            })
+            .await??)
+    }
+
+    async fn forget_live_before(&self, before: &str) -> Result<usize, DbError> {
+        let before = before.to_string();
+        self.write(Box::new(move |conn| {
+            conn.prepare_cached("DELETE FROM gateway_live WHERE sent_at < ?1")?.execute([&before])
         }))
         .await
     }

@@ -50,6 +50,11 @@ const MIGRATIONS: &[Migration] = &[
         description: "gateway files",
         sql: include_str!("../../../migrations/sqlite/0005_gateway_files.sql"),
     },
+    Migration {
+        version: 6,
+        description: "live messages",
+        sql: include_str!("../../../migrations/sqlite/0006_live_messages.sql"),
+    },
 ];
 
 impl Migration {

@@ -20,8 +20,16 @@ const STATEMENT_CACHE: usize = 64;
 
 /// The tables of bub's schema (all migrations applied), and the one that
 /// records them. A database holding any other table is somebody else's.
-const OUR_TABLES: [&str; 7] =
-    [migrate::HISTORY, "tapes", "tape_entries", "gateway_inbox", "gateway_outbox", "gateway_pairing", "gateway_files"];
+const OUR_TABLES: [&str; 8] = [
+    migrate::HISTORY,
+    "tapes",
+    "tape_entries",
+    "gateway_inbox",
+    "gateway_outbox",
+    "gateway_pairing",
+    "gateway_files",
+    "gateway_live",
+];
 
 /// Checks the file, creates or migrates its schema; the error says what to
 /// fix. Blocking.

@@ -1,18 +1,67 @@
 //! Live replies: one message that grows as the agent writes, by throttled,
 //! coalesced edits that give way to everything else under pressure.
+//!
+//! # The first message
+//! A live reply sends nothing until its text is worth a notification: at
+//! least [`OutboundConfig::live_first_chars`](super::OutboundConfig)
+//! characters, cut at a word boundary (so no "show **bo"), or whatever there
+//! is once [`OutboundConfig::live_first_wait`](super::OutboundConfig) has
+//! passed since the first text (a slow answer, or a short note before a long
+//! tool call, still shows progress). A reply that ends before either is one
+//! plain send: one platform call, no edit.
+//!
+//! # After a crash
+//! The platform id of the live message (of the first part, for a reply sent
+//! whole at the end) is kept in [`LiveMessages`] under the reply's key as
+//! soon as the platform returns it, and forgotten when the outbox records the
+//! reply delivered. A reply started again with the same key
+//! ([`LiveReply::resuming`]: the turn run again after a restart, or a pending
+//! outbox reply) edits that message, its live updates and its final text,
+//! instead of sending another. If the platform refuses that edit for good
+//! (the message was deleted, say), the old message is edited to
+//! [`REPLACED_MARKER`] if it still can be, and the answer is sent as new
+//! messages under `<key>#resent`.
+//!
+//! What is left open: a crash after the platform took the send and before
+//! the id is kept (one platform answer and one database commit) leaves that
+//! message as it was, and the reply comes as a new message, as before.
 
 use super::{Op, OutboundError, Route};
-use bub_channel::{Delivered, Outbound, SendError};
+use bub_channel::{ChatRef, Delivered, Outbound, SendError};
 use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::{Instrument, debug, info_span, warn};
 
+/// What an old live message is edited to when its answer has to be sent anew
+/// below it: better than a frozen fragment that reads like the whole answer.
+pub const REPLACED_MARKER: &str = "↓ (answer below)";
+
+/// A live message as kept for a restart: where it is and what it showed when sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveMessage {
+    pub channel: String,
+    pub chat: ChatRef,
+    /// The platform's message id.
+    pub message_id: String,
+    /// What the message showed when it was sent (later edits are not kept).
+    pub text: String,
+}
+
+/// Where live messages are kept, by reply key, so a restart finds them (the
+/// gateway's store; the scheduler itself keeps nothing).
+#[async_trait::async_trait]
+pub trait LiveMessages: Send + Sync {
+    /// `message` is now the live message of the reply keyed `key`.
+    async fn remember(&self, key: &str, message: &LiveMessage) -> Result<(), Box<dyn std::error::Error + Send + Sync>>;
+}
+
 /// A reply streamed into one message.
 ///
 /// [`LiveReply::update`] never blocks: it records the newest text, and a
-/// background task sends the first message, then edits it at most once per
+/// background task sends the first message (see the module docs for when),
+/// then edits it at most once per
 /// [`OutboundConfig::live_edit_interval`](super::OutboundConfig). Only the
 /// newest text is ever sent; an update that finds the chat paused or its budget
 /// spent is dropped (and retried with the newest text at the next interval),
@@ -26,17 +75,52 @@ pub struct LiveReply {
     text: watch::Sender<String>,
     stop: Arc<Notify>,
     task: Mutex<Option<JoinHandle<Shown>>>,
+    /// The message sent before a restart, which this reply finishes.
+    resumed: Option<String>,
+    memory: Memory,
 }
 
 /// What the live message shows.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct Shown {
     message_id: Option<String>,
+    /// Empty when unknown (a message resumed after a restart).
     text: String,
+}
+
+/// Keeps the live message of one reply in its [`LiveMessages`], if it has one.
+#[derive(Clone)]
+struct Memory {
+    store: Option<Arc<dyn LiveMessages>>,
+    channel: String,
+    key: String,
+    chat: ChatRef,
+}
+
+impl Memory {
+    /// A failure is logged: the reply goes on, only a crash would now double it.
+    async fn remember(&self, message_id: &str, text: &str) {
+        let Some(store) = &self.store else { return };
+        let message = LiveMessage {
+            channel: self.channel.clone(),
+            chat: self.chat.clone(),
+            message_id: message_id.to_owned(),
+            text: text.to_owned(),
+        };
+        if let Err(error) = store.remember(&self.key, &message).await {
+            warn!(channel = %self.channel, key = %self.key, %error, "cannot keep the live message's id; a crash now would send the reply again");
+        }
+    }
 }
 
 impl LiveReply {
     pub(super) fn new(route: Option<Arc<Route>>, channel: String, template: Outbound) -> LiveReply {
+        let memory = Memory {
+            store: None,
+            channel: channel.clone(),
+            key: template.idempotency_key.clone(),
+            chat: template.chat.clone(),
+        };
         LiveReply {
             route,
             channel,
@@ -44,6 +128,8 @@ impl LiveReply {
             text: watch::Sender::new(String::new()),
             stop: Arc::new(Notify::new()),
             task: Mutex::new(None),
+            resumed: None,
+            memory,
         }
     }
 
@@ -52,6 +138,25 @@ impl LiveReply {
     pub fn reply_to(mut self, message_ids: Vec<String>) -> LiveReply {
         self.template.reply_to = message_ids;
         self
+    }
+
+    /// Keeps this reply's message in `store` as soon as it is sent, so that a
+    /// restart can finish it. Set it before the first [`LiveReply::update`].
+    pub fn remembered_in(mut self, store: Arc<dyn LiveMessages>) -> LiveReply {
+        self.memory.store = Some(store);
+        self
+    }
+
+    /// Finishes `message`, this reply's message from before a restart, rather
+    /// than sending a new one: the updates and the final text edit it. Set it
+    /// before the first [`LiveReply::update`].
+    pub fn resuming(mut self, message: &LiveMessage) -> LiveReply {
+        self.resumed = Some(message.message_id.clone());
+        self
+    }
+
+    fn shown_before(&self) -> Shown {
+        Shown { message_id: self.resumed.clone(), text: String::new() }
     }
 
     /// Records the whole reply text so far; returns at once.
@@ -63,28 +168,30 @@ impl LiveReply {
     /// Stops the live updates and delivers `final_text` exactly: the live
     /// message, if one was sent, is edited to the first part (waiting for
     /// budget and pauses; this edit is never dropped) and the other parts
-    /// follow as new messages (keys `<key>#<i>`); without a live message this
-    /// is [`OutboundScheduler::send_final`](super::OutboundScheduler::send_final).
+    /// follow as new messages (keys `<key>#<i>`); without a live message the
+    /// parts are sent like [`OutboundScheduler::send_final`](super::OutboundScheduler::send_final)
+    /// does, the first one's id kept as the live message.
     /// If the platform rejects the final edit for good (the message was
-    /// deleted, say), the whole text is sent as new messages instead, under
-    /// the key `<key>#resent` (part 0's own key is already used).
+    /// deleted, say), the old message is edited to [`REPLACED_MARKER`] if it
+    /// can be, and the whole text is sent as new messages under the key
+    /// `<key>#resent` (part 0's own key is already used).
     pub async fn finish(self, final_text: impl Into<String>) -> Result<Vec<Delivered>, OutboundError> {
         let final_text = final_text.into();
         self.stop.notify_one();
         let task = self.task.lock().unwrap_or_else(PoisonError::into_inner).take();
         let shown = match task {
             Some(task) => task.await.unwrap_or_else(|error| {
-                warn!(channel = %self.channel, %error, "live reply task failed; sending the final text anew");
-                Shown::default()
+                warn!(channel = %self.channel, %error, "live reply task failed; finishing from what was known before it");
+                self.shown_before()
             }),
-            None => Shown::default(),
+            None => self.shown_before(),
         };
         let route = self.route.clone().ok_or_else(|| OutboundError::UnknownChannel(self.channel.clone()))?;
         let outbound = Outbound { text: final_text, ..self.template.clone() };
-        let Some(message_id) = shown.message_id else {
-            return route.send_final(outbound).await;
-        };
         let _turn = route.chat_turn_unless_stopped(&outbound.chat.id, 0).await?;
+        let Some(message_id) = shown.message_id else {
+            return self.send_new(&route, outbound).await;
+        };
         let mut parts = route.split(&outbound.text).into_iter().enumerate();
         let delivered = vec![Delivered { message_id: message_id.clone() }];
         let Some((_, first)) = parts.next() else {
@@ -99,14 +206,39 @@ impl LiveReply {
                     // The live message cannot take the answer (deleted meanwhile, say): the
                     // whole answer goes as new messages, under keys of their own.
                     warn!(channel = %self.channel, error = %source, "final edit refused; sending the reply as new messages");
-                    drop(_turn);
+                    self.mark_replaced(&route, &outbound, &message_id).await?;
                     let key = format!("{}#resent", outbound.idempotency_key);
-                    return route.send_final(Outbound { idempotency_key: key, ..outbound }).await;
+                    return self.send_new(&route, Outbound { idempotency_key: key, ..outbound }).await;
                 }
                 Err(other) => return Err(other),
             }
         }
         route.send_parts(&outbound, parts, delivered).await
+    }
+
+    /// Sends `outbound` as new messages (the caller holds the chat's turn),
+    /// keeping the first one's id as the live message.
+    async fn send_new(&self, route: &Route, outbound: Outbound) -> Result<Vec<Delivered>, OutboundError> {
+        let mut parts = route.split(&outbound.text).into_iter().enumerate();
+        let Some((_, first)) = parts.next() else { return Ok(Vec::new()) };
+        let head = Outbound { text: first, ..outbound.clone() };
+        let sent = route.deliver(Op::Send(&head), &outbound.idempotency_key, 0).await?;
+        self.memory.remember(&sent.message_id, &head.text).await;
+        route.send_parts(&outbound, parts, vec![sent]).await
+    }
+
+    /// Edits an old live message whose answer goes below it to
+    /// [`REPLACED_MARKER`]; a refusal leaves it as it is (it may be gone).
+    async fn mark_replaced(&self, route: &Route, outbound: &Outbound, message_id: &str) -> Result<(), OutboundError> {
+        let edit = Op::Edit { chat: &outbound.chat, message_id, text: REPLACED_MARKER };
+        match route.deliver(edit, &outbound.idempotency_key, 0).await {
+            Ok(_) => Ok(()),
+            Err(stopped @ OutboundError::Stopped { .. }) => Err(stopped),
+            Err(error) => {
+                debug!(channel = %self.channel, %error, "the old live message cannot be marked either");
+                Ok(())
+            }
+        }
     }
 
     /// Starts the background task on the first update, when the channel can edit.
@@ -122,7 +254,12 @@ impl LiveReply {
             chat = %self.template.chat.id,
             key = %self.template.idempotency_key,
         );
-        let editor = Editor { route: route.clone(), template: self.template.clone(), shown: Shown::default() };
+        let editor = Editor {
+            route: route.clone(),
+            template: self.template.clone(),
+            shown: self.shown_before(),
+            memory: self.memory.clone(),
+        };
         // The text that started the editor is news to it too.
         let mut text = self.text.subscribe();
         text.mark_changed();
@@ -142,17 +279,23 @@ struct Editor {
     route: Arc<Route>,
     template: Outbound,
     shown: Shown,
+    memory: Memory,
 }
 
 impl Editor {
     async fn run(mut self, mut text: watch::Receiver<String>, stop: Arc<Notify>) -> Shown {
-        let interval = self.route.config.live_edit_interval;
+        let config = self.route.config;
         let mut next_at: Option<Instant> = None;
+        // Once the first text came: when it is shown whatever it holds.
+        let mut show_anyway_at: Option<Instant> = None;
+        let mut first_shown = false;
         loop {
+            let waiting_to_show = !first_shown && show_anyway_at.is_some();
             tokio::select! {
                 biased;
                 () = stop.notified() => break,
                 changed = text.changed() => if changed.is_err() { break },
+                () = tokio::time::sleep_until(show_anyway_at.unwrap_or_else(Instant::now)), if waiting_to_show => {}
             }
             if let Some(at) = next_at {
                 tokio::select! {
@@ -163,12 +306,25 @@ impl Editor {
             }
             let newest = text.borrow_and_update().clone();
             let Some(first) = self.route.split(&newest).into_iter().next() else { continue };
-            if first == self.shown.text {
+            let candidate = if first_shown {
+                first
+            } else {
+                let deadline = *show_anyway_at.get_or_insert_with(|| Instant::now() + config.live_first_wait);
+                match opening(&first, config.live_first_chars) {
+                    Some(opening) => opening.to_owned(),
+                    None if Instant::now() >= deadline => first,
+                    None => continue,
+                }
+            };
+            if candidate == self.shown.text {
                 continue;
             }
-            next_at = Some(Instant::now() + interval);
-            match self.try_show(&first).await {
-                Ok(()) => self.shown.text = first,
+            next_at = Some(Instant::now() + config.live_edit_interval);
+            match self.try_show(&candidate).await {
+                Ok(()) => {
+                    self.shown.text = candidate;
+                    first_shown = true;
+                }
                 Err(Dropped::Retry) => text.mark_changed(),
                 Err(Dropped::Stop) => break,
             }
@@ -196,8 +352,10 @@ impl Editor {
         match result {
             Ok(message_id) => {
                 route.count_message(kind);
-                if message_id.is_some() {
-                    self.shown.message_id = message_id;
+                if let Some(message_id) = message_id {
+                    // Kept before the first edit: from now on a restart finishes this message.
+                    self.memory.remember(&message_id, text).await;
+                    self.shown.message_id = Some(message_id);
                 }
                 Ok(())
             }
@@ -234,4 +392,33 @@ enum Dropped {
     Retry,
     /// The platform will not take live updates for this reply.
     Stop,
+}
+
+/// The opening of a streamed text worth a first message: the text up to its
+/// last word boundary (its last word may still be growing), once that holds
+/// at least `min_chars` characters. With `min_chars` 0, the text as it is.
+fn opening(text: &str, min_chars: usize) -> Option<&str> {
+    if min_chars == 0 {
+        return Some(text);
+    }
+    let boundary = text.rfind(char::is_whitespace)?;
+    let opening = text[..boundary].trim_end();
+    (opening.chars().count() >= min_chars).then_some(opening)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::opening;
+
+    #[test]
+    fn an_opening_ends_at_a_word_boundary_and_holds_enough_text() {
+        assert_eq!(opening("echo:", 10), None, "a fragment is never an opening");
+        assert_eq!(opening("show **bo", 4), Some("show"), "a word still growing is left out");
+        assert_eq!(opening("show **bold** text ", 4), Some("show **bold** text"));
+        assert_eq!(opening("one two thr", 8), None, "`one two` is under 8 characters");
+        assert_eq!(opening("one two three four", 8), Some("one two three"));
+        assert_eq!(opening("ééééé ééé", 5), Some("ééééé"), "characters, not bytes");
+        assert_eq!(opening("長い文章です", 3), None, "no word boundary: the wait decides");
+        assert_eq!(opening("echo:", 0), Some("echo:"), "0 shows everything at once");
+    }
 }

@@ -6,8 +6,10 @@
 //!   retried on transient failures with stable idempotency keys: they are
 //!   never dropped for budget reasons, only delayed.
 //! - Live replies ([`OutboundScheduler::live`]) grow one message by throttled,
-//!   coalesced edits that are dropped, not queued, under pressure; their
-//!   [`LiveReply::finish`] is delivered like a final reply.
+//!   coalesced edits that are dropped, not queued, under pressure; the first
+//!   message waits for a useful amount of text; their [`LiveReply::finish`]
+//!   is delivered like a final reply. The live message's id can be kept
+//!   ([`LiveMessages`]) so a restart finishes it instead of sending another.
 //! - Files ([`OutboundScheduler::send_file`]) are one message each, checked
 //!   against the channel's upload limit before anything is sent, then
 //!   delivered like one part of a final reply (budgets, pauses, retries).
@@ -24,7 +26,7 @@ mod budget;
 mod live;
 
 pub use budget::Budget;
-pub use live::LiveReply;
+pub use live::{LiveMessage, LiveMessages, LiveReply, REPLACED_MARKER};
 
 use crate::gateway::split::split_message_counting;
 use bub_channel::{Channel, ChatRef, Delivered, Outbound, OutboundFile, SendError};
@@ -49,6 +51,19 @@ pub struct OutboundConfig {
     pub give_up_after: Duration,
     /// The shortest time between two updates of one live message.
     pub live_edit_interval: Duration,
+    /// A live reply's first message waits until its text holds this many
+    /// characters at a word boundary (or [`OutboundConfig::live_first_wait`]
+    /// passed, or the reply ended): a push notification that reads "echo:"
+    /// tells nobody anything, and a reply shorter than this is then one send
+    /// and no edit. 80 characters is about a sentence, and about what a phone's
+    /// notification shows. 0 sends the first text as it comes.
+    pub live_first_chars: usize,
+    /// How long after its first text a live reply shows whatever it holds,
+    /// short or not: a slow answer, or a note before a long tool call, still
+    /// shows progress. 2 s: a model streaming at a usual pace reaches
+    /// [`OutboundConfig::live_first_chars`] well before, and a short answer
+    /// has usually ended by then (one send).
+    pub live_first_wait: Duration,
 }
 
 impl Default for OutboundConfig {
@@ -58,6 +73,8 @@ impl Default for OutboundConfig {
             retry_cap: Duration::from_secs(30),
             give_up_after: Duration::from_secs(600),
             live_edit_interval: Duration::from_secs(1),
+            live_first_chars: 80,
+            live_first_wait: Duration::from_secs(2),
         }
     }
 }

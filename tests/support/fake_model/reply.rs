@@ -33,6 +33,8 @@ pub struct Reply {
     pub(super) delay: Option<Duration>,
     /// For a cut stream: silence before the connection drops.
     pub(super) stall: Option<Duration>,
+    /// A wait before each frame after the first: a model that writes slowly.
+    pub(super) pace: Option<Duration>,
 }
 
 #[derive(Debug, Clone)]
@@ -66,7 +68,7 @@ pub(super) struct Failure {
 
 impl Reply {
     fn answer(answer: Answer) -> Reply {
-        Reply { script: Script::Answer(answer), delay: None, stall: None }
+        Reply { script: Script::Answer(answer), delay: None, stall: None, pace: None }
     }
 
     /// A text answer, streamed in small deltas.
@@ -85,6 +87,7 @@ impl Reply {
             script: Script::Fail(Failure { status, message: message.into(), code: None, retry_after: None }),
             delay: None,
             stall: None,
+            pace: None,
         }
     }
 
@@ -117,7 +120,12 @@ impl Reply {
 
     /// Streams `partial` as text deltas, then drops the connection (no `[DONE]`).
     pub fn cut_mid_stream(partial: &str) -> Reply {
-        Reply { script: Script::Cut(Answer { text: partial.into(), ..Answer::default() }), delay: None, stall: None }
+        Reply {
+            script: Script::Cut(Answer { text: partial.into(), ..Answer::default() }),
+            delay: None,
+            stall: None,
+            pace: None,
+        }
     }
 
     /// Streams `partial` as text deltas, then says nothing for `silence`
@@ -130,6 +138,11 @@ impl Reply {
     /// `inner`, with its first event (or its error status) sent after `delay`.
     pub fn slow_first_token(delay: Duration, inner: Reply) -> Reply {
         Reply { delay: Some(delay), ..inner }
+    }
+
+    /// `inner`, each of its stream's frames (3-character text deltas) sent `pace` after the one before.
+    pub fn paced(pace: Duration, inner: Reply) -> Reply {
+        Reply { pace: Some(pace), ..inner }
     }
 
     fn map_answer(mut self, change: impl FnOnce(&mut Answer)) -> Reply {

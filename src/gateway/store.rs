@@ -202,6 +202,7 @@ impl GatewayStore {
             .set_file_state(key, ReplyState::Failed, None, Some(error), &now())
             .await
             .map_err(failed("update file"))
+    }
 
     /// The live message kept for the reply keyed `key` (sent before a
     /// restart, and not yet recorded delivered).

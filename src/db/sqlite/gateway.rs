@@ -158,6 +158,9 @@ impl GatewayTables for SqliteDb {
             )?
             .execute(params![state.as_str(), id, error, at, key])
             .map(|_| ())
+        }))
+        .await
+    }
 
     async fn live(&self, key: &str) -> Result<Option<LiveRow>, DbError> {
         let key = key.to_string();

@@ -17,6 +17,7 @@ const USER: u64 = 300_000_000_000_000_001;
 const DM_CHANNEL: u64 = 400_000_000_000_000_001;
 const GUILD: u64 = 500_000_000_000_000_001;
 const GUILD_CHANNEL: u64 = 600_000_000_000_000_001;
+const OTHER_USER: u64 = 300_000_000_000_000_002;
 
 /// A config with one Discord channel `dc` on the fake, debouncing briefly, answering
 /// everyone (these tests are about the channel; who is answered by default
@@ -171,13 +172,14 @@ async fn messages_written_while_the_gateway_was_stopped_are_caught_up_once() {
     assert!(gateway.stop().await);
 
     // Discord starts a new session from now: these two are never dispatched.
-    discord.written_while_offline(DM_CHANNEL, None, USER, "written while you were away");
-    let last = discord.written_while_offline(DM_CHANNEL, None, USER, "and this too");
+    let first = discord.written_while_offline(DM_CHANNEL, None, USER, "written while you were away");
+    discord.written_while_offline(DM_CHANNEL, None, USER, "and this too");
     let gateway = start(home.path(), &fake, &config_text).await;
     let answered = discord.wait_until(ANSWER_TIMEOUT, |fake| fake.sent().len() >= 2).await;
     assert!(answered, "the missed messages were never answered; calls {:?}", discord.calls());
     let sent = discord.sent();
-    assert_eq!(sent[1].reply_to, Some(last), "one answer to both, threaded to the newest: {sent:?}");
+    assert_eq!(sent[1].reply_to, Some(first), "one answer to both, threaded to the first: {sent:?}");
+    assert!(sent[1].pinged.is_empty(), "one writer: nobody is pinged: {sent:?}");
     let request = fake.requests().last().cloned().unwrap_or_default();
     let asked = request["messages"].as_array().and_then(|messages| messages.last()).cloned().unwrap_or_default();
     assert_eq!(asked["content"], "written while you were away\nand this too", "one turn for both, nothing else");
@@ -271,5 +273,32 @@ async fn a_crash_after_the_final_edit_does_not_send_the_reply_again() {
     assert_eq!(shown.len(), 1, "the reply was not sent again: {shown:?}");
     assert_eq!(shown[0].1, answer);
     assert_eq!(fake.request_count(), 1, "the turn was not run again");
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_burst_from_two_people_replies_to_the_first_and_pings_only_the_other() {
+    let home = tempfile::tempdir().unwrap();
+    let discord = FakeDiscord::start().await;
+    // The model's text names the first writer and everyone: neither may ping.
+    let answer = format!("Noon, room 2 (<@{USER}>, @everyone).");
+    let fake = FakeModel::start_answering(&answer).await;
+    // A quiet spell long enough that both questions surely land in one batch.
+    let config_text = config(&discord, TOKEN).replace("quiet_seconds = 0.1", "quiet_seconds = 2.0");
+    let gateway = start(home.path(), &fake, &config_text).await;
+
+    let mentions = json!({"mentions": [discord.bot_user()]});
+    let first = discord.user_says(GUILD_CHANNEL, Some(GUILD), USER, &format!("<@{BOT_ID}> when?"), mentions.clone());
+    discord.user_says(GUILD_CHANNEL, Some(GUILD), OTHER_USER, &format!("<@{BOT_ID}> where?"), mentions);
+    let shown = wait_for_visible(&discord, &format!("<@{OTHER_USER}>\n{answer}")).await;
+    assert_eq!(shown.len(), 1, "one answer for the burst: {shown:?}");
+    let reply = &shown[0].0;
+    assert_eq!(reply.reply_to, Some(first), "threaded to the first question");
+    assert_eq!(reply.pinged, vec![OTHER_USER], "only the other writer is pinged: {reply:?}");
+    let allowed = reply.allowed_mentions.clone().unwrap_or_default();
+    assert_eq!(
+        allowed,
+        json!({"parse": [], "users": [OTHER_USER.to_string()], "roles": [], "replied_user": false}),
+        "allowed_mentions names exactly the other writer"
+    );
+    assert_eq!(fake.request_count(), 1, "one turn for both");
     gateway.stop().await;
 }

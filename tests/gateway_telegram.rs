@@ -59,6 +59,18 @@ fn group_chat() -> Value {
     json!({"id": -100_777, "type": "supergroup", "title": "team"})
 }
 
+/// `config_text` with the debounce's quiet spell set to `seconds`.
+fn quiet(config_text: &str, seconds: f64) -> String {
+    config_text.replace("quiet_seconds = 0.1", &format!("quiet_seconds = {seconds}"))
+}
+
+/// A group message from user `from` that @-mentions the bot; its message id.
+fn mention_from(telegram: &FakeTelegram, from: i64, question: &str) -> i64 {
+    let text = format!("@{BOT_USERNAME} {question}");
+    let entities = json!({"entities": [{"type": "mention", "offset": 0, "length": BOT_USERNAME.len() + 1}]});
+    telegram.push_message(group_chat(), from, &text, entities)
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_private_message_gets_a_reply_rendered_as_telegram_html() {
     let home = tempfile::tempdir().unwrap();
@@ -321,6 +333,51 @@ async fn a_short_streamed_reply_is_one_message_and_no_edit() {
     assert_eq!(shown[0].0.text, "echo: hello there", "the first text sent is the whole reply, not a fragment");
     assert_eq!(calls_of(&telegram, "sendMessage"), 1, "one call: {:?}", telegram.calls());
     assert!(telegram.edits().is_empty(), "and no edit: {:?}", telegram.edits());
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_burst_from_two_people_threads_to_the_first_and_names_the_other() {
+    let home = tempfile::tempdir().unwrap();
+    let telegram = FakeTelegram::start().await;
+    let fake = FakeModel::start_answering("Both: noon, in room 2.").await;
+    // A quiet spell long enough that both questions surely land in one batch.
+    let gateway = start(home.path(), &fake, &quiet(&config(&telegram, TOKEN, ""), 2.0)).await;
+
+    let first = mention_from(&telegram, 7, "when is lunch?");
+    mention_from(&telegram, 8, "and where?");
+    let named = "<a href=\"tg://user?id=8\">User8</a>\nBoth: noon, in room 2.";
+    let shown = wait_for_visible(&telegram, named).await;
+    assert_eq!(shown.len(), 1, "one answer for the burst: {shown:?}");
+    assert_eq!(shown[0].0.reply_to, Some(first), "threaded to the first question, its writer sees it there");
+    assert_eq!(shown[0].0.parse_mode.as_deref(), Some("HTML"), "the mention is a text mention");
+    let prompt = fake.requests().last().cloned().unwrap_or_default().to_string();
+    assert!(prompt.contains("when is lunch?") && prompt.contains("and where?"), "one turn for both: {prompt}");
+    assert_eq!(fake.request_count(), 1);
+    gateway.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn typing_shows_as_soon_as_a_message_is_taken_not_after_the_debounce() {
+    let home = tempfile::tempdir().unwrap();
+    let telegram = FakeTelegram::start().await;
+    let fake = FakeModel::start_answering("hello to you").await;
+    let gateway = start(home.path(), &fake, &quiet(&config(&telegram, TOKEN, ""), 4.0)).await;
+
+    telegram.user_says(1001, "hello");
+    let typing = telegram.wait_until(ANSWER_TIMEOUT, |fake| !fake.actions().is_empty()).await;
+    assert!(typing, "typing… was never shown; calls {:?}", telegram.calls());
+    assert_eq!(fake.request_count(), 0, "typing… showed before the model was asked");
+    // Typing showed while the batch was still open: a line written now joins the same turn.
+    telegram.user_says(1001, "are you there?");
+    let shown = wait_for_visible(&telegram, "hello to you").await;
+    assert_eq!(shown.len(), 1, "{shown:?}");
+    let request = fake.requests().first().cloned().unwrap_or_default();
+    let asked = request["messages"].as_array().and_then(|messages| messages.last()).cloned().unwrap_or_default();
+    assert_eq!(asked["content"], "hello\nare you there?", "both lines in the one turn typing… announced");
+    assert_eq!(fake.request_count(), 1);
+    let calls = telegram.calls();
+    let first_action = calls.iter().position(|call| call == "sendChatAction");
+    let first_send = calls.iter().position(|call| call == "sendMessage");
+    assert!(first_action < first_send, "typing… before the reply: {calls:?}");
     gateway.stop().await;
 }
 
@@ -449,5 +506,38 @@ async fn a_live_message_that_cannot_take_the_answer_points_below_and_the_answer_
     assert_eq!(shown.len(), 2, "the old message and the answer: {shown:?}");
     assert_eq!(shown[0].1, bub::gateway::outbound::REPLACED_MARKER, "the old message points below");
     assert_eq!(shown[1].1, answer, "the whole answer, new");
+
+async fn typing_spends_only_spare_budget_and_every_reply_arrives() {
+    let home = tempfile::tempdir().unwrap();
+    let telegram = FakeTelegram::start().await;
+    let fake = FakeModel::start().await;
+    // Each turn lasts longer than one renewal of the typing status.
+    fake.answer_all(Reply::slow_first_token(Duration::from_secs(5), Reply::text("done")));
+    // 8 calls at once, then one every 7.5 s, for the whole bot.
+    let budget = "rate = { outbound_per_channel = \"8/min\" }\n";
+    let config_text =
+        config(&telegram, TOKEN, "").replacen("[policy.defaults]\n", &format!("[policy.defaults]\n{budget}"), 1);
+    let since_start = std::time::Instant::now();
+    let gateway = start(home.path(), &fake, &config_text).await;
+
+    let chats = [1001, 1002, 1003, 1004];
+    for chat in chats {
+        telegram.user_says(chat, "work on this");
+    }
+    let replied = |fake: &FakeTelegram| {
+        let shown = visible(fake);
+        chats.iter().all(|chat| shown.iter().any(|(sent, text)| sent.chat_id == *chat && text == "done"))
+    };
+    let all = telegram.wait_until(ANSWER_TIMEOUT, replied).await;
+    // Counted at once, so the count and the time it had belong together.
+    let calls = telegram.calls();
+    let elapsed = since_start.elapsed();
+    assert!(all, "every chat gets its reply: {:?}", visible(&telegram));
+    let spent =
+        calls.iter().filter(|call| ["sendMessage", "editMessageText", "sendChatAction"].contains(&call.as_str()));
+    let allowed = 8 + (elapsed.as_secs_f64() / 7.5).floor() as usize;
+    let spent = spent.count();
+    assert!(spent <= allowed, "{spent} calls within a budget of {allowed} by now: {calls:?}");
+    assert!(!telegram.actions().is_empty(), "typing… was shown where the budget had room");
     gateway.stop().await;
 }

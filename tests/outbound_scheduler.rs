@@ -9,7 +9,7 @@ use bub::gateway::outbound::{
 use bub::gateway::split::split_message;
 use bub_channel::{
     Channel, ChannelError, ChatKind, ChatRef, Delivered, InboundSink, LengthUnit, Limits, Outbound, OutboundFile,
-    RateScope, SendError,
+    RateScope, SendError, SenderRef,
 };
 use governor::Quota;
 use std::collections::{HashMap, VecDeque};
@@ -24,6 +24,7 @@ enum Kind {
     Edit,
     /// A file (its name as the call's text).
     File,
+    Typing,
 }
 
 /// The fake's upload limit.
@@ -38,6 +39,8 @@ struct Call {
     key: Option<String>,
     message_id: String,
     text: String,
+    /// The people the message was sent (or edited) mentioning.
+    mentions: Vec<String>,
     at: Instant,
     ok: bool,
 }
@@ -99,6 +102,7 @@ impl FakeChannel {
                     message.1 = call.text;
                 }
                 Kind::File => {}
+                Kind::Typing => {}
             }
         }
         shown
@@ -114,17 +118,38 @@ impl FakeChannel {
     }
 
     fn record(&self, kind: Kind, chat: &ChatRef, key: Option<&str>, message_id: String, text: &str, ok: bool) {
-        assert!(text.chars().count() <= self.limits.max_message_chars, "over the limit: {text:?}");
+        self.record_mentioning(kind, chat, key, message_id, text, &[], ok)
+    }
+
+    /// Records a call; its text and mentions must fit the limit together, as a platform counts them.
+    #[allow(clippy::too_many_arguments)]
+    fn record_mentioning(
+        &self,
+        kind: Kind,
+        chat: &ChatRef,
+        key: Option<&str>,
+        message_id: String,
+        text: &str,
+        mentions: &[SenderRef],
+        ok: bool,
+    ) {
+        let room = bub_channel::mention_room(mentions);
+        assert!(text.chars().count() + room <= self.limits.max_message_chars, "over the limit: {text:?}");
         let call = Call {
             kind,
             chat: chat.id.clone(),
             key: key.map(str::to_owned),
             message_id,
             text: text.to_owned(),
+            mentions: mentions.iter().map(|sender| sender.id.clone()).collect(),
             at: Instant::now(),
             ok,
         };
         self.calls.lock().unwrap().push(call);
+    }
+
+    fn typing_calls(&self) -> Vec<Call> {
+        self.calls().into_iter().filter(|call| call.kind == Kind::Typing).collect()
     }
 }
 
@@ -152,14 +177,28 @@ impl Channel for FakeChannel {
             format!("m{next}")
         };
         let key = Some(outbound.idempotency_key.as_str());
-        self.record(Kind::Send, &outbound.chat, key, message_id.clone(), &outbound.text, outcome.is_ok());
+        let (chat, text, mentions) = (&outbound.chat, &outbound.text, &outbound.mentions);
+        self.record_mentioning(Kind::Send, chat, key, message_id.clone(), text, mentions, outcome.is_ok());
         outcome.map(|()| Delivered { message_id })
     }
 
-    async fn edit(&self, chat: &ChatRef, message_id: &str, text: &str) -> Result<(), SendError> {
+    async fn edit(
+        &self,
+        chat: &ChatRef,
+        message_id: &str,
+        text: &str,
+        mentions: &[SenderRef],
+    ) -> Result<(), SendError> {
         tokio::task::yield_now().await;
         let outcome = self.outcome(&chat.id);
-        self.record(Kind::Edit, chat, None, message_id.to_owned(), text, outcome.is_ok());
+        self.record_mentioning(Kind::Edit, chat, None, message_id.to_owned(), text, mentions, outcome.is_ok());
+        outcome
+    }
+
+    async fn typing(&self, chat: &ChatRef) -> Result<(), SendError> {
+        tokio::task::yield_now().await;
+        let outcome = self.outcome(&chat.id);
+        self.record(Kind::Typing, chat, None, String::new(), "", outcome.is_ok());
         outcome
     }
 
@@ -230,6 +269,7 @@ fn outbound(chat_id: &str, key: &str, text: &str) -> Outbound {
         reply_to: vec!["in-1".to_owned()],
         idempotency_key: key.to_owned(),
         session: format!("fake:{chat_id}"),
+        mentions: Vec::new(),
     }
 }
 
@@ -921,4 +961,83 @@ async fn the_outbox_keeps_the_parts_a_stop_left_delivered() {
     assert_eq!(pending[0].sent, ["m1"]);
     store.delivered("k", &["m1".to_string(), "m2".to_string()]).await.unwrap();
     assert!(store.undelivered().await.unwrap().is_empty());
+}
+
+fn per_minute(count: u32) -> Quota {
+    Quota::per_minute(NonZeroU32::new(count).expect("non-zero"))
+}
+
+#[tokio::test(start_paused = true)]
+async fn typing_takes_only_spare_budget_and_gives_way_to_a_waiting_reply() {
+    let fake = FakeChannel::new("fake", 100, true);
+    // 4 calls at once, then one every 15 s; hints may use half: 2 at once, then one every 30 s.
+    let budget = Budget { per_channel: Some(per_minute(4)), per_chat: Some(per_seconds(10)) };
+    let scheduler = scheduler_with(&fake, budget);
+    let start = Instant::now();
+
+    assert!(scheduler.typing("fake", &chat("a")).await);
+    scheduler.send_final("fake", outbound("b", "b1", "one")).await.unwrap();
+    // b's second reply waits for b's own budget; the channel still has room for two.
+    let waiting = tokio::spawn({
+        let scheduler = scheduler.clone();
+        async move { scheduler.send_final("fake", outbound("b", "b2", "two")).await }
+    });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(!waiting.is_finished());
+    assert!(!scheduler.typing("fake", &chat("c")).await, "a reply waits: the hint gives way");
+    waiting.await.unwrap().unwrap();
+    assert!(scheduler.typing("fake", &chat("c")).await, "nothing waits: spare room again");
+    assert!(!scheduler.typing("fake", &chat("d")).await, "the hints' half is spent");
+    scheduler.send_final("fake", outbound("d", "d1", "three")).await.unwrap();
+
+    assert_eq!(fake.typing_calls().len(), 2, "only the hints with spare room reached the platform");
+    let second = fake.delivered_to("b");
+    assert_eq!(second[1].at - start, Duration::from_secs(10), "b's reply went at its budget's first room");
+    // Four calls spent the channel's burst: d's reply waits for its next room, and gets it.
+    assert_eq!(fake.delivered_to("d")[0].at - start, Duration::from_secs(15));
+}
+
+#[tokio::test(start_paused = true)]
+async fn typing_waits_out_a_429_pause_and_its_own_429_pauses_the_chat() {
+    let fake = FakeChannel::new("fake", 100, true);
+    fake.script("a", [rate_limited(10, RateScope::Chat)]);
+    let scheduler = scheduler_with(&fake, Budget::default());
+    let start = Instant::now();
+
+    assert!(!scheduler.typing("fake", &chat("a")).await, "refused with a 429");
+    assert!(!scheduler.typing("fake", &chat("a")).await, "skipped during the pause");
+    assert!(scheduler.typing("fake", &chat("b")).await, "other chats are not paused");
+    scheduler.send_final("fake", outbound("a", "a1", "after the pause")).await.unwrap();
+    assert_eq!(fake.typing_calls().iter().filter(|call| call.chat == "a").count(), 1, "no hint into the pause");
+    assert!(fake.delivered_to("a")[0].at - start >= Duration::from_secs(10), "the reply honoured the typing's 429");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(scheduler.typing("fake", &chat("a")).await, "shown again after the pause");
+}
+
+#[tokio::test(start_paused = true)]
+async fn mentions_head_only_the_first_part_and_every_part_fits_with_them() {
+    let fake = FakeChannel::new("fake", 60, true);
+    let scheduler = scheduler_with(&fake, Budget::default());
+    let bob = SenderRef { id: "8".into(), display: Some("Bob".into()), is_bot: false };
+    let text = (0..40).map(|i| format!("w{i}")).collect::<Vec<_>>().join(" ");
+    let reply = Outbound { mentions: vec![bob.clone()], ..outbound("a", "k", &text) };
+
+    scheduler.send_final("fake", reply.clone()).await.unwrap();
+    let parts = fake.delivered_to("a");
+    assert!(parts.len() >= 3, "{parts:?}");
+    assert_eq!(parts[0].mentions, ["8"], "the first part names Bob");
+    assert!(parts[1..].iter().all(|part| part.mentions.is_empty()), "the others do not repeat it");
+    let words: Vec<String> = parts.iter().flat_map(|part| part.text.split(' ').map(str::to_owned)).collect();
+    assert_eq!(words.join(" "), text);
+
+    // Live: the live message and its final edit keep the mention.
+    let fake = FakeChannel::new("live", 100, true);
+    let scheduler = scheduler_with(&fake, Budget::default());
+    let live = scheduler.live("live", chat("a"), "k2", "s").mentioning(vec![bob]);
+    live.update("Hello");
+    until_calls(&fake, 1).await;
+    live.finish("Hello there").await.unwrap();
+    let calls = fake.delivered_to("a");
+    assert_eq!(calls.iter().map(|call| call.kind).collect::<Vec<_>>(), [Kind::Send, Kind::Edit]);
+    assert!(calls.iter().all(|call| call.mentions == ["8"]), "{calls:?}");
 }

@@ -5,7 +5,7 @@
 
 use crate::config::SessionScope;
 use crate::policy::EffectivePolicy;
-use bub_channel::{ChatKind, Inbound};
+use bub_channel::{ChatKind, Inbound, SenderRef};
 
 /// The name a policy gives a user: `<channel>:<user id>`.
 pub fn user_name(inbound: &Inbound) -> String {
@@ -49,6 +49,28 @@ pub fn compose_prompt<'a>(messages: impl IntoIterator<Item = &'a Inbound>) -> St
     lines.join("\n")
 }
 
+/// The most people one reply mentions: a burst from more writers names the
+/// first ones (the reply still threads to the first message).
+pub const MAX_REPLY_MENTIONS: usize = 10;
+
+/// Who the reply to a batch of messages (oldest first) names so each writer
+/// sees it: the reply threads to the first message, so its writer sees it
+/// there; every other distinct writer (bots left out) is mentioned, in the
+/// order they wrote. A burst from one person mentions nobody.
+pub fn reply_mentions<'a>(messages: impl IntoIterator<Item = &'a Inbound>) -> Vec<SenderRef> {
+    let mut messages = messages.into_iter();
+    let Some(first) = messages.next() else { return Vec::new() };
+    let mut mentions: Vec<SenderRef> = Vec::new();
+    for inbound in messages {
+        let sender = &inbound.sender;
+        let known = sender.id == first.sender.id || mentions.iter().any(|m| m.id == sender.id);
+        if !known && !sender.is_bot && mentions.len() < MAX_REPLY_MENTIONS {
+            mentions.push(sender.clone());
+        }
+    }
+    mentions
+}
+
 /// How a message's writer is shown to the model.
 pub fn display_name(inbound: &Inbound) -> String {
     inbound.sender.display.clone().filter(|name| !name.trim().is_empty()).unwrap_or_else(|| inbound.sender.id.clone())
@@ -57,7 +79,7 @@ pub fn display_name(inbound: &Inbound) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bub_channel::{Addressing, ChatRef, Delivery, SenderRef};
+    use bub_channel::{Addressing, ChatRef, Delivery};
 
     fn message(kind: ChatKind, text: &str) -> Inbound {
         Inbound {
@@ -82,6 +104,26 @@ mod tests {
         assert_eq!(session_id(&inbound, SessionScope::Chat), "team:c1");
         assert_eq!(session_id(&inbound, SessionScope::Sender), "team:c1:u7");
         assert_eq!(session_id(&message(ChatKind::Direct, "x"), SessionScope::Sender), "team:c1");
+    }
+
+    fn from(id: &str, text: &str) -> Inbound {
+        let mut inbound = message(ChatKind::Group, text);
+        inbound.sender.id = id.into();
+        inbound
+    }
+
+    #[test]
+    fn a_burst_from_several_writers_mentions_each_but_the_first() {
+        let burst = [from("u1", "a"), from("u2", "b"), from("u1", "c"), from("u3", "d"), from("u2", "e")];
+        let ids: Vec<String> = reply_mentions(&burst).into_iter().map(|m| m.id).collect();
+        assert_eq!(ids, ["u2", "u3"], "each other writer once, in the order they wrote");
+        assert!(reply_mentions(&[from("u1", "a"), from("u1", "b")]).is_empty(), "one writer: nobody");
+        assert!(reply_mentions(&[]).is_empty());
+        let mut bot = from("b9", "beep");
+        bot.sender.is_bot = true;
+        assert!(reply_mentions(&[from("u1", "a"), bot]).is_empty(), "bots are not mentioned");
+        let crowd: Vec<Inbound> = (0..30).map(|i| from(&format!("u{i}"), "hi")).collect();
+        assert_eq!(reply_mentions(&crowd).len(), MAX_REPLY_MENTIONS);
     }
 
     #[test]

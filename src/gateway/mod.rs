@@ -18,6 +18,8 @@
 //! 3. The session's worker (`session`): bursts are debounced, one turn runs
 //!    at a time, and a message arriving mid-turn steers it, queues behind it or
 //!    is dropped with a notice, as the policy says. Commands bypass both.
+//!    "typing…" (`typing`) shows from the moment a message that addresses
+//!    the bot enters a batch until its turn's reply is sent.
 //! 4. The turn (`turn`): the agent runs with the tools the policy offers and
 //!    the policy's model; a waiting caller hears the reply as soon as the turn
 //!    is on the tape (`told` covers the moment until its outcome is stored);
@@ -109,6 +111,8 @@ pub(crate) struct Inner {
     pub config: Arc<LiveConfig>,
     pub channels: HashMap<String, Arc<dyn Channel>>,
     pub scheduler: Arc<OutboundScheduler>,
+    /// "typing…" in the chats that are owed an answer.
+    pub typing: Arc<typing::TypingHints>,
     pub sessions: Sessions,
     pub confinement: Arc<PolicyConfinement>,
     /// Messages waiting in sessions for a turn (debounce batches and queues).
@@ -151,6 +155,7 @@ impl Gateway {
             store,
             config,
             channels,
+            typing: typing::TypingHints::new(scheduler.clone()),
             scheduler,
             sessions: Sessions::default(),
             told: told::ToldOutcomes::default(),
@@ -250,6 +255,7 @@ impl Gateway {
                 reply_to: Vec::new(),
                 idempotency_key: format!("notice:{}", uuid::Uuid::new_v4().simple()),
                 session,
+                mentions: Vec::new(),
             };
             if let Err(error) = self.inner.outbound().send_final(&channel, notice).await {
                 tracing::warn!(%error, channel = %channel, "cannot tell an operator");
@@ -363,6 +369,18 @@ impl Inner {
             *applied = Some(config);
         }
         &self.scheduler
+    }
+
+    /// Shows "typing…" in `chat` until the guard is dropped, where the
+    /// channel can show it (see [`typing`]).
+    pub(crate) fn show_typing(&self, channel: &str, chat: &bub_channel::ChatRef) -> Option<typing::Typing> {
+        let target = self.channels.get(channel)?;
+        if !target.limits().typing {
+            return None;
+        }
+        // The hints spend the budgets of the config in force.
+        self.outbound();
+        Some(self.typing.show(channel, chat))
     }
 
     /// The policy in force for `chat` on `channel`.

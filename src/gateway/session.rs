@@ -150,6 +150,10 @@ struct Worker {
     counted: i64,
     turn_done: Option<oneshot::Receiver<()>>,
     queue: VecDeque<Message>,
+    /// "typing…" while the pending batch waits out the debounce: a batch
+    /// holding a message that addresses the bot is a turn for certain. Let
+    /// go once the batch is handed on (its turn shows its own).
+    typing: Option<super::typing::Typing>,
 }
 
 impl Worker {
@@ -171,6 +175,7 @@ impl Worker {
             counted: 0,
             turn_done: None,
             queue: VecDeque::new(),
+            typing: None,
         }
     }
 
@@ -258,6 +263,9 @@ impl Worker {
             self.ready(vec![message]).await;
             return;
         }
+        if self.typing.is_none() && message.inbound.delivery == Delivery::Channel {
+            self.typing = self.inner.show_typing(&message.inbound.channel, &message.inbound.chat);
+        }
         self.batch.push(message);
         self.quiet_until = Some(now + quiet);
         self.flush_by.get_or_insert(now + max_wait);
@@ -270,6 +278,8 @@ impl Worker {
         if !batch.is_empty() {
             self.ready(batch).await;
         }
+        // After the hand-over: a turn started by it holds the chat's hint already.
+        self.typing = None;
     }
 
     /// A batch is ready for a turn: run it, or apply the busy rule.

@@ -60,7 +60,15 @@ pub(crate) fn reply_key(first: &Message) -> String {
 }
 
 /// Starts a turn for `batch` (not empty); the receiver resolves when it ended.
+/// "typing…" is shown from here (before the task runs, so a hint the batch
+/// held passes to the turn without a gap) until the reply goes out.
 pub(crate) fn start(inner: &Arc<Inner>, session: &str, batch: Vec<Message>) -> (Arc<TurnShare>, oneshot::Receiver<()>) {
+    let typing = match batch.last() {
+        Some(last) if batch.iter().any(|m| m.inbound.delivery == Delivery::Channel) => {
+            inner.show_typing(&last.inbound.channel, &last.inbound.chat)
+        }
+        _ => None,
+    };
     let share = Arc::new(TurnShare {
         id: uuid::Uuid::new_v4().simple().to_string(),
         session: session.to_string(),
@@ -71,7 +79,7 @@ pub(crate) fn start(inner: &Arc<Inner>, session: &str, batch: Vec<Message>) -> (
         let inner = inner.clone();
         let share = share.clone();
         async move {
-            run(&inner, &share).await;
+            run(&inner, &share, typing).await;
             let _ = done_tx.send(());
         }
     };
@@ -98,6 +106,8 @@ struct TurnInput {
     wants_channel: bool,
     /// The idempotency key of the reply (see [`reply_key`]).
     reply_key: String,
+    /// Who the reply names (see [`admission::reply_mentions`]).
+    mentions: Vec<bub_channel::SenderRef>,
 }
 
 impl TurnInput {
@@ -122,11 +132,12 @@ impl TurnInput {
             provenance: crate::policy::provenance::least_trusted(members.iter().map(|m| m.provenance)),
             wants_channel: members.iter().any(|m| m.inbound.delivery == Delivery::Channel),
             reply_key: reply_key(first),
+            mentions: admission::reply_mentions(members.iter().map(|m| &m.inbound)),
         })
     }
 }
 
-async fn run(inner: &Arc<Inner>, share: &TurnShare) {
+async fn run(inner: &Arc<Inner>, share: &TurnShare, typing: Option<Typing>) {
     let started = Instant::now();
     // No write here: the turn's marker on the tape names its messages, which
     // is how a restart knows whether the turn landed.
@@ -137,12 +148,6 @@ async fn run(inner: &Arc<Inner>, share: &TurnShare) {
     confine(inner, &share.session, &input.policy).await;
     let options = run_options(inner, share, &input);
     let live = live_reply(inner, share, &input).await;
-    let typing = match inner.channels.get(&input.channel) {
-        Some(target) if input.wants_channel && target.limits().typing => {
-            Some(Typing::start(target.clone(), input.chat.clone()))
-        }
-        _ => None,
-    };
     let channel = input.channel.clone();
     let (text, failure) = answer(inner, share, input.prompt, options, live.as_ref()).await;
     metrics::histogram!("bub_turn_seconds", "channel" => channel.clone()).record(started.elapsed().as_secs_f64());
@@ -210,6 +215,7 @@ async fn live_reply(inner: &Inner, share: &TurnShare, input: &TurnInput) -> Opti
                 reply_to: input.ids.clone(),
                 idempotency_key: input.reply_key.clone(),
                 session: share.session.clone(),
+                mentions: input.mentions.clone(),
             };
             Some(kept_live_reply(inner, &input.channel, &template).await)
         }
@@ -226,6 +232,7 @@ async fn kept_live_reply(inner: &Inner, channel: &str, template: &Outbound) -> L
         .outbound()
         .live(channel, template.chat.clone(), key.clone(), template.session.clone())
         .reply_to(template.reply_to.clone())
+        .mentioning(template.mentions.clone())
         .remembered_in(Arc::new(inner.store.clone()));
     match inner.store.live_message(key).await {
         Ok(Some(message)) if message.channel == channel && message.chat == template.chat => {
@@ -367,6 +374,7 @@ async fn conclude_with(
                 reply_to: messages.iter().map(|m| m.inbound.message_id.clone()).collect(),
                 idempotency_key: reply_key(first),
                 session: result.session.clone(),
+                mentions: admission::reply_mentions(messages.iter().map(|m| &m.inbound)),
             },
             sent: Vec::new(),
         }]
@@ -446,7 +454,7 @@ async fn send_and_record(inner: &Arc<Inner>, reply: PendingReply, live: Option<L
     let key = outbound.idempotency_key.clone();
     let edits = inner.channels.get(&channel).is_some_and(|target| target.limits().edits);
     let sent = match live {
-        Some(live) => live.finish(&outbound.text).await,
+        Some(live) => live.mentioning(outbound.mentions.clone()).finish(&outbound.text).await,
         // Nothing of it reached the chat, unless a message kept for its key did
         // (a crash after it was sent): that one is finished.
         None if edits && sent.is_empty() => {

@@ -30,6 +30,7 @@
 //! ([`FakeDiscord::self_made_429s`]): each one a call the client could have held back.
 //! [`FakeDiscord::hang_next`] holds back the answer to a call that took effect (as when the bot dies
 //! before it hears back).
+//! Each new message records whom Discord would notify of it ([`SentMessage::pinged`]).
 //!
 //! **Gateway** (v10, uncompressed JSON text frames; serenity connects to `<url>?v=10`). On connect the fake
 //! sends HELLO (op 10). IDENTIFY (op 2) with the right token gets a READY dispatch (op 0, `s` counting up per
@@ -146,6 +147,8 @@ pub struct SentMessage {
     pub allowed_mentions: Option<Value>,
     /// Files uploaded with the message: (file name, bytes).
     pub files: Files,
+    /// Who Discord would notify of this message: see [`pinged`].
+    pub pinged: Vec<u64>,
 }
 
 /// One `edit_message`.
@@ -1057,6 +1060,9 @@ fn create_message(state: &mut State_, channel_id: u64, params: &Value, files: Fi
     if reply_to.is_some() && referenced.is_none() && must_exist {
         return form_error("message_reference", "MESSAGE_REFERENCE_UNKNOWN_MESSAGE", "Unknown message");
     }
+    let replied_author =
+        referenced.as_ref().and_then(|message| snowflake(message.get("author").and_then(|author| author.get("id"))));
+    let pinged = pinged(&content, allowed_mentions.as_ref(), replied_author);
     let id = next_message_id(state);
     let mut message = message_json(id, channel_id, bot_user_json(), &content);
     let attachments: Vec<Value> = files
@@ -1079,7 +1085,7 @@ fn create_message(state: &mut State_, channel_id: u64, params: &Value, files: Fi
         fields.insert("referenced_message".to_string(), referenced);
     }
     state.messages.insert(id, message.clone());
-    state.sent.push(SentMessage { channel_id, message_id: id, content, reply_to, allowed_mentions, files });
+    state.sent.push(SentMessage { channel_id, message_id: id, content, reply_to, allowed_mentions, files, pinged });
     dispatch_bot_message(state, "MESSAGE_CREATE", channel_id, message.clone());
     respond(StatusCode::OK, message)
 }
@@ -1142,4 +1148,46 @@ fn dispatch_bot_message(state: &mut State_, t: &str, channel_id: u64, mut messag
         set_guild(&mut message, guild_id);
     }
     broadcast(state, t, message);
+}
+
+// ---- allowed_mentions ----
+
+/// The users `content` mentions (`<@id>` or `<@!id>`), in order, once each.
+fn mentioned_users(content: &str) -> Vec<u64> {
+    let mut users = Vec::new();
+    for piece in content.split("<@").skip(1) {
+        let piece = piece.strip_prefix('!').unwrap_or(piece);
+        let Some((id, _)) = piece.split_once('>') else { continue };
+        if let Ok(id) = id.parse::<u64>()
+            && !users.contains(&id)
+        {
+            users.push(id);
+        }
+    }
+    users
+}
+
+/// Who Discord notifies of a new message, as it decides: the users its content mentions that
+/// `allowed_mentions` lets through (every one without the object; with it, all of them if `parse`
+/// holds "users", else those listed in `users`), and the author of the message it replies to when
+/// `replied_user` is true (the default without the object).
+fn pinged(content: &str, allowed: Option<&Value>, replied_author: Option<u64>) -> Vec<u64> {
+    let mut pinged: Vec<u64> = match allowed {
+        None => mentioned_users(content),
+        Some(allowed) => {
+            let parse_users =
+                allowed.get("parse").and_then(Value::as_array).is_some_and(|p| p.iter().any(|v| v == "users"));
+            let listed: Vec<u64> = allowed
+                .get("users")
+                .and_then(Value::as_array)
+                .map(|users| users.iter().filter_map(|user| snowflake(Some(user))).collect())
+                .unwrap_or_default();
+            mentioned_users(content).into_iter().filter(|user| parse_users || listed.contains(user)).collect()
+        }
+    };
+    let replied_user = allowed.is_none_or(|allowed| allowed.get("replied_user").and_then(Value::as_bool) == Some(true));
+    if let Some(author) = replied_author.filter(|author| replied_user && !pinged.contains(author)) {
+        pinged.push(author);
+    }
+    pinged
 }

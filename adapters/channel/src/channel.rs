@@ -1,6 +1,6 @@
 //! The [`Channel`] trait adapters implement.
 
-use crate::message::{ChatRef, Outbound, OutboundFile};
+use crate::message::{ChatRef, Outbound, OutboundFile, SenderRef};
 use crate::reply::InboundSink;
 use async_trait::async_trait;
 use std::sync::Arc;
@@ -101,7 +101,16 @@ pub trait Channel: Send + Sync + 'static {
     async fn send(&self, outbound: &Outbound) -> Result<Delivered, SendError>;
 
     /// Replaces the text of a message sent earlier ([`Limits::edits`]).
-    async fn edit(&self, _chat: &ChatRef, _message_id: &str, _text: &str) -> Result<(), SendError> {
+    /// `mentions` are the message's [`Outbound::mentions`], rendered in front
+    /// of the new text as [`Channel::send`] renders them, so they stay (an
+    /// edit pings nobody).
+    async fn edit(
+        &self,
+        _chat: &ChatRef,
+        _message_id: &str,
+        _text: &str,
+        _mentions: &[SenderRef],
+    ) -> Result<(), SendError> {
         Err(SendError::Permanent(format!("channel {} cannot edit messages", self.name())))
     }
 

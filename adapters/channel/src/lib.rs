@@ -31,7 +31,10 @@ pub use channel::{Channel, ChannelError, Delivered, LengthUnit, Limits, RateScop
 pub use check::{
     InboundField, InvalidInbound, MAX_CHANNEL_BYTES, MAX_DISPLAY_BYTES, MAX_ID_BYTES, MAX_TEXT_BYTES, Problem,
 };
-pub use message::{Addressing, ChatKind, ChatRef, Delivery, Inbound, Outbound, OutboundFile, SenderRef};
+pub use message::{
+    Addressing, ChatKind, ChatRef, Delivery, Inbound, MENTION_NAME_CHARS, Outbound, OutboundFile, SenderRef,
+    mention_room,
+};
 pub use reply::{
     InboundSink, LatestMessage, Outcome, OutcomeStatus, ReplyEvent, ReplyReceiver, ReplySink, SubmitError, Submitted,
 };

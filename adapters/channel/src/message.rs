@@ -99,12 +99,88 @@ pub struct Outbound {
     /// Text within the channel's [`Limits::max_message_chars`](crate::Limits)
     /// (the gateway splits longer replies).
     pub text: String,
-    /// The inbound message ids this answers (the platform may thread the reply to the last one).
+    /// The inbound message ids this answers, oldest first. A platform that
+    /// threads replies threads it to the FIRST one: a burst merged into one
+    /// turn is answered under the message that opened it.
     pub reply_to: Vec<String>,
     /// Stable across retries and restarts: a receiver that sees it twice may drop the second.
     pub idempotency_key: String,
     /// The session this reply belongs to.
     pub session: String,
+    /// People the reply addresses by name, besides the writer of the message it
+    /// threads to: the gateway names the other writers of a burst from several
+    /// people, so each of them sees the answer. An adapter renders them on a
+    /// line of their own in front of the text, as its platform mentions a user
+    /// (and pings only them); on edits too ([`Channel::edit`](crate::Channel::edit)),
+    /// so they stay. At most [`mention_room`] characters of the platform's limit.
+    /// Empty in replies stored before mentions existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mentions: Vec<SenderRef>,
+}
+
+/// The most characters of a name a mention shows ([`SenderRef::mention_name`]).
+pub const MENTION_NAME_CHARS: usize = 32;
+
+/// The most characters an adapter's rendering of `mentions` may take in front
+/// of a message's text (the gateway splits replies that far under the
+/// platform's limit), counted as UTF-16 units like the platforms count (never
+/// fewer than characters): per person, the [`SenderRef::mention_name`], the
+/// id and a separator; and the line break after them.
+pub fn mention_room(mentions: &[SenderRef]) -> usize {
+    if mentions.is_empty() {
+        return 0;
+    }
+    let units = |text: &str| text.encode_utf16().count();
+    let each = |sender: &SenderRef| units(&sender.id) + units(&sender.mention_name()) + 5;
+    mentions.iter().map(each).sum::<usize>() + 1
+}
+
+impl SenderRef {
+    /// How a mention shows this person where the platform shows a name: the
+    /// display name (its first [`MENTION_NAME_CHARS`] characters), or the id
+    /// when there is none.
+    pub fn mention_name(&self) -> String {
+        match self.display.as_deref().map(str::trim).filter(|name| !name.is_empty()) {
+            Some(name) => name.chars().take(MENTION_NAME_CHARS).collect(),
+            None => self.id.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sender(id: &str, display: Option<&str>) -> SenderRef {
+        SenderRef { id: id.into(), display: display.map(str::to_string), is_bot: false }
+    }
+
+    #[test]
+    fn mentions_show_a_short_name_or_the_id() {
+        assert_eq!(sender("7", Some("  Ada ")).mention_name(), "Ada");
+        assert_eq!(sender("7", Some(" ")).mention_name(), "7");
+        assert_eq!(sender("7", None).mention_name(), "7");
+        let long = "é".repeat(100);
+        assert_eq!(sender("7", Some(&long)).mention_name().chars().count(), MENTION_NAME_CHARS);
+    }
+
+    #[test]
+    fn mention_room_covers_a_name_and_an_id_each() {
+        assert_eq!(mention_room(&[]), 0);
+        let two = [sender("123", Some("Ada")), sender("45", Some("🦀"))];
+        // "<@123>, <@45>\n" is 14; "Ada, 🦀\n" is 8 units.
+        assert_eq!(mention_room(&two), (3 + 3 + 5) + (2 + 2 + 5) + 1);
+    }
+
+    #[test]
+    fn outbox_rows_stored_before_mentions_still_decode() {
+        let old =
+            r#"{"chat":{"id":"1","kind":"group"},"text":"hi","reply_to":["5"],"idempotency_key":"k","session":"s"}"#;
+        let outbound: Outbound = serde_json::from_str(old).expect("an old row decodes");
+        assert!(outbound.mentions.is_empty());
+        let json = serde_json::to_string(&outbound).expect("encodes");
+        assert!(!json.contains("mentions"), "{json}");
+    }
 }
 
 /// A file to send on a channel ([`Channel::send_file`](crate::Channel::send_file)):

@@ -34,7 +34,7 @@ mod send;
 use async_trait::async_trait;
 use bub_channel::{
     Channel, ChannelError, ChatRef, Delivered, InboundSink, LengthUnit, Limits, Outbound, OutboundFile, Secret,
-    SendError,
+    SendError, SenderRef,
 };
 use inbound::BotUser;
 use serenity::all::{Context, EventHandler, GatewayIntents, Message, Ready};
@@ -280,7 +280,7 @@ impl Channel for DiscordChannel {
 
     async fn send(&self, outbound: &Outbound) -> Result<Delivered, SendError> {
         let http = self.sender()?;
-        let id = send::send_text(&http, &outbound.chat, &outbound.text, &outbound.reply_to).await?;
+        let id = send::send_text(&http, &outbound.chat, &outbound.text, &outbound.reply_to, &outbound.mentions).await?;
         Ok(Delivered { message_id: id.to_string() })
     }
 
@@ -294,9 +294,15 @@ impl Channel for DiscordChannel {
         Ok(Delivered { message_id: id.to_string() })
     }
 
-    async fn edit(&self, chat: &ChatRef, message_id: &str, text: &str) -> Result<(), SendError> {
+    async fn edit(
+        &self,
+        chat: &ChatRef,
+        message_id: &str,
+        text: &str,
+        mentions: &[SenderRef],
+    ) -> Result<(), SendError> {
         let http = self.sender()?;
-        send::edit_text(&http, chat, message_id, text).await
+        send::edit_text(&http, chat, message_id, text, mentions).await
     }
 
     async fn typing(&self, chat: &ChatRef) -> Result<(), SendError> {

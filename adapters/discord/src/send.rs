@@ -1,27 +1,37 @@
 //! Replies on Discord: create, edit, typing, files as attachments, and what
 //! their failures mean to the gateway's scheduler.
 //!
-//! Discord renders Markdown itself, so text goes as written. Nobody is pinged
-//! by a reply (no `@everyone`, roles or users from the model's text), and a
-//! reply to a message that was deleted meanwhile is still sent, unthreaded.
+//! Discord renders Markdown itself, so text goes as written. A reply threads
+//! to the first message it answers (still sent, unthreaded, when that message
+//! was deleted meanwhile). It pings exactly the people it mentions
+//! ([`Outbound::mentions`](bub_channel::Outbound), `<@id>` on a line of their
+//! own in front of the text) and nobody else: no `@everyone`, roles or users
+//! from the model's text, not even the author of the message it replies to.
 //! serenity's rate limiter keeps to Discord's per-route buckets and waits out
 //! a 429 itself (its `Retry-After`); a 429 that still comes back is passed
 //! on as a pause.
 
-use bub_channel::{ChatRef, OutboundFile, RateScope, SendError};
+use bub_channel::{ChatRef, OutboundFile, RateScope, SendError, SenderRef};
 use serenity::builder::{CreateAllowedMentions, CreateAttachment, CreateMessage, EditMessage};
 use serenity::http::{Http, HttpError};
 use serenity::model::channel::MessageReference;
-use serenity::model::id::{ChannelId, MessageId};
+use serenity::model::id::{ChannelId, MessageId, UserId};
 use std::time::Duration;
 
 /// The largest upload of a bot in a server without boosts (Discord: 10 MiB).
 pub const MAX_FILE_BYTES: u64 = 10 * 1024 * 1024;
 
-/// Sends `text` to `chat`, as a reply to the last of `reply_to`; the new message's id.
-pub(crate) async fn send_text(http: &Http, chat: &ChatRef, text: &str, reply_to: &[String]) -> Result<u64, SendError> {
-    let message = CreateMessage::new().content(text);
-    create(http, chat, message, reply_to).await
+/// Sends `text` to `chat` with `mentions` in front, as a reply to the first
+/// of `reply_to`; the new message's id.
+pub(crate) async fn send_text(
+    http: &Http,
+    chat: &ChatRef,
+    text: &str,
+    reply_to: &[String],
+    mentions: &[SenderRef],
+) -> Result<u64, SendError> {
+    let message = CreateMessage::new().content(content(text, mentions));
+    create(http, chat, message, reply_to, mentions).await
 }
 
 /// Sends `file` as a message with one attachment (multipart: `files[0]` and
@@ -31,14 +41,20 @@ pub(crate) async fn send_file(http: &Http, file: &OutboundFile) -> Result<u64, S
     if let Some(caption) = &file.caption {
         message = message.content(caption);
     }
-    create(http, &file.chat, message, &file.reply_to).await
+    create(http, &file.chat, message, &file.reply_to, &[]).await
 }
 
-/// Creates `message` in `chat`, pinging nobody, as a reply to the last of `reply_to`.
-async fn create(http: &Http, chat: &ChatRef, message: CreateMessage, reply_to: &[String]) -> Result<u64, SendError> {
+/// Creates `message` in `chat`, pinging only `mentions`, as a reply to the first of `reply_to`.
+async fn create(
+    http: &Http,
+    chat: &ChatRef,
+    message: CreateMessage,
+    reply_to: &[String],
+    mentions: &[SenderRef],
+) -> Result<u64, SendError> {
     let channel = channel_id(chat)?;
-    let mut message = message.allowed_mentions(no_pings());
-    if let Some(id) = reply_to.last().and_then(|id| id.parse::<u64>().ok()).filter(|id| *id != 0) {
+    let mut message = message.allowed_mentions(pings(mentions));
+    if let Some(id) = reply_to.first().and_then(|id| id.parse::<u64>().ok()).filter(|id| *id != 0) {
         let mut reference = MessageReference::from((channel, MessageId::new(id)));
         reference.fail_if_not_exists = Some(false);
         message = message.reference_message(reference);
@@ -47,15 +63,21 @@ async fn create(http: &Http, chat: &ChatRef, message: CreateMessage, reply_to: &
     Ok(sent.id.get())
 }
 
-/// Replaces the text of message `message_id` in `chat`.
-pub(crate) async fn edit_text(http: &Http, chat: &ChatRef, message_id: &str, text: &str) -> Result<(), SendError> {
+/// Replaces the text of message `message_id` in `chat`, `mentions` kept in front.
+pub(crate) async fn edit_text(
+    http: &Http,
+    chat: &ChatRef,
+    message_id: &str,
+    text: &str,
+    mentions: &[SenderRef],
+) -> Result<(), SendError> {
     let channel = channel_id(chat)?;
     let id = message_id
         .parse::<u64>()
         .ok()
         .filter(|id| *id != 0)
         .ok_or_else(|| SendError::Permanent(format!("{message_id:?} is not a Discord message id")))?;
-    let edit = EditMessage::new().content(text).allowed_mentions(no_pings());
+    let edit = EditMessage::new().content(content(text, mentions)).allowed_mentions(pings(mentions));
     channel.edit_message(http, MessageId::new(id), edit).await.map(|_| ()).map_err(classify)
 }
 
@@ -64,8 +86,25 @@ pub(crate) async fn typing(http: &Http, chat: &ChatRef) -> Result<(), SendError>
     channel_id(chat)?.broadcast_typing(http).await.map_err(classify)
 }
 
-fn no_pings() -> CreateAllowedMentions {
-    CreateAllowedMentions::new().empty_users().empty_roles().everyone(false).replied_user(false)
+/// The people a message mentions: Discord users by id (an id that is not one is left out).
+fn users(mentions: &[SenderRef]) -> Vec<UserId> {
+    mentions.iter().filter_map(|sender| sender.id.parse::<u64>().ok()).filter(|id| *id != 0).map(UserId::new).collect()
+}
+
+/// `text` after a line mentioning `mentions`.
+fn content(text: &str, mentions: &[SenderRef]) -> String {
+    let users = users(mentions);
+    if users.is_empty() {
+        return text.to_string();
+    }
+    let named: Vec<String> = users.iter().map(|user| format!("<@{user}>")).collect();
+    format!("{}\n{text}", named.join(", "))
+}
+
+/// Pings exactly `mentions`: nobody the text happens to name, no role, no
+/// `@everyone`, not the author of the message replied to.
+fn pings(mentions: &[SenderRef]) -> CreateAllowedMentions {
+    CreateAllowedMentions::new().users(users(mentions)).empty_roles().everyone(false).replied_user(false)
 }
 
 fn channel_id(chat: &ChatRef) -> Result<ChannelId, SendError> {
@@ -104,5 +143,22 @@ pub(crate) fn classify(error: serenity::Error) -> SendError {
         }
         serenity::Error::Io(error) => SendError::Transient(format!("I/O error talking to Discord: {error}")),
         other => SendError::Permanent(format!("Discord refused the message: {other}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mentions_head_the_text_and_are_the_only_pings() {
+        let mentions = [
+            SenderRef { id: "300".into(), display: Some("Bob".into()), is_bot: false },
+            SenderRef { id: "not-an-id".into(), display: None, is_bot: false },
+        ];
+        assert_eq!(content("**ok**", &mentions), "<@300>\n**ok**");
+        assert_eq!(content("**ok**", &[]), "**ok**");
+        let allowed = serde_json::to_value(pings(&mentions)).unwrap();
+        assert_eq!(allowed, serde_json::json!({"parse": [], "users": ["300"], "roles": [], "replied_user": false}));
     }
 }

@@ -40,7 +40,7 @@ pub use webhook::SECRET_HEADER;
 use async_trait::async_trait;
 use bub_channel::{
     Channel, ChannelError, ChatRef, Delivered, InboundSink, LengthUnit, Limits, Outbound, OutboundFile, Secret,
-    SendError,
+    SendError, SenderRef,
 };
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -208,7 +208,8 @@ impl Channel for TelegramChannel {
     }
 
     async fn send(&self, outbound: &Outbound) -> Result<Delivered, SendError> {
-        let id = send::send_text(&self.bot, &outbound.chat, &outbound.text, &outbound.reply_to).await?;
+        let id =
+            send::send_text(&self.bot, &outbound.chat, &outbound.text, &outbound.reply_to, &outbound.mentions).await?;
         Ok(Delivered { message_id: id.to_string() })
     }
 
@@ -221,8 +222,14 @@ impl Channel for TelegramChannel {
         Ok(Delivered { message_id: id.to_string() })
     }
 
-    async fn edit(&self, chat: &ChatRef, message_id: &str, text: &str) -> Result<(), SendError> {
-        send::edit_text(&self.bot, chat, message_id, text).await
+    async fn edit(
+        &self,
+        chat: &ChatRef,
+        message_id: &str,
+        text: &str,
+        mentions: &[SenderRef],
+    ) -> Result<(), SendError> {
+        send::edit_text(&self.bot, chat, message_id, text, mentions).await
     }
 
     async fn typing(&self, chat: &ChatRef) -> Result<(), SendError> {

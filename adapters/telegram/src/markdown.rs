@@ -476,7 +476,7 @@ fn language(info: &str) -> Option<&str> {
 }
 
 /// Escapes the three characters Telegram's HTML requires escaped in text.
-fn push_escaped(out: &mut String, text: &str) {
+pub(crate) fn push_escaped(out: &mut String, text: &str) {
     for c in text.chars() {
         match c {
             '<' => out.push_str("&lt;"),

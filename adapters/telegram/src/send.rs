@@ -5,30 +5,51 @@
 //! Text is sent as Telegram HTML rendered from the model's Markdown. If
 //! Telegram still refuses to parse it ("can't parse entities"), the same
 //! text goes again as plain text: a reply with raw asterisks beats no reply.
-//! A reply threads to the last message it answers, and is sent even when
-//! that message was deleted meanwhile.
+//! A reply threads to the first message it answers, and is sent even when
+//! that message was deleted meanwhile. The people it mentions
+//! ([`Outbound::mentions`](bub_channel::Outbound)) head it, on a line of their
+//! own, as text mentions (`<a href="tg://user?id=…">name</a>`, or the same as
+//! an entity when the text goes plain): Telegram notifies them.
 
 use crate::inbound::message_id_of;
-use crate::markdown::{to_telegram_html, visible_len};
-use bub_channel::{ChatRef, OutboundFile, RateScope, SendError};
+use crate::markdown::{push_escaped, to_telegram_html, visible_len};
+use bub_channel::{ChatRef, OutboundFile, RateScope, SendError, SenderRef};
 use teloxide_core::payloads::{
     EditMessageTextSetters, SendChatActionSetters, SendDocumentSetters, SendMessageSetters, SendPhotoSetters,
 };
 use teloxide_core::prelude::Requester;
 use teloxide_core::types::{
-    ChatAction, ChatId, InputFile, LinkPreviewOptions, MessageId, ParseMode, ReplyParameters, ThreadId,
+    ChatAction, ChatId, InputFile, LinkPreviewOptions, MessageEntity, MessageId, ParseMode, ReplyParameters, ThreadId,
+    UserId,
 };
 use teloxide_core::{ApiError, Bot, RequestError};
 
-/// Sends `text` to `chat`, threaded to the last of `reply_to`; the sent message's id.
-pub(crate) async fn send_text(bot: &Bot, chat: &ChatRef, text: &str, reply_to: &[String]) -> Result<i32, SendError> {
+/// A message's text as it goes to Telegram: Telegram HTML (`entities` empty),
+/// or plain text with the entities of its mentions.
+struct Body {
+    text: String,
+    html: bool,
+    entities: Vec<MessageEntity>,
+}
+
+/// Sends `text` to `chat` with `mentions` in front, threaded to the first of
+/// `reply_to`; the sent message's id.
+pub(crate) async fn send_text(
+    bot: &Bot,
+    chat: &ChatRef,
+    text: &str,
+    reply_to: &[String],
+    mentions: &[SenderRef],
+) -> Result<i32, SendError> {
     let chat_id = chat_id(chat)?;
     let thread = thread_id(chat)?;
     let reply = reply_parameters(reply_to);
-    let request = |body: String, html: bool| {
-        let mut request = bot.send_message(chat_id, body).link_preview_options(no_preview());
-        if html {
+    let request = |body: Body| {
+        let mut request = bot.send_message(chat_id, body.text).link_preview_options(no_preview());
+        if body.html {
             request = request.parse_mode(ParseMode::Html);
+        } else if !body.entities.is_empty() {
+            request = request.entities(body.entities);
         }
         if let Some(thread) = thread {
             request = request.message_thread_id(thread);
@@ -38,7 +59,7 @@ pub(crate) async fn send_text(bot: &Bot, chat: &ChatRef, text: &str, reply_to: &
         }
         request
     };
-    let sent = html_or_plain(text, request).await;
+    let sent = html_or_plain(text, mentions, request).await;
     sent.map(|message| message.id.0).map_err(classify)
 }
 
@@ -90,51 +111,108 @@ fn as_photo(file: &OutboundFile) -> bool {
     PHOTO_TYPES.contains(&file.media_type.as_str()) && file.bytes.len() as u64 <= MAX_PHOTO_BYTES
 }
 
-/// Threads to the last of `reply_to`, and sends even if that message was deleted meanwhile.
+/// Threads to the first of `reply_to` (a burst is answered at its start), and sends even if that message was deleted meanwhile.
 fn reply_parameters(reply_to: &[String]) -> Option<ReplyParameters> {
     reply_to
-        .last()
+        .first()
         .and_then(|id| message_id_of(id))
         .map(|id| ReplyParameters::new(MessageId(id)).allow_sending_without_reply())
 }
 
-/// Replaces the text of message `message_id` in `chat`.
-pub(crate) async fn edit_text(bot: &Bot, chat: &ChatRef, message_id: &str, text: &str) -> Result<(), SendError> {
+/// Replaces the text of message `message_id` in `chat`, `mentions` kept in front.
+pub(crate) async fn edit_text(
+    bot: &Bot,
+    chat: &ChatRef,
+    message_id: &str,
+    text: &str,
+    mentions: &[SenderRef],
+) -> Result<(), SendError> {
     let chat_id = chat_id(chat)?;
     let id: i32 =
         message_id.parse().map_err(|_| SendError::Permanent(format!("{message_id:?} is not a Telegram message id")))?;
-    let request = |body: String, html: bool| {
-        let request = bot.edit_message_text(chat_id, MessageId(id), body).link_preview_options(no_preview());
-        if html { request.parse_mode(ParseMode::Html) } else { request }
+    let request = |body: Body| {
+        let request = bot.edit_message_text(chat_id, MessageId(id), body.text).link_preview_options(no_preview());
+        if body.html {
+            request.parse_mode(ParseMode::Html)
+        } else if !body.entities.is_empty() {
+            request.entities(body.entities)
+        } else {
+            request
+        }
     };
-    match html_or_plain(text, request).await {
+    match html_or_plain(text, mentions, request).await {
         Ok(_) | Err(RequestError::Api(ApiError::MessageNotModified)) => Ok(()),
         Err(error) => Err(classify(error)),
     }
 }
 
-/// Sends `text` through `request(body, is_html)`: as Telegram HTML, else as
-/// plain text when rendering made it too long or Telegram refuses the entities.
-async fn html_or_plain<T, R>(text: &str, request: impl Fn(String, bool) -> R) -> Result<T, RequestError>
+/// Sends `text` (after `mentions`) through `request`: as Telegram HTML, else
+/// as plain text when rendering made it too long or Telegram refuses the entities.
+async fn html_or_plain<T, R>(text: &str, mentions: &[SenderRef], request: impl Fn(Body) -> R) -> Result<T, RequestError>
 where
     R: std::future::IntoFuture<Output = Result<T, RequestError>>,
 {
-    let Some(html) = rendered(text) else { return request(text.to_string(), false).await };
-    match request(html, true).await {
+    let Some(html) = rendered(text, mentions) else { return request(plain(text, mentions)).await };
+    match request(Body { text: html, html: true, entities: Vec::new() }).await {
         Err(RequestError::Api(ApiError::CantParseEntities(reason))) => {
             tracing::warn!(%reason, "Telegram refused the rendered HTML; sending plain text");
-            request(text.to_string(), false).await
+            request(plain(text, mentions)).await
         }
         other => other,
     }
 }
 
-/// `text` as Telegram HTML, unless rendering made it longer than Telegram takes
-/// (a wide table grows when its cells are spaced out): the gateway split the
-/// text itself to fit, so the plain text always does.
-fn rendered(text: &str) -> Option<String> {
-    let html = to_telegram_html(text);
+/// `text` as Telegram HTML after its mentions, unless rendering made it longer
+/// than Telegram takes (a wide table grows when its cells are spaced out): the
+/// gateway split the text itself to fit, mentions included, so the plain text
+/// always does.
+fn rendered(text: &str, mentions: &[SenderRef]) -> Option<String> {
+    let mut html = String::new();
+    for (index, sender) in mentions.iter().enumerate() {
+        if index > 0 {
+            html.push_str(", ");
+        }
+        match user_id(sender) {
+            Some(id) => {
+                html.push_str(&format!("<a href=\"tg://user?id={}\">", id.0));
+                push_escaped(&mut html, &sender.mention_name());
+                html.push_str("</a>");
+            }
+            None => push_escaped(&mut html, &sender.mention_name()),
+        }
+    }
+    if !mentions.is_empty() {
+        html.push('\n');
+    }
+    html.push_str(&to_telegram_html(text));
     (visible_len(&html) <= crate::MAX_MESSAGE_CHARS).then_some(html)
+}
+
+/// `text` as plain text after its mentions, which are text mentions by entity.
+fn plain(text: &str, mentions: &[SenderRef]) -> Body {
+    let mut body = String::new();
+    let mut entities = Vec::new();
+    for (index, sender) in mentions.iter().enumerate() {
+        if index > 0 {
+            body.push_str(", ");
+        }
+        let name = sender.mention_name();
+        if let Some(id) = user_id(sender) {
+            // Telegram counts entity offsets in UTF-16 units.
+            entities.push(MessageEntity::text_mention_id(id, body.encode_utf16().count(), name.encode_utf16().count()));
+        }
+        body.push_str(&name);
+    }
+    if !mentions.is_empty() {
+        body.push('\n');
+    }
+    body.push_str(text);
+    Body { text: body, html: false, entities }
+}
+
+/// The Telegram user a mention names; `None` for an id that is not one (shown as a name only).
+fn user_id(sender: &SenderRef) -> Option<UserId> {
+    sender.id.parse().ok().map(UserId)
 }
 
 /// Shows "typing…" in `chat` for about five seconds (or until the next message).
@@ -210,12 +288,27 @@ mod tests {
 
     #[test]
     fn text_that_rendering_would_push_over_the_limit_goes_plain() {
-        assert_eq!(rendered("**hi**").as_deref(), Some("<b>hi</b>"));
+        assert_eq!(rendered("**hi**", &[]).as_deref(), Some("<b>hi</b>"));
         let row = "|a|b|c|d|e|f|g|h|\n";
         let table = format!("{}{}{}", row, "|-|-|-|-|-|-|-|-|\n", row.repeat(220));
         assert!(table.chars().count() <= crate::MAX_MESSAGE_CHARS, "{}", table.chars().count());
         assert!(visible_len(&to_telegram_html(&table)) > crate::MAX_MESSAGE_CHARS, "the table grows when rendered");
-        assert_eq!(rendered(&table), None);
+        assert_eq!(rendered(&table, &[]), None);
+    }
+
+    fn sender(id: &str, display: &str) -> SenderRef {
+        SenderRef { id: id.into(), display: Some(display.into()), is_bot: false }
+    }
+
+    #[test]
+    fn mentions_head_the_reply_as_text_mentions_on_a_line_of_their_own() {
+        let mentions = [sender("8", "Bob <3"), sender("not-a-user", "Cy")];
+        let html = rendered("**ok**", &mentions);
+        assert_eq!(html.as_deref(), Some("<a href=\"tg://user?id=8\">Bob &lt;3</a>, Cy\n<b>ok</b>"));
+        let body = plain("**ok**", &[sender("9", "Ann"), sender("8", "🦀 Bob")]);
+        assert_eq!(body.text, "Ann, 🦀 Bob\n**ok**");
+        let spans: Vec<(usize, usize)> = body.entities.iter().map(|e| (e.offset, e.length)).collect();
+        assert_eq!(spans, [(0, 3), (5, 6)], "offsets and lengths in UTF-16 units");
     }
 
     #[test]

@@ -61,6 +61,7 @@ fn outbound() -> Outbound {
         reply_to: vec!["m-1".into(), "m-2".into()],
         idempotency_key: "idem-1".into(),
         session: "hook:chat-1:th-1".into(),
+        mentions: Vec::new(),
     }
 }
 

@@ -8,6 +8,8 @@ use governor::state::keyed::DefaultKeyedStateStore;
 use governor::state::{InMemoryState, NotKeyed};
 use governor::{NotUntil, Quota, RateLimiter};
 use std::collections::HashMap;
+use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -46,6 +48,8 @@ struct Limits {
     budget: Budget,
     own_rates: HashMap<String, Option<Quota>>,
     per_channel: Option<ChannelLimiter>,
+    /// The share of `per_channel` hints may use: half of it.
+    hints: Option<ChannelLimiter>,
     per_chat: Option<ChatLimiter>,
     /// The chats of `own_rates` that have a rate (the others are unlimited).
     own: HashMap<String, ChannelLimiter>,
@@ -59,6 +63,7 @@ impl Limits {
             .collect();
         Limits {
             per_channel: budget.per_channel.map(|quota| RateLimiter::direct_with_clock(quota, TokioClock)),
+            hints: budget.per_channel.and_then(half).map(|quota| RateLimiter::direct_with_clock(quota, TokioClock)),
             per_chat: budget.per_chat.map(|quota| RateLimiter::new(quota, Default::default(), TokioClock)),
             budget,
             own_rates,
@@ -87,6 +92,16 @@ impl Limits {
     fn take_channel(&self) -> Result<(), NotUntil<std::time::Instant>> {
         self.per_channel.as_ref().map_or(Ok(()), |limiter| limiter.check())
     }
+
+    fn take_hint(&self) -> bool {
+        self.hints.as_ref().is_none_or(|limiter| limiter.check().is_ok())
+    }
+}
+
+/// Half of `quota`: twice the time per cell, half the burst (at least one).
+fn half(quota: Quota) -> Option<Quota> {
+    let burst = NonZeroU32::new((quota.burst_size().get() / 2).max(1))?;
+    Quota::with_period(quota.replenish_interval() * 2).map(|half| half.allow_burst(burst))
 }
 
 /// One channel's budgets and pauses. Pauses and budgets belong to the
@@ -94,6 +109,8 @@ impl Limits {
 pub(super) struct Gate {
     limits: RwLock<Arc<Limits>>,
     pauses: Mutex<Pauses>,
+    /// Sends waiting in [`Gate::wait`] now (for a pause, or room in a budget).
+    waiting: AtomicUsize,
 }
 
 #[derive(Default)]
@@ -107,6 +124,7 @@ impl Gate {
         Gate {
             limits: RwLock::new(Arc::new(Limits::new(budget, HashMap::new()))),
             pauses: Mutex::new(Pauses::default()),
+            waiting: AtomicUsize::new(0),
         }
     }
 
@@ -126,6 +144,7 @@ impl Gate {
     /// Waits until no pause holds for `chat` and both budgets have room, and
     /// takes that room. Never gives up: a final reply only waits.
     pub(super) async fn wait(&self, chat: &str) {
+        let _waiting = Waiting::enter(&self.waiting);
         self.wait_pauses(chat).await;
         let limits = self.limits();
         while let Err(not_until) = limits.take_chat(chat) {
@@ -148,6 +167,21 @@ impl Gate {
         // refuses, the chat's room is spent anyway. That errs on sending less.
         let limits = self.limits();
         limits.take_chat(chat).is_ok() && limits.take_channel().is_ok()
+    }
+
+    /// Takes room for a hint ("typing…") only where it is spare: no send
+    /// waits on this channel (for a pause or a budget, in any chat: it will
+    /// want the channel's room), no pause holds `chat`, and both the hints'
+    /// share (half the channel's budget) and the channel's budget have room
+    /// now; `false` otherwise. A chat's own budget is left to its messages (a
+    /// chat gets one hint every few seconds at most anyway).
+    pub(super) fn try_take_hint(&self, chat: &str) -> bool {
+        if self.waiting.load(Ordering::Acquire) > 0 || self.paused_until(chat).is_some() {
+            return false;
+        }
+        // As in `try_take`, a hint's share spent on a refusal errs on sending fewer hints.
+        let limits = self.limits();
+        limits.take_hint() && limits.take_channel().is_ok()
     }
 
     /// Holds every send to `chat` (or, for [`RateScope::Channel`], to the whole
@@ -177,5 +211,22 @@ impl Gate {
         while let Some(until) = self.paused_until(chat) {
             tokio::time::sleep_until(until).await;
         }
+    }
+}
+
+/// Counts a send waiting in [`Gate::wait`] while it lives (dropped when the
+/// wait ends or is given up).
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl<'a> Waiting<'a> {
+    fn enter(count: &'a AtomicUsize) -> Waiting<'a> {
+        count.fetch_add(1, Ordering::AcqRel);
+        Waiting(count)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }

@@ -133,8 +133,8 @@ impl LiveReply {
         }
     }
 
-    /// The inbound messages this reply answers (the platform may thread it to
-    /// the last one). Set it before the first [`LiveReply::update`].
+    /// The inbound messages this reply answers (the platform threads it to
+    /// the first one). Set it before the first [`LiveReply::update`].
     pub fn reply_to(mut self, message_ids: Vec<String>) -> LiveReply {
         self.template.reply_to = message_ids;
         self
@@ -157,6 +157,16 @@ impl LiveReply {
 
     fn shown_before(&self) -> Shown {
         Shown { message_id: self.resumed.clone(), text: String::new() }
+    }
+
+    /// The people the reply mentions ([`Outbound::mentions`]). Set before the
+    /// first [`LiveReply::update`], they head the live message (and ping);
+    /// set again before [`LiveReply::finish`] (writers steered into the turn
+    /// meanwhile), the final edit shows them all, pinging no one new: an
+    /// edit pings nobody.
+    pub fn mentioning(mut self, mentions: Vec<bub_channel::SenderRef>) -> LiveReply {
+        self.template.mentions = mentions;
+        self
     }
 
     /// Records the whole reply text so far; returns at once.
@@ -192,14 +202,15 @@ impl LiveReply {
         let Some(message_id) = shown.message_id else {
             return self.send_new(&route, outbound).await;
         };
-        let mut parts = route.split(&outbound.text).into_iter().enumerate();
+        let mut parts = route.split(&outbound.text, &outbound.mentions).into_iter().enumerate();
         let delivered = vec![Delivered { message_id: message_id.clone() }];
         let Some((_, first)) = parts.next() else {
             warn!(channel = %self.channel, key = %outbound.idempotency_key, "final text is empty; the live message stays as it is");
             return Ok(delivered);
         };
         if first != shown.text {
-            let edit = Op::Edit { chat: &outbound.chat, message_id: &message_id, text: &first };
+            let edit =
+                Op::Edit { chat: &outbound.chat, message_id: &message_id, text: &first, mentions: &outbound.mentions };
             match route.deliver(edit, &outbound.idempotency_key, 0).await {
                 Ok(_) => {}
                 Err(OutboundError::Permanent { source, .. }) => {
@@ -219,7 +230,7 @@ impl LiveReply {
     /// Sends `outbound` as new messages (the caller holds the chat's turn),
     /// keeping the first one's id as the live message.
     async fn send_new(&self, route: &Route, outbound: Outbound) -> Result<Vec<Delivered>, OutboundError> {
-        let mut parts = route.split(&outbound.text).into_iter().enumerate();
+        let mut parts = route.split(&outbound.text, &outbound.mentions).into_iter().enumerate();
         let Some((_, first)) = parts.next() else { return Ok(Vec::new()) };
         let head = Outbound { text: first, ..outbound.clone() };
         let sent = route.deliver(Op::Send(&head), &outbound.idempotency_key, 0).await?;
@@ -230,7 +241,7 @@ impl LiveReply {
     /// Edits an old live message whose answer goes below it to
     /// [`REPLACED_MARKER`]; a refusal leaves it as it is (it may be gone).
     async fn mark_replaced(&self, route: &Route, outbound: &Outbound, message_id: &str) -> Result<(), OutboundError> {
-        let edit = Op::Edit { chat: &outbound.chat, message_id, text: REPLACED_MARKER };
+        let edit = Op::Edit { chat: &outbound.chat, message_id, text: REPLACED_MARKER, mentions: &[] };
         match route.deliver(edit, &outbound.idempotency_key, 0).await {
             Ok(_) => Ok(()),
             Err(stopped @ OutboundError::Stopped { .. }) => Err(stopped),
@@ -305,7 +316,7 @@ impl Editor {
                 }
             }
             let newest = text.borrow_and_update().clone();
-            let Some(first) = self.route.split(&newest).into_iter().next() else { continue };
+            let Some(first) = self.route.split(&newest, &self.template.mentions).into_iter().next() else { continue };
             let candidate = if first_shown {
                 first
             } else {
@@ -346,7 +357,10 @@ impl Editor {
                 let outbound = Outbound { text: text.to_owned(), ..self.template.clone() };
                 route.call(&Op::Send(&outbound)).await.map(|delivered| Some(delivered.message_id))
             }
-            Some(message_id) => route.call(&Op::Edit { chat, message_id, text }).await.map(|_| None),
+            Some(message_id) => {
+                let mentions = &self.template.mentions;
+                route.call(&Op::Edit { chat, message_id, text, mentions }).await.map(|_| None)
+            }
         };
         let kind = if self.shown.message_id.is_some() { "edit" } else { "send" };
         match result {

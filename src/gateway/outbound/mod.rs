@@ -13,6 +13,9 @@
 //! - Files ([`OutboundScheduler::send_file`]) are one message each, checked
 //!   against the channel's upload limit before anything is sent, then
 //!   delivered like one part of a final reply (budgets, pauses, retries).
+//! - Hints ([`OutboundScheduler::typing`], "typing…") are sent only with
+//!   spare budget: never while a send waits for the channel's budget, within
+//!   half of it, never into a 429 pause; skipped otherwise, never queued.
 //! - [`OutboundScheduler::stop`] ends every send at its next wait (budget,
 //!   pause, backoff, its chat's turn) with [`OutboundError::Stopped`], naming
 //!   the parts already delivered; a platform call already made is never cut,
@@ -20,7 +23,8 @@
 //!
 //! Metrics (through the `metrics` facade): `bub_outbound_messages_total{channel, kind}`,
 //! `bub_outbound_edits_dropped_total{channel}`, `bub_outbound_errors_total{channel, kind}`,
-//! `bub_outbound_rate_limit_wait_seconds{channel}`, `bub_outbound_queue_depth{channel}`.
+//! `bub_outbound_rate_limit_wait_seconds{channel}`, `bub_outbound_queue_depth{channel}`,
+//! `bub_outbound_typing_skipped_total{channel}` (typing counts as `kind="typing"`).
 
 mod budget;
 mod live;
@@ -29,7 +33,7 @@ pub use budget::Budget;
 pub use live::{LiveMessage, LiveMessages, LiveReply, REPLACED_MARKER};
 
 use crate::gateway::split::split_message_counting;
-use bub_channel::{Channel, ChatRef, Delivered, Outbound, OutboundFile, SendError};
+use bub_channel::{Channel, ChatRef, Delivered, Outbound, OutboundFile, SendError, SenderRef};
 use budget::Gate;
 use governor::Quota;
 use std::collections::HashMap;
@@ -209,6 +213,16 @@ impl OutboundScheduler {
         self.route(channel)?.send_file(file).await
     }
 
+    /// Shows "typing…" in `chat` once, if there is spare budget now (see
+    /// [`OutboundScheduler`]): never waits, never retries; a 429 pauses the
+    /// chat (or channel) like any send's. True when the platform took it.
+    pub async fn typing(&self, channel: &str, chat: &ChatRef) -> bool {
+        match self.route(channel) {
+            Ok(route) => route.typing(chat).await,
+            Err(_) => false,
+        }
+    }
+
     /// Stops sending, for a shutdown: every send, now or later, ends at its
     /// next wait — for budget, a 429 pause, a backoff or its chat's turn — with
     /// [`OutboundError::Stopped`] listing the parts it delivered. A platform
@@ -226,6 +240,7 @@ impl OutboundScheduler {
             reply_to: Vec::new(),
             idempotency_key: key.into(),
             session: session.into(),
+            mentions: Vec::new(),
         };
         LiveReply::new(self.route(channel).ok(), channel.to_owned(), template)
     }
@@ -267,7 +282,7 @@ fn file_refusal(channel: &str, name: &str, bytes: u64, limit: Option<u64>) -> St
 enum Op<'a> {
     Send(&'a Outbound),
     SendFile(&'a OutboundFile),
-    Edit { chat: &'a ChatRef, message_id: &'a str, text: &'a str },
+    Edit { chat: &'a ChatRef, message_id: &'a str, text: &'a str, mentions: &'a [SenderRef] },
 }
 
 impl Op<'_> {
@@ -289,10 +304,14 @@ impl Op<'_> {
 }
 
 impl Route {
-    /// `text` as the messages this platform accepts.
-    fn split(&self, text: &str) -> Vec<String> {
+    /// `text` as the messages this platform accepts, each leaving room for
+    /// `mentions` in front (only the first part carries them, but every part
+    /// is cut alike, so a live message and its final text split the same way).
+    fn split(&self, text: &str, mentions: &[SenderRef]) -> Vec<String> {
         let limits = self.channel.limits();
-        split_message_counting(text, limits.max_message_chars, limits.length_unit)
+        let limit = limits.max_message_chars;
+        let max = limit.saturating_sub(bub_channel::mention_room(mentions)).max(limit / 2);
+        split_message_counting(text, max, limits.length_unit)
     }
 
     async fn send_final(&self, outbound: Outbound) -> Result<Vec<Delivered>, OutboundError> {
@@ -308,7 +327,7 @@ impl Route {
             Ok(turn) => turn,
             Err(stopped) => return Err(stopped.with_delivered(delivered)),
         };
-        let parts = self.split(&outbound.text);
+        let parts = self.split(&outbound.text, &outbound.mentions);
         self.send_parts(&outbound, parts.into_iter().enumerate().skip(delivered.len()), delivered).await
     }
 
@@ -364,7 +383,8 @@ impl Route {
         turn.lock_owned().await
     }
 
-    /// Sends numbered parts of `template`'s reply in order after `delivered`.
+    /// Sends numbered parts of `template`'s reply in order after `delivered`;
+    /// only the first part carries the mentions.
     async fn send_parts(
         &self,
         template: &Outbound,
@@ -373,7 +393,8 @@ impl Route {
     ) -> Result<Vec<Delivered>, OutboundError> {
         for (index, text) in parts {
             let key = part_key(&template.idempotency_key, index);
-            let outbound = Outbound { text, idempotency_key: key.clone(), ..template.clone() };
+            let mentions = if index == 0 { template.mentions.clone() } else { Vec::new() };
+            let outbound = Outbound { text, idempotency_key: key.clone(), mentions, ..template.clone() };
             match self.deliver(Op::Send(&outbound), &key, index).await {
                 Ok(message) => delivered.push(message),
                 Err(error) => return Err(error.with_delivered(delivered)),
@@ -453,13 +474,38 @@ impl Route {
         }
     }
 
+    /// One hint, if [`Gate::try_take_hint`] finds room for it; false when skipped or refused.
+    async fn typing(&self, chat: &ChatRef) -> bool {
+        if *self.stopping.borrow() || !self.gate.try_take_hint(&chat.id) {
+            debug!(channel = %self.name, chat = %chat.id, "typing skipped: no spare budget, or the chat is paused");
+            metrics::counter!("bub_outbound_typing_skipped_total", "channel" => self.name.clone()).increment(1);
+            return false;
+        }
+        let error = match self.channel.typing(chat).await {
+            Ok(()) => {
+                self.count_message("typing");
+                return true;
+            }
+            Err(error) => error,
+        };
+        self.count_error(&error);
+        match error {
+            SendError::RateLimited { retry_after, scope } => {
+                warn!(channel = %self.name, chat = %chat.id, ?retry_after, ?scope, "typing rate limited; pausing");
+                self.gate.pause(&chat.id, scope, retry_after.max(self.config.retry_base));
+            }
+            error => debug!(channel = %self.name, chat = %chat.id, %error, "typing status not shown"),
+        }
+        false
+    }
+
     /// One attempt, with no waiting and no retry.
     async fn call(&self, op: &Op<'_>) -> Result<Delivered, SendError> {
         match *op {
             Op::Send(outbound) => self.channel.send(outbound).await,
             Op::SendFile(file) => self.channel.send_file(file).await,
-            Op::Edit { chat, message_id, text } => {
-                self.channel.edit(chat, message_id, text).await?;
+            Op::Edit { chat, message_id, text, mentions } => {
+                self.channel.edit(chat, message_id, text, mentions).await?;
                 Ok(Delivered { message_id: message_id.to_owned() })
             }
         }

@@ -273,6 +273,8 @@ async fn a_crash_after_the_final_edit_does_not_send_the_reply_again() {
     assert_eq!(shown.len(), 1, "the reply was not sent again: {shown:?}");
     assert_eq!(shown[0].1, answer);
     assert_eq!(fake.request_count(), 1, "the turn was not run again");
+    gateway.stop().await;
+}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_burst_from_two_people_replies_to_the_first_and_pings_only_the_other() {

@@ -333,6 +333,8 @@ async fn a_short_streamed_reply_is_one_message_and_no_edit() {
     assert_eq!(shown[0].0.text, "echo: hello there", "the first text sent is the whole reply, not a fragment");
     assert_eq!(calls_of(&telegram, "sendMessage"), 1, "one call: {:?}", telegram.calls());
     assert!(telegram.edits().is_empty(), "and no edit: {:?}", telegram.edits());
+    gateway.stop().await;
+}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_burst_from_two_people_threads_to_the_first_and_names_the_other() {
@@ -506,7 +508,10 @@ async fn a_live_message_that_cannot_take_the_answer_points_below_and_the_answer_
     assert_eq!(shown.len(), 2, "the old message and the answer: {shown:?}");
     assert_eq!(shown[0].1, bub::gateway::outbound::REPLACED_MARKER, "the old message points below");
     assert_eq!(shown[1].1, answer, "the whole answer, new");
+    gateway.stop().await;
+}
 
+#[tokio::test(flavor = "multi_thread")]
 async fn typing_spends_only_spare_budget_and_every_reply_arrives() {
     let home = tempfile::tempdir().unwrap();
     let telegram = FakeTelegram::start().await;

@@ -1031,12 +1031,14 @@ async fn mentions_head_only_the_first_part_and_every_part_fits_with_them() {
     assert_eq!(words.join(" "), text);
 
     // Live: the live message and its final edit keep the mention.
-    let fake = FakeChannel::new("live", 100, true);
+    let fake = FakeChannel::new("live", 400, true);
     let scheduler = scheduler_with(&fake, Budget::default());
     let live = scheduler.live("live", chat("a"), "k2", "s").mentioning(vec![bob]);
-    live.update("Hello");
+    // Long enough (a sentence) for the live message to be sent before the end.
+    let opening = "Hello, this first sentence is long enough for the live message to be sent at once.";
+    live.update(format!("{opening} And"));
     until_calls(&fake, 1).await;
-    live.finish("Hello there").await.unwrap();
+    live.finish(format!("{opening} And there.")).await.unwrap();
     let calls = fake.delivered_to("a");
     assert_eq!(calls.iter().map(|call| call.kind).collect::<Vec<_>>(), [Kind::Send, Kind::Edit]);
     assert!(calls.iter().all(|call| call.mentions == ["8"]), "{calls:?}");

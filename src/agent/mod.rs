@@ -7,6 +7,7 @@
 //! - [`events`]: the typed loop events; `EventBus`, which they travel on, is
 //!   defined in [`crate::tools::bus`] (tools emit on it too) and re-exported here.
 //! - [`recorder`]: the first handler, writing events to the tape.
+//! - [`images`]: images that come with a prompt, shown to models that take them.
 //! - [`prompt`]: system prompt sections; `TurnState` is the tools' ([`crate::tools::state`]), re-exported here.
 //! - `host`: what tools may ask of the agent ([`crate::tools::ToolHost`]);
 //!   [`subagent`]: the `subagent` tool, the one tool that starts runs.
@@ -38,6 +39,7 @@ pub mod events;
 mod execute;
 pub mod failure;
 pub(crate) mod host;
+pub mod images;
 pub mod prompt;
 pub mod recorder;
 pub mod run;
@@ -50,6 +52,7 @@ pub mod subagent;
 pub use crate::tools::TurnState;
 pub use crate::tools::bus::{AgentEvent, EventBus, HandlerError, HandlerId};
 pub use failure::FailureKind;
+pub use images::{IMAGE_MEDIA_TYPES, PromptImage, PromptImages};
 pub use prompt::{PromptContext, SectionId, SystemPrompt, ToolSummary};
 pub use run::{CUT_RETRIES, MessageMeta, OVERFLOW_ANCHOR, PinnedModel, RunOptions, RunTools};
 pub use runtime::{Agent, AgentBuilder, DEFAULT_MAX_STEPS};

@@ -550,6 +550,11 @@ impl Agent {
             messages.push(json!({"role": "system", "content": system}));
         }
         messages.extend(history);
+        if let Some(images) = run.state.extension::<super::images::PromptImages>()
+            && self.inner.models.as_ref().is_some_and(|models| models.takes_images(spec))
+        {
+            images.attach(&mut messages);
+        }
         Ok(ChatRequest {
             model: ModelSpec::parse(spec).map_or_else(|_| spec.to_string(), |spec| spec.model),
             messages,

@@ -62,6 +62,7 @@ pub struct PolicyLayer {
     pub environment: Option<Spanned<EnvironmentKind>>,
     pub sandbox_network: Option<Spanned<bool>>,
     pub allow_with_untrusted_context: Option<Vec<Spanned<ToolPattern>>>,
+    pub max_attachment_bytes: Option<u64>,
 }
 
 /// Who may talk to the bot in a direct chat, besides the users `allow_users`

@@ -105,7 +105,7 @@ impl Environment for LocalEnvironment {
         tokio::fs::read_to_string(&path).await.map_err(|source| EnvironmentError::File { path, source })
     }
 
-    async fn write_text(&self, path: &str, content: &str) -> Result<PathBuf, EnvironmentError> {
+    async fn write_bytes(&self, path: &str, content: &[u8]) -> Result<PathBuf, EnvironmentError> {
         let path = self.path(path)?;
         if let Some(parent) = path.parent() {
             tokio::fs::create_dir_all(parent)

@@ -125,7 +125,13 @@ pub trait Environment: Send + Sync {
     async fn read_text(&self, path: &str) -> Result<String, EnvironmentError>;
 
     /// Writes UTF-8 text, creating parent directories; returns the path written.
-    async fn write_text(&self, path: &str, content: &str) -> Result<PathBuf, EnvironmentError>;
+    async fn write_text(&self, path: &str, content: &str) -> Result<PathBuf, EnvironmentError> {
+        self.write_bytes(path, content.as_bytes()).await
+    }
+
+    /// Writes bytes (a file someone sent), creating parent directories;
+    /// returns the path written.
+    async fn write_bytes(&self, path: &str, content: &[u8]) -> Result<PathBuf, EnvironmentError>;
 
     /// Releases the environment: every process it started is killed.
     async fn close(&self);

@@ -38,12 +38,22 @@ pub fn session_id(inbound: &Inbound, scope: SessionScope) -> String {
 /// The prompt for a batch of messages: their texts, one per line; in shared
 /// chats each line names its writer so the model knows who said what.
 pub fn compose_prompt<'a>(messages: impl IntoIterator<Item = &'a Inbound>) -> String {
+    compose_prompt_with_files(messages.into_iter().map(|inbound| (inbound, &[][..])))
+}
+
+/// [`compose_prompt`], each message followed by the lines that describe its
+/// files (see `gateway::attachments`); a message with files and no text is only
+/// those lines.
+pub fn compose_prompt_with_files<'a>(messages: impl IntoIterator<Item = (&'a Inbound, &'a [String])>) -> String {
     let mut lines = Vec::new();
-    for inbound in messages {
-        if inbound.chat.kind.is_shared() {
-            lines.push(format!("{}: {}", display_name(inbound), inbound.text));
-        } else {
-            lines.push(inbound.text.clone());
+    for (inbound, files) in messages {
+        let texts = Some(&inbound.text).filter(|text| !text.trim().is_empty() || files.is_empty());
+        for line in texts.into_iter().chain(files) {
+            if inbound.chat.kind.is_shared() {
+                lines.push(format!("{}: {line}", display_name(inbound)));
+            } else {
+                lines.push(line.clone());
+            }
         }
     }
     lines.join("\n")
@@ -88,6 +98,7 @@ mod tests {
             sender: SenderRef { id: "u7".into(), display: Some("Ada".into()), is_bot: false },
             message_id: "m1".into(),
             text: text.into(),
+            attachments: Vec::new(),
             addressing: Addressing::default(),
             from_self: false,
             forwarded: false,
@@ -133,5 +144,14 @@ mod tests {
         b.sender.display = None;
         assert_eq!(compose_prompt([&a, &b]), "Ada: first\nu7: second");
         assert_eq!(compose_prompt([&message(ChatKind::Direct, "hello")]), "hello");
+    }
+
+    #[test]
+    fn files_follow_their_message_and_a_file_alone_is_its_lines() {
+        let files = vec!["[file photo.jpg (image), saved in the workspace as attachments/m1/photo.jpg]".to_string()];
+        let caption = message(ChatKind::Group, "look");
+        let bare = message(ChatKind::Direct, "");
+        assert_eq!(compose_prompt_with_files([(&caption, files.as_slice())]), format!("Ada: look\nAda: {}", files[0]));
+        assert_eq!(compose_prompt_with_files([(&bare, files.as_slice())]), files[0]);
     }
 }

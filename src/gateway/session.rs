@@ -295,6 +295,8 @@ impl Worker {
             BusyRule::Steer if least_trusted(batch.iter().map(|m| m.provenance)) > running.provenance() => {
                 self.queue.extend(batch)
             }
+            // Files are fetched when a turn starts: a message with files waits for its own.
+            BusyRule::Steer if batch.iter().any(|m| !m.inbound.attachments.is_empty()) => self.queue.extend(batch),
             BusyRule::Steer => {
                 let text = admission::compose_prompt(batch.iter().map(|m| &m.inbound));
                 if self.inner.agent.steer(&self.session, text) {

@@ -77,6 +77,7 @@ mod tests {
             sender: SenderRef { id: "u1".into(), display: None, is_bot: false },
             message_id: id.into(),
             text: "hi".into(),
+            attachments: Vec::new(),
             addressing: Addressing::default(),
             from_self: false,
             forwarded: false,

@@ -96,6 +96,10 @@ pub(crate) fn start(inner: &Arc<Inner>, session: &str, batch: Vec<Message>) -> (
 /// (messages steered in later join only the answer's delivery).
 struct TurnInput {
     prompt: String,
+    /// The turn is one comma command (run as typed; its message's files are not fetched).
+    command: bool,
+    /// The messages as they were when the turn started (their files are fetched from these).
+    messages: Vec<bub_channel::Inbound>,
     ids: Vec<String>,
     policy: Arc<crate::policy::EffectivePolicy>,
     user: String,
@@ -115,15 +119,19 @@ impl TurnInput {
     fn read(inner: &Inner, share: &TurnShare) -> Option<TurnInput> {
         let members = share.members.lock().unwrap_or_else(|p| p.into_inner());
         let (first, last) = (members.first()?, members.last()?);
-        let prompt = match (members.as_slice(), inner.agent.command_prefix()) {
+        let command = match (members.as_slice(), inner.agent.command_prefix()) {
+            ([only], Some(prefix)) => crate::command::is_command(&only.inbound.text, prefix),
+            _ => false,
+        };
+        let prompt = match command {
             // A command runs as typed: no writer's name in front of the prefix.
-            ([only], Some(prefix)) if crate::command::is_command(&only.inbound.text, prefix) => {
-                only.inbound.text.clone()
-            }
-            _ => admission::compose_prompt(members.iter().map(|m| &m.inbound)),
+            true => first.inbound.text.clone(),
+            false => admission::compose_prompt(members.iter().map(|m| &m.inbound)),
         };
         Some(TurnInput {
             prompt,
+            command,
+            messages: members.iter().map(|m| m.inbound.clone()).collect(),
             ids: members.iter().map(|m| m.inbound.message_id.clone()).collect(),
             policy: last.policy.clone(),
             user: last.user.clone(),
@@ -141,21 +149,52 @@ async fn run(inner: &Arc<Inner>, share: &TurnShare, typing: Option<Typing>) {
     let started = Instant::now();
     // No write here: the turn's marker on the tape names its messages, which
     // is how a restart knows whether the turn landed.
-    let Some(input) = TurnInput::read(inner, share) else { return };
+    let Some(mut input) = TurnInput::read(inner, share) else { return };
     let span = tracing::info_span!("turn", session = %share.session, turn = %share.id, channel = %input.channel);
     let _enter = span.enter();
 
     confine(inner, &share.session, &input.policy).await;
+    let files = take_files(inner, &share.session, &mut input).await;
+    let notice = match files.refusals.is_empty() {
+        true => String::new(),
+        false => format!("{}\n\n", files.refusals.join("\n")),
+    };
+    if !input.command && files.saved == 0 && input.messages.iter().all(|m| m.text.trim().is_empty()) {
+        // Only files, none kept: the chat reads why, and no model is asked about nothing.
+        let members = std::mem::take(&mut *share.members.lock().unwrap_or_else(|p| p.into_inner()));
+        let result = outcome(OutcomeStatus::Refused, notice.trim_end(), &share.session);
+        conclude(inner, members, result, true).await;
+        return;
+    }
     let options = run_options(inner, share, &input);
+    if !files.images.is_empty() {
+        let images = crate::agent::PromptImages { prompt: input.prompt.clone(), images: files.images };
+        options.state.insert_extension(images);
+    }
     let live = live_reply(inner, share, &input).await;
     let channel = input.channel.clone();
-    let (text, failure) = answer(inner, share, input.prompt, options, live.as_ref()).await;
+    let (text, failure) = answer(inner, share, input.prompt, options, live.as_ref(), &notice).await;
+    let text = format!("{notice}{text}");
     metrics::histogram!("bub_turn_seconds", "channel" => channel.clone()).record(started.elapsed().as_secs_f64());
     let result = turn_outcome(share, text, failure);
     metrics::counter!("bub_turns_total", "channel" => channel, "status" => status_name(result.status)).increment(1);
     drop(typing);
     let members = std::mem::take(&mut *share.members.lock().unwrap_or_else(|p| p.into_inner()));
     conclude_with(inner, members, result, true, live).await;
+}
+
+/// Fetches and saves the turn's files (not a command's) and puts what became
+/// of them into its prompt.
+async fn take_files(inner: &Inner, session: &str, input: &mut TurnInput) -> super::attachments::ReceivedFiles {
+    if input.command || input.messages.iter().all(|m| m.attachments.is_empty()) {
+        return super::attachments::ReceivedFiles::default();
+    }
+    let cap = input.policy.max_attachment_bytes.value;
+    let files = super::attachments::receive(inner, session, &input.messages, cap).await;
+    input.prompt = admission::compose_prompt_with_files(
+        input.messages.iter().map(|m| (m, files.notes.get(&m.message_id).map_or(&[][..], Vec::as_slice))),
+    );
+    files
 }
 
 /// Notes where the session's shell and code run under `policy`; when that
@@ -260,6 +299,7 @@ async fn answer(
     prompt: String,
     options: RunOptions,
     live: Option<&LiveReply>,
+    notice: &str,
 ) -> (String, Option<(FailureKind, String)>) {
     let mut stream = inner.agent.run(prompt, options);
     let mut text = AnswerText::default();
@@ -282,7 +322,7 @@ async fn answer(
                     }
                 }
                 if let Some(live) = live {
-                    live.update(format!("{}{ASKING_AGAIN}", text.as_str()));
+                    live.update(format!("{notice}{}{ASKING_AGAIN}", text.as_str()));
                 }
                 continue;
             }
@@ -290,7 +330,7 @@ async fn answer(
             _ => {}
         }
         if changed && let Some(live) = live {
-            live.update(text.as_str());
+            live.update(format!("{notice}{}", text.as_str()));
         }
     }
     (text.into_string(), failure)
@@ -512,7 +552,8 @@ pub(crate) async fn record_on_tape(
 }
 
 async fn append_inactive(inner: &Arc<Inner>, session: &str, message: &Message) -> Result<(), crate::tape::TapeError> {
-    let entry = NewEntry::chat("user", admission::compose_prompt([&message.inbound]))
+    let files = super::attachments::unfetched_notes(&message.inbound);
+    let entry = NewEntry::chat("user", admission::compose_prompt_with_files([(&message.inbound, files.as_slice())]))
         .with_meta("inactive", json!(true))
         .with_meta(crate::policy::provenance::META_KEY, json!(message.provenance.as_str()))
         .with_meta("message_id", json!(message.inbound.message_id));

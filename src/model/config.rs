@@ -7,6 +7,7 @@
 //! | `BUB_<PROVIDER>_API_BASE`, `BUB_API_BASE` | the API root (per provider wins) |
 //! | `BUB_MODEL_TIMEOUT_SECONDS` | headers/first event and max silence, default 60 |
 //! | `BUB_MAX_TOKENS` | default `max_tokens` of a request |
+//! | `BUB_IMAGE_MODELS` | which models take images, over the family defaults (see [`super::images`]) |
 //!
 //! `<PROVIDER>` is the provider upper-cased, other characters than letters and
 //! digits as `_` (`my-vllm` → `BUB_MY_VLLM_API_BASE`). Known providers have
@@ -57,6 +58,8 @@ pub struct ModelSettings {
     pub max_tokens: Option<u32>,
     /// Retries and timeouts; `timeout` comes from `BUB_MODEL_TIMEOUT_SECONDS`.
     pub retry: RetryPolicy,
+    /// Which models take images (`BUB_IMAGE_MODELS` over the family defaults).
+    pub image_models: super::images::ImageModels,
     proxied_http: OnceLock<reqwest::Client>,
     direct_http: OnceLock<reqwest::Client>,
 }
@@ -89,6 +92,10 @@ impl ModelSettings {
                     .ok_or_else(|| invalid("BUB_MAX_TOKENS", value, "a positive whole number"))?,
             ),
         };
+        let image_models = match vars.get(super::images::IMAGE_MODELS_VAR) {
+            Some(value) => super::images::ImageModels::parse(value)?,
+            None => super::images::ImageModels::default(),
+        };
         let (keys, vars): (BTreeMap<String, String>, BTreeMap<String, String>) =
             vars.into_iter().partition(|(name, _)| name.ends_with("_API_KEY"));
         let keys = keys.into_iter().map(|(name, key)| (name, Secret::from(key))).collect();
@@ -98,6 +105,7 @@ impl ModelSettings {
             keys,
             max_tokens,
             retry,
+            image_models,
             ..ModelSettings::default()
         })
     }

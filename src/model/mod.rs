@@ -4,6 +4,7 @@
 //! - [`error`]: `ModelError`, typed from the HTTP status to the user.
 //! - [`spec`]: `provider:model` names.
 //! - [`config`]: `ModelSettings` from `BUB_*` variables; builds clients.
+//! - [`images`]: which models take images (by family, `BUB_IMAGE_MODELS` over it).
 //! - [`openai`]: the OpenAI-compatible Chat Completions client.
 //! - [`anthropic`]: the Anthropic Messages client.
 //! - [`retry`]: `Retrying`, retries with backoff and the timeouts, around any client.
@@ -13,6 +14,7 @@
 pub mod anthropic;
 pub mod config;
 pub mod error;
+pub mod images;
 pub mod openai;
 pub mod retry;
 pub mod spec;
@@ -35,6 +37,12 @@ use std::sync::Arc;
 /// effect without rebuilding anything.
 pub trait ModelProvider: Send + Sync + 'static {
     fn client(&self, spec: &str) -> Result<Arc<dyn ModelClient>, ModelError>;
+
+    /// Whether the model `spec` reads images in its prompt (see [`images`]);
+    /// by default its family decides.
+    fn takes_images(&self, spec: &str) -> bool {
+        images::ImageModels::default().takes_images(spec)
+    }
 }
 
 /// One client for every spec: for library users with a single model, and tests.
@@ -49,5 +57,9 @@ impl ModelProvider for SingleClient {
 impl ModelProvider for ModelSettings {
     fn client(&self, spec: &str) -> Result<Arc<dyn ModelClient>, ModelError> {
         ModelSettings::client(self, spec)
+    }
+
+    fn takes_images(&self, spec: &str) -> bool {
+        self.image_models.takes_images(spec)
     }
 }

@@ -129,6 +129,10 @@ impl Verdict {
     }
 }
 
+/// The built-in `max_attachment_bytes`: 20 MiB, the most Telegram's Bot API
+/// hands out (`getFile`).
+pub const DEFAULT_MAX_ATTACHMENT_BYTES: u64 = 20 * 1024 * 1024;
+
 /// The policy in force in one chat of one channel.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EffectivePolicy {
@@ -184,6 +188,10 @@ pub struct EffectivePolicy {
     /// Tools that can exec, write or reach the network and still run while
     /// untrusted text is in the context (default none; see [`super::provenance`]).
     pub allow_with_untrusted_context: Sourced<Vec<ToolPattern>>,
+    /// The largest file people may send here that is downloaded into the
+    /// session's workspace (default [`DEFAULT_MAX_ATTACHMENT_BYTES`]; 0: no
+    /// files at all). A larger one is not downloaded, and the chat is told.
+    pub max_attachment_bytes: Sourced<u64>,
     /// A chat platform (anyone may write), not a webhook (senders hold its secret).
     pub chat_platform: bool,
 }
@@ -270,6 +278,7 @@ impl GatewayConfig {
             environment: resolve(l, environment, |p| p.environment.as_ref().map(|v| *v.get_ref())),
             sandbox_network: resolve(l, false, |p| p.sandbox_network.as_ref().map(|v| *v.get_ref())),
             allow_with_untrusted_context: resolve(l, Vec::new(), |p| patterns(&p.allow_with_untrusted_context)),
+            max_attachment_bytes: resolve(l, DEFAULT_MAX_ATTACHMENT_BYTES, |p| p.max_attachment_bytes),
             chat_platform: platform,
         }
     }
@@ -539,6 +548,7 @@ impl EffectivePolicy {
                 list(&self.allow_with_untrusted_context.value),
                 &self.allow_with_untrusted_context.layer,
             ),
+            ("max_attachment_bytes", self.max_attachment_bytes.value.to_string(), &self.max_attachment_bytes.layer),
         ];
         let mut lines = vec![format!("policy for chat {:?} on channel {}:", self.chat_id, self.channel)];
         for (key, value, layer) in rows {

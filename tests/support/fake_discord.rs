@@ -13,6 +13,11 @@
 //! | `PATCH /api/v10/channels/{c}/messages/{m}`   | `edit_message`   | the edited message                      |
 //! | `POST /api/v10/channels/{c}/typing`          | `typing`         | 204                                     |
 //!
+//! Attached files live on a CDN-like route of the same server, `GET /cdn/attachments/{c}/{a}/{name}`
+//! (Discord's is `https://cdn.discordapp.com/attachments/…`; with `api_url` set to the fake, the adapter
+//! may fetch from it): [`FakeDiscord::attachment`] makes one for [`FakeDiscord::user_says`]'s
+//! `"attachments"`, and [`FakeDiscord::cdn_downloads`] lists what was fetched. It needs no token, like the CDN.
+//!
 //! Anything else is recorded as `"METHOD path"` and answered 404. A wrong token gets 401
 //! `{"message": "401: Unauthorized", "code": 0}`; bodies are checked like Discord does (empty message: 400
 //! code 50006; content over 2000 characters or a reply to an unknown message: 400 code 50035; editing an
@@ -244,6 +249,10 @@ struct State_ {
     self_limited: Vec<RateLimitHit>,
     /// (route, content): the next such call takes effect and is answered only after [`HANG`].
     hangs: Vec<(String, String)>,
+    /// Attached files on the CDN route, by path.
+    cdn: HashMap<String, Vec<u8>>,
+    /// CDN paths fetched, in order.
+    cdn_downloads: Vec<String>,
 }
 
 /// How long a call picked by [`FakeDiscord::hang_next`] waits for its answer: longer than any test.
@@ -288,6 +297,7 @@ impl FakeDiscord {
         let app = Router::new()
             .route("/gateway", get(gateway))
             .route("/", get(gateway))
+            .route("/cdn/{*path}", get(cdn))
             .fallback(rest)
             .with_state(shared.clone());
         let server = tokio::spawn(async move {
@@ -336,6 +346,28 @@ impl FakeDiscord {
         let (id, message) = user_message(&mut state, channel_id, guild_id, author_id, content);
         state.messages.insert(id, message);
         id
+    }
+
+    /// An attached file with these bytes, served on the CDN route: the attachment object for
+    /// `user_says(…, json!({"attachments": [..]}))`, with its real size.
+    pub fn attachment(&self, channel_id: u64, filename: &str, content_type: Option<&str>, bytes: &[u8]) -> Value {
+        let mut state = lock(&self.shared);
+        let id = next_message_id(&mut state);
+        // Discord keeps the name in the URL percent-encoded; the fake names the path by the id alone.
+        let path = format!("attachments/{channel_id}/{id}/file");
+        state.cdn.insert(path.clone(), bytes.to_vec());
+        let url = format!("http://{}/cdn/{path}?ex=1&is=2&hm=3", self.addr);
+        let mut attachment = json!({"id": id.to_string(), "filename": filename, "size": bytes.len(),
+                                    "url": url, "proxy_url": url});
+        if let Some(content_type) = content_type {
+            attachment["content_type"] = json!(content_type);
+        }
+        attachment
+    }
+
+    /// The CDN paths fetched so far.
+    pub fn cdn_downloads(&self) -> Vec<String> {
+        lock(&self.shared).cdn_downloads.clone()
     }
 
     /// The bot's user object (e.g. for `"mentions": [bot_user()]`).
@@ -448,6 +480,18 @@ fn gateway_url(addr: SocketAddr) -> String {
 
 fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, false)
+}
+
+/// `GET /cdn/{path}`: an attached file's bytes.
+async fn cdn(State(shared): State<Arc<Shared>>, axum::extract::Path(path): axum::extract::Path<String>) -> Response {
+    let mut state = lock(&shared);
+    match state.cdn.get(&path).cloned() {
+        Some(bytes) => {
+            state.cdn_downloads.push(path);
+            bytes.into_response()
+        }
+        None => (StatusCode::NOT_FOUND, "404: Not Found").into_response(),
+    }
 }
 
 fn next_message_id(state: &mut State_) -> u64 {

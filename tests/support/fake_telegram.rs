@@ -2,10 +2,12 @@
 //!
 //! It serves `POST /bot<token>/<method>` for the methods bub uses (`getMe`,
 //! `deleteWebhook`, `getUpdates`, `sendMessage`, `editMessageText`,
-//! `sendChatAction`, and the multipart uploads `sendPhoto` and `sendDocument`), answering in the Bot API's envelope
+//! `sendChatAction`, `getFile`, and the multipart uploads `sendPhoto` and `sendDocument`) and file downloads
+//! (`GET /file/bot<token>/<path>`), answering in the Bot API's envelope
 //! (`{"ok": true, "result": …}` or `{"ok": false, "error_code", "description",
 //! "parameters"?}`). Tests queue what users write ([`FakeTelegram::user_says`],
-//! [`FakeTelegram::push_message`]), read what the bot did ([`FakeTelegram::sent`],
+//! [`FakeTelegram::push_message`], files with [`FakeTelegram::user_sends_photo`] and
+//! [`FakeTelegram::user_sends_document`]), read what the bot did ([`FakeTelegram::sent`],
 //! [`FakeTelegram::edits`], [`FakeTelegram::actions`], [`FakeTelegram::files`]) and inject faults for the
 //! next calls of a method ([`FakeTelegram::fail_next`]), or hold the answer to
 //! a call that took effect ([`FakeTelegram::hang_next`], as when the bot dies
@@ -15,6 +17,11 @@
 //! Uploads are checked like Telegram does: a request over 50 MB gets 413
 //! "Request Entity Too Large", a photo over 10 MB 400 "PHOTO_SAVE_FILE_INVALID",
 //! a caption over 1024 characters 400 "message caption is too long".
+//!
+//! Files behave like the Bot API's: `getFile` answers a `file_path` for a
+//! known `file_id` and refuses files over 20 MB ("file is too big"); the file
+//! is then downloaded from `/file/bot<token>/<file_path>`
+//! ([`FakeTelegram::downloads`] counts them).
 //!
 //! `getUpdates` behaves like Telegram's: updates below the requested offset
 //! are forgotten for good, and a poll with nothing new waits (at most 2 s, well
@@ -31,7 +38,7 @@ use axum::Json;
 use axum::Router;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{get, post};
 use serde_json::{Value, json};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -118,6 +125,10 @@ struct State_ {
     hangs: Vec<(String, String)>,
     /// Set by `setWebhook`, cleared by `deleteWebhook`; `getUpdates` fails meanwhile.
     webhook: Option<(String, String)>,
+    /// Files users sent, by `file_id`: (file path, bytes).
+    files: HashMap<String, (String, Vec<u8>)>,
+    /// The file paths downloaded, in order.
+    downloads: Vec<String>,
 }
 
 #[derive(Default)]
@@ -144,7 +155,10 @@ impl FakeTelegram {
             state.next_update_id = 1;
             state.next_user_message_id = 1;
         }
-        let app = Router::new().route("/{bot}/{method}", post(handle)).with_state(shared.clone());
+        let app = Router::new()
+            .route("/{bot}/{method}", post(handle))
+            .route("/file/{bot}/{*path}", get(download))
+            .with_state(shared.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind the fake Telegram");
         let addr = listener.local_addr().expect("fake Telegram address");
         tokio::spawn(async move {
@@ -168,6 +182,11 @@ impl FakeTelegram {
     /// Returns its message id.
     pub fn push_message(&self, chat: Value, from: i64, text: &str, extra: Value) -> i64 {
         let update = self.update(chat, from, text, extra);
+        self.queue(update)
+    }
+
+    /// Queues an update for `getUpdates`; its message's id.
+    fn queue(&self, update: Value) -> i64 {
         let message_id = update["message"]["message_id"].as_i64().unwrap_or_default();
         let mut state = lock(&self.shared);
         state.delivered.push(update.clone());
@@ -175,6 +194,57 @@ impl FakeTelegram {
         drop(state);
         self.shared.changed.notify_waiters();
         message_id
+    }
+
+    /// Keeps `bytes` as a file users can send; its `file_id`.
+    pub fn add_file(&self, bytes: &[u8]) -> String {
+        let mut state = lock(&self.shared);
+        let id = format!("file-{}", state.files.len() + 1);
+        let path = format!("documents/{id}.bin");
+        state.files.insert(id.clone(), (path, bytes.to_vec()));
+        id
+    }
+
+    /// A message with a file and no text (`fields`: `photo`, `document`, `voice`, `caption`…);
+    /// its message id.
+    pub fn push_media(&self, chat: Value, from: i64, fields: Value) -> i64 {
+        let mut update = self.update(chat, from, "", fields);
+        if let Some(message) = update["message"].as_object_mut() {
+            message.remove("text");
+        }
+        self.queue(update)
+    }
+
+    /// A photo (`bytes`, in two sizes as Telegram sends them) from user `chat_id` in their
+    /// private chat, with an optional caption; its message id.
+    pub fn user_sends_photo(&self, chat_id: i64, caption: Option<&str>, bytes: &[u8]) -> i64 {
+        let thumbnail = self.add_file(b"tiny");
+        let full = self.add_file(bytes);
+        let mut fields = json!({"photo": [
+            {"file_id": thumbnail, "file_unique_id": "t", "width": 90, "height": 60, "file_size": 4},
+            {"file_id": full, "file_unique_id": "f", "width": 1280, "height": 853, "file_size": bytes.len()},
+        ]});
+        if let Some(caption) = caption {
+            fields["caption"] = json!(caption);
+        }
+        self.push_media(Self::private_chat(chat_id), chat_id, fields)
+    }
+
+    /// A document from user `chat_id` in their private chat; its message id.
+    pub fn user_sends_document(&self, chat_id: i64, file_name: &str, mime_type: &str, bytes: &[u8]) -> i64 {
+        let file_id = self.add_file(bytes);
+        let document = json!({"file_id": file_id, "file_unique_id": "d", "file_name": file_name,
+                              "mime_type": mime_type, "file_size": bytes.len()});
+        self.push_media(Self::private_chat(chat_id), chat_id, json!({"document": document}))
+    }
+
+    fn private_chat(chat_id: i64) -> Value {
+        json!({"id": chat_id, "type": "private", "first_name": format!("User{chat_id}")})
+    }
+
+    /// The file paths downloaded so far.
+    pub fn downloads(&self) -> Vec<String> {
+        lock(&self.shared).downloads.clone()
     }
 
     /// An update carrying a new message, as Telegram would send it, without queuing it
@@ -310,7 +380,7 @@ fn visible_units(text: &str, html: bool) -> usize {
 }
 
 /// The Bot API methods the fake knows, as the docs spell them.
-const METHODS: [&str; 9] = [
+const METHODS: [&str; 10] = [
     "getMe",
     "deleteWebhook",
     "setWebhook",
@@ -320,7 +390,11 @@ const METHODS: [&str; 9] = [
     "sendChatAction",
     "sendPhoto",
     "sendDocument",
+    "getFile",
 ];
+
+/// The largest file the Bot API hands out with `getFile`.
+const MAX_GET_FILE_BYTES: usize = 20 * 1024 * 1024;
 
 fn ok(result: Value) -> Response {
     Json(json!({"ok": true, "result": result})).into_response()
@@ -395,6 +469,7 @@ async fn handle(
         "sendMessage" => send_message(&shared, &params),
         "editMessageText" => edit_message_text(&shared, &params),
         "sendPhoto" | "sendDocument" => send_file(&shared, &method, &params, uploads),
+        "getFile" => get_file(&shared, &params),
         "sendChatAction" => {
             let chat = params["chat_id"].as_i64().unwrap_or_default();
             let action = params["action"].as_str().unwrap_or_default().to_string();
@@ -413,6 +488,34 @@ async fn handle(
         tokio::time::sleep(HANG).await;
     }
     response
+}
+
+fn get_file(shared: &Shared, params: &Value) -> Response {
+    let id = params["file_id"].as_str().unwrap_or_default();
+    let state = lock(shared);
+    match state.files.get(id) {
+        None => error(400, "Bad Request: invalid file_id", None),
+        Some((_, bytes)) if bytes.len() > MAX_GET_FILE_BYTES => error(400, "Bad Request: file is too big", None),
+        Some((path, bytes)) => {
+            ok(json!({"file_id": id, "file_unique_id": "u", "file_size": bytes.len(), "file_path": path}))
+        }
+    }
+}
+
+/// `GET /file/bot<token>/<file_path>`: the bytes of a file `getFile` described.
+async fn download(State(shared): State<Arc<Shared>>, Path((bot, path)): Path<(String, String)>) -> Response {
+    if bot != format!("bot{TOKEN}") {
+        return error(401, "Unauthorized", None);
+    }
+    let mut state = lock(&shared);
+    let bytes = state.files.values().find(|(known, _)| *known == path).map(|(_, bytes)| bytes.clone());
+    match bytes {
+        Some(bytes) => {
+            state.downloads.push(path);
+            bytes.into_response()
+        }
+        None => error(404, "Not Found", None),
+    }
 }
 
 async fn get_updates(shared: &Shared, params: &Value) -> Response {

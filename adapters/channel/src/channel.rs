@@ -1,5 +1,6 @@
 //! The [`Channel`] trait adapters implement.
 
+use crate::attachment::{Attachment, FetchError};
 use crate::message::{ChatRef, Outbound, OutboundFile, SenderRef};
 use crate::reply::InboundSink;
 use async_trait::async_trait;
@@ -133,6 +134,15 @@ pub trait Channel: Send + Sync + 'static {
     /// without such a signal ignore it.
     async fn typing(&self, _chat: &ChatRef) -> Result<(), SendError> {
         Ok(())
+    }
+
+    /// The bytes of a file sent with a message this channel received, at
+    /// most `max_bytes` of them: a larger file is [`FetchError::TooLarge`]
+    /// and nothing of it is kept. Only called for admitted messages. Fetches
+    /// only from the platform's own file servers, whatever the attachment's
+    /// reference says (a reference is never a URL to follow blindly).
+    async fn fetch_attachment(&self, _attachment: &Attachment, _max_bytes: u64) -> Result<Vec<u8>, FetchError> {
+        Err(FetchError::Refused(format!("channel {} cannot fetch files", self.name())))
     }
 
     /// Stops receiving; called once at shutdown.

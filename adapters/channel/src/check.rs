@@ -12,12 +12,18 @@
 //! | `channel` | 1–[`MAX_CHANNEL_BYTES`] (64) bytes |
 //! | `chat.id`, `chat.thread_id`, `sender.id`, `message_id` | 1–[`MAX_ID_BYTES`] (128) bytes |
 //! | `sender.display` | at most [`MAX_DISPLAY_BYTES`] (256) bytes, may be empty |
-//! | `text` | not blank, at most [`MAX_TEXT_BYTES`] (1 MiB) |
+//! | `text` | not blank (unless the message carries files), at most [`MAX_TEXT_BYTES`] (1 MiB) |
+//! | `attachments` | at most [`MAX_ATTACHMENTS`] (10, Discord's most per message) |
+//! | `attachments[].name` | at most [`MAX_FILE_NAME_BYTES`] (1 KiB), may be empty |
+//! | `attachments[].media_type` | 1–[`MAX_MEDIA_TYPE_BYTES`] (255) bytes |
+//! | `attachments[].reference` | 1–[`MAX_REFERENCE_BYTES`] (2 KiB) bytes |
 //!
 //! Ids and the channel have no control characters and no leading or
 //! trailing whitespace; a display name has no control characters (a newline
 //! in a name would forge lines of the prompt, where names introduce what
-//! each person wrote). Text may hold any characters.
+//! each person wrote). Text may hold any characters, and so may a file name:
+//! it is the sender's, and the gateway sanitises it before using it. A media
+//! type and a reference have no control characters.
 
 use crate::message::Inbound;
 use std::fmt;
@@ -32,6 +38,14 @@ pub const MAX_DISPLAY_BYTES: usize = 256;
 /// Largest message text, in bytes: the webhook's body limit (1 MiB); chat
 /// platforms' own limits are far lower.
 pub const MAX_TEXT_BYTES: usize = 1024 * 1024;
+/// Most files one message may carry (Discord's limit; Telegram sends one).
+pub const MAX_ATTACHMENTS: usize = 10;
+/// Longest file name, in bytes.
+pub const MAX_FILE_NAME_BYTES: usize = 1024;
+/// Longest media type, in bytes (RFC 6838's limit on its two names).
+pub const MAX_MEDIA_TYPE_BYTES: usize = 255;
+/// Longest attachment reference (a Discord CDN URL with its signature), in bytes.
+pub const MAX_REFERENCE_BYTES: usize = 2048;
 
 /// A field of [`Inbound`] that has a limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -43,6 +57,10 @@ pub enum InboundField {
     SenderDisplay,
     MessageId,
     Text,
+    Attachments,
+    AttachmentName,
+    AttachmentMediaType,
+    AttachmentReference,
 }
 
 impl InboundField {
@@ -56,6 +74,10 @@ impl InboundField {
             InboundField::SenderDisplay => "sender.display",
             InboundField::MessageId => "message_id",
             InboundField::Text => "text",
+            InboundField::Attachments => "attachments",
+            InboundField::AttachmentName => "attachments[].name",
+            InboundField::AttachmentMediaType => "attachments[].media_type",
+            InboundField::AttachmentReference => "attachments[].reference",
         }
     }
 
@@ -68,20 +90,26 @@ impl InboundField {
             }
             InboundField::SenderDisplay => MAX_DISPLAY_BYTES,
             InboundField::Text => MAX_TEXT_BYTES,
+            InboundField::Attachments => usize::MAX,
+            InboundField::AttachmentName => MAX_FILE_NAME_BYTES,
+            InboundField::AttachmentMediaType => MAX_MEDIA_TYPE_BYTES,
+            InboundField::AttachmentReference => MAX_REFERENCE_BYTES,
         }
     }
 
     /// Checks one value of this field against its limits.
     pub fn check(self, value: &str) -> Result<(), InvalidInbound> {
         let refuse = |problem| Err(InvalidInbound { field: self, problem });
-        let is_id = !matches!(self, InboundField::SenderDisplay | InboundField::Text);
-        if value.trim().is_empty() && self != InboundField::SenderDisplay {
+        use InboundField::*;
+        let is_id = !matches!(self, SenderDisplay | Text | AttachmentName | AttachmentMediaType);
+        let may_be_blank = matches!(self, SenderDisplay | AttachmentName);
+        if value.trim().is_empty() && !may_be_blank {
             return refuse(Problem::Blank);
         }
         if value.len() > self.max_bytes() {
             return refuse(Problem::TooLong { bytes: value.len(), max: self.max_bytes() });
         }
-        if self != InboundField::Text
+        if !matches!(self, Text | AttachmentName)
             && let Some(control) = value.chars().find(|c| c.is_control())
         {
             return refuse(Problem::ControlCharacter(control));
@@ -113,6 +141,11 @@ pub enum Problem {
     SurroundingWhitespace,
     /// The channel is not one the gateway runs.
     UnknownChannel,
+    /// More items than the list may hold.
+    TooMany {
+        count: usize,
+        max: usize,
+    },
 }
 
 /// Says what to fix; follows the field's name ("chat.id is 300 bytes …").
@@ -128,6 +161,7 @@ impl fmt::Display for Problem {
             }
             Problem::SurroundingWhitespace => f.write_str("starts or ends with whitespace; trim it"),
             Problem::UnknownChannel => f.write_str("names no channel of this gateway"),
+            Problem::TooMany { count, max } => write!(f, "has {count} items, over the limit of {max}; send fewer"),
         }
     }
 }
@@ -155,7 +189,22 @@ impl Inbound {
             InboundField::SenderDisplay.check(display)?;
         }
         InboundField::MessageId.check(&self.message_id)?;
-        InboundField::Text.check(&self.text)
+        if self.attachments.len() > MAX_ATTACHMENTS {
+            let problem = Problem::TooMany { count: self.attachments.len(), max: MAX_ATTACHMENTS };
+            return Err(InvalidInbound { field: InboundField::Attachments, problem });
+        }
+        for attachment in &self.attachments {
+            InboundField::AttachmentName.check(&attachment.name)?;
+            if let Some(media_type) = &attachment.media_type {
+                InboundField::AttachmentMediaType.check(media_type)?;
+            }
+            InboundField::AttachmentReference.check(&attachment.reference)?;
+        }
+        match InboundField::Text.check(&self.text) {
+            // A photo without a caption is still a message.
+            Err(InvalidInbound { problem: Problem::Blank, .. }) if !self.attachments.is_empty() => Ok(()),
+            checked => checked,
+        }
     }
 }
 
@@ -171,6 +220,7 @@ mod tests {
             sender: SenderRef { id: "u1".into(), display: Some("Ada Lovelace".into()), is_bot: false },
             message_id: "m1".into(),
             text: "hello\nthere\t!".into(),
+            attachments: Vec::new(),
             addressing: Addressing::default(),
             from_self: false,
             forwarded: false,
@@ -235,6 +285,51 @@ mod tests {
         );
         assert_eq!(problem(|m| m.sender.display = Some(" Ada ".into())), None, "names are free text");
         assert_eq!(problem(|m| m.chat.id = "a b/c'🦀".into()), None, "inner spaces and symbols are fine");
+    }
+
+    fn photo() -> crate::Attachment {
+        crate::Attachment {
+            kind: crate::AttachmentKind::Image,
+            name: "../../etc/pass\nwd".into(),
+            media_type: Some("image/jpeg".into()),
+            size: Some(10),
+            reference: "file-1".into(),
+        }
+    }
+
+    #[test]
+    fn a_message_with_files_may_have_no_text_and_its_files_are_bounded() {
+        assert_eq!(problem(|m| m.text = String::new()), Some((InboundField::Text, Problem::Blank)));
+        assert_eq!(
+            problem(|m| {
+                m.text = String::new();
+                m.attachments = vec![photo()];
+            }),
+            None,
+            "a photo without a caption is a message; a hostile name is the gateway's to sanitise"
+        );
+        assert_eq!(
+            problem(|m| m.attachments = vec![photo(); MAX_ATTACHMENTS + 1]),
+            Some((InboundField::Attachments, Problem::TooMany { count: 11, max: 10 }))
+        );
+        let mut long = photo();
+        long.reference = "r".repeat(MAX_REFERENCE_BYTES + 1);
+        assert_eq!(
+            problem(|m| m.attachments = vec![long]).map(|(field, _)| field),
+            Some(InboundField::AttachmentReference)
+        );
+        let mut odd = photo();
+        odd.media_type = Some("image/\njpeg".into());
+        assert_eq!(
+            problem(|m| m.attachments = vec![odd]),
+            Some((InboundField::AttachmentMediaType, Problem::ControlCharacter('\n')))
+        );
+        let mut named = photo();
+        named.name = "n".repeat(MAX_FILE_NAME_BYTES + 1);
+        assert_eq!(
+            problem(|m| m.attachments = vec![named]).map(|(field, _)| field),
+            Some(InboundField::AttachmentName)
+        );
     }
 
     #[test]

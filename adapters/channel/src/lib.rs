@@ -8,6 +8,7 @@
 //! decided once, in the gateway, so no adapter can get authorization wrong.
 //!
 //! # Layout
+//! - [`attachment`]: [`Attachment`], a file sent with a message, and [`FetchError`].
 //! - [`backoff`]: [`Backoff`], the wait before a retry (one jitter for every retry loop).
 //! - [`message`]: [`Inbound`], [`ChatRef`], [`SenderRef`], [`Outbound`], [`OutboundFile`], [`Delivery`].
 //! - [`check`]: the limits of each [`Inbound`] field ([`Inbound::check`],
@@ -18,6 +19,7 @@
 //! - [`rules`]: rules on settings that adapters share ([`rules::http_url`]).
 //! - [`secret`]: [`Secret`], a key or token that is used but never printed.
 
+pub mod attachment;
 pub mod backoff;
 pub mod channel;
 pub mod check;
@@ -26,10 +28,12 @@ pub mod reply;
 pub mod rules;
 pub mod secret;
 
+pub use attachment::{Attachment, AttachmentKind, CappedBytes, FetchError};
 pub use backoff::Backoff;
 pub use channel::{Channel, ChannelError, Delivered, LengthUnit, Limits, RateScope, SendError};
 pub use check::{
-    InboundField, InvalidInbound, MAX_CHANNEL_BYTES, MAX_DISPLAY_BYTES, MAX_ID_BYTES, MAX_TEXT_BYTES, Problem,
+    InboundField, InvalidInbound, MAX_ATTACHMENTS, MAX_CHANNEL_BYTES, MAX_DISPLAY_BYTES, MAX_ID_BYTES, MAX_TEXT_BYTES,
+    Problem,
 };
 pub use message::{
     Addressing, ChatKind, ChatRef, Delivery, Inbound, MENTION_NAME_CHARS, Outbound, OutboundFile, SenderRef,

@@ -77,7 +77,12 @@ pub struct Inbound {
     /// The platform's id of this message; with `channel` it identifies the
     /// message for deduplication.
     pub message_id: String,
+    /// May be empty when the message carries files (a photo without a caption).
     pub text: String,
+    /// Files sent with the message (a photo, a document, a voice note);
+    /// absent from messages stored before there were any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<crate::Attachment>,
     #[serde(default)]
     pub addressing: Addressing,
     /// Written by this bot itself (platforms echo the bot's own messages).

@@ -24,8 +24,10 @@
 //! - `catch_up`: the messages missed while the bot had no session (stopped, or a new session).
 //! - `inbound`: Discord messages as [`bub_channel::Inbound`].
 //! - `send`: create (text or a file), edit and typing, and error mapping.
+//! - `files`: attached files, fetched from Discord's CDN only.
 
 mod catch_up;
+mod files;
 #[doc(hidden)]
 pub mod fuzzing;
 mod inbound;
@@ -33,8 +35,8 @@ mod send;
 
 use async_trait::async_trait;
 use bub_channel::{
-    Channel, ChannelError, ChatRef, Delivered, InboundSink, LengthUnit, Limits, Outbound, OutboundFile, Secret,
-    SendError, SenderRef,
+    Attachment, Channel, ChannelError, ChatRef, Delivered, FetchError, InboundSink, LengthUnit, Limits, Outbound,
+    OutboundFile, Secret, SendError, SenderRef,
 };
 use inbound::BotUser;
 use serenity::all::{Context, EventHandler, GatewayIntents, Message, Ready};
@@ -63,6 +65,8 @@ pub struct DiscordSettings {
 /// A Discord bot as a bub channel.
 pub struct DiscordChannel {
     settings: DiscordSettings,
+    /// Downloads attached files (serenity's REST client keeps its own private).
+    files: reqwest::Client,
     running: Mutex<Option<Running>>,
 }
 
@@ -90,7 +94,9 @@ impl DiscordChannel {
         {
             return Err(ChannelError::new(name, format!("channels.{name}.api_url {url:?}: {error}")));
         }
-        Ok(DiscordChannel { settings, running: Mutex::new(None) })
+        let files = files::client()
+            .map_err(|error| ChannelError::new(name, format!("cannot set up an HTTP client: {error}")))?;
+        Ok(DiscordChannel { settings, files, running: Mutex::new(None) })
     }
 
     /// The REST client. With `api_url` it talks to that proxy without serenity's own rate
@@ -308,6 +314,11 @@ impl Channel for DiscordChannel {
     async fn typing(&self, chat: &ChatRef) -> Result<(), SendError> {
         let http = self.sender()?;
         send::typing(&http, chat).await
+    }
+
+    async fn fetch_attachment(&self, attachment: &Attachment, max_bytes: u64) -> Result<Vec<u8>, FetchError> {
+        let url = files::allowed_url(&attachment.reference, self.settings.api_url.as_deref())?;
+        files::fetch(&self.files, url, attachment.size, max_bytes).await
     }
 
     async fn stop(&self) {

@@ -7,14 +7,16 @@
 //! - A message addresses the bot when it mentions it (`@bot` entity, a text
 //!   mention of the bot user, or a `/command@bot`), or replies to one of its
 //!   messages. Keywords are the gateway's business.
-//! - A photo or document with a caption is its caption; a message with
-//!   neither text nor caption (a sticker, a bare photo) has nothing for the
-//!   agent and is skipped.
+//! - A photo, document, voice note, audio file or video is an attachment
+//!   (its `file_id` the reference, fetched with `getFile` when the gateway
+//!   asks); its caption is the message's text, and without one the text is
+//!   empty. A photo is its largest size. A message with neither text nor a
+//!   file (a sticker, a poll) has nothing for the agent and is skipped.
 //! - A message the gateway could not take ([`Inbound::check`]: a sender name
 //!   with a control character, say) is logged and skipped the same way.
 
-use bub_channel::{Addressing, ChatKind, ChatRef, Delivery, Inbound, SenderRef};
-use teloxide_core::types::{Me, Message, MessageEntity, MessageEntityKind, MessageEntityRef, User};
+use bub_channel::{Addressing, Attachment, AttachmentKind, ChatKind, ChatRef, Delivery, Inbound, SenderRef};
+use teloxide_core::types::{FileMeta, Me, Message, MessageEntity, MessageEntityKind, MessageEntityRef, User};
 
 /// `<chat id>:<message id>`, the inbound id of a Telegram message.
 pub(crate) fn inbound_id(chat_id: i64, message_id: i32) -> String {
@@ -48,12 +50,13 @@ pub(crate) fn to_inbound(channel: &str, me: &Me, message: &Message) -> Option<In
 }
 
 fn translate(channel: &str, me: &Me, message: &Message) -> Option<Inbound> {
+    let attachments = attachments(message);
     let (text, entities) = match message.text() {
         Some(text) => (text, message.entities()),
-        None => (message.caption()?, message.caption_entities()),
+        None => (message.caption().unwrap_or_default(), message.caption_entities()),
     };
     let entities = parse_entities(text, entities.unwrap_or_default());
-    if text.trim().is_empty() {
+    if text.trim().is_empty() && attachments.is_empty() {
         return None;
     }
     let chat = &message.chat;
@@ -74,6 +77,7 @@ fn translate(channel: &str, me: &Me, message: &Message) -> Option<Inbound> {
         },
         message_id: inbound_id(chat.id.0, message.id.0),
         text: text.to_string(),
+        attachments,
         addressing: Addressing {
             mention: entities.iter().any(|entity| mentions(me, entity)),
             reply_to_bot: message
@@ -86,6 +90,46 @@ fn translate(channel: &str, me: &Me, message: &Message) -> Option<Inbound> {
         delivery: Delivery::Channel,
         received_at: chrono::Utc::now(),
     })
+}
+
+/// The file a message carries, if any (a Telegram message has at most one).
+fn attachments(message: &Message) -> Vec<Attachment> {
+    let file = |kind, file: &FileMeta, name: Option<&String>, fallback: &str, media_type: Option<String>| Attachment {
+        kind,
+        name: name.cloned().unwrap_or_else(|| fallback.to_string()),
+        media_type,
+        // Telegram leaves the size out at times (teloxide reads u32::MAX then).
+        size: (file.size != u32::MAX).then_some(u64::from(file.size)),
+        reference: file.id.0.clone(),
+    };
+    fn mime(mime: Option<&impl ToString>) -> Option<String> {
+        mime.map(|m| m.to_string().split(';').next().unwrap_or_default().trim().to_string())
+    }
+    if let Some(largest) = message.photo().and_then(|sizes| sizes.iter().max_by_key(|s| s.width * s.height)) {
+        // Telegram re-encodes photos as JPEG.
+        return vec![file(AttachmentKind::Image, &largest.file, None, "photo.jpg", Some("image/jpeg".into()))];
+    }
+    if let Some(document) = message.document() {
+        let media_type = mime(document.mime_type.as_ref());
+        let kind = match &media_type {
+            Some(media_type) if media_type.starts_with("image/") => AttachmentKind::Image,
+            _ => AttachmentKind::Document,
+        };
+        return vec![file(kind, &document.file, document.file_name.as_ref(), "document", media_type)];
+    }
+    if let Some(voice) = message.voice() {
+        let media_type = mime(voice.mime_type.as_ref()).or_else(|| Some("audio/ogg".into()));
+        return vec![file(AttachmentKind::Voice, &voice.file, None, "voice.ogg", media_type)];
+    }
+    if let Some(audio) = message.audio() {
+        let media_type = mime(audio.mime_type.as_ref());
+        return vec![file(AttachmentKind::Audio, &audio.file, audio.file_name.as_ref(), "audio", media_type)];
+    }
+    if let Some(video) = message.video() {
+        let media_type = mime(video.mime_type.as_ref());
+        return vec![file(AttachmentKind::Video, &video.file, video.file_name.as_ref(), "video.mp4", media_type)];
+    }
+    Vec::new()
 }
 
 /// The entities of `text` with byte offsets. When one does not start and end
@@ -202,6 +246,19 @@ mod tests {
         assert!(to_inbound("tg", &me(), &reply).unwrap().addressing.reply_to_bot);
     }
 
+    /// A message without `text` (a photo, a document…) with `fields`.
+    fn media(fields: Value) -> Message {
+        let mut base = json!({
+            "message_id": 7, "date": 1_700_000_000,
+            "chat": {"id": 1001, "type": "private", "first_name": "Ada"},
+            "from": {"id": 1001, "is_bot": false, "first_name": "Ada"},
+        });
+        for (key, value) in fields.as_object().expect("an object") {
+            base[key] = value.clone();
+        }
+        serde_json::from_value(base).expect("a Message")
+    }
+
     #[test]
     fn a_forum_topic_is_a_thread_and_captions_count_as_text() {
         let topic = message(json!({"chat": group(), "message_thread_id": 5, "is_topic_message": true}));
@@ -209,14 +266,49 @@ mod tests {
         assert_eq!(inbound.chat.kind, ChatKind::Thread);
         assert_eq!(inbound.chat.thread_id.as_deref(), Some("5"));
 
-        let mut photo = message(json!({"caption": "what is this?",
-            "photo": [{"file_id": "f", "file_unique_id": "u", "width": 1, "height": 1}]}));
-        assert_eq!(to_inbound("tg", &me(), &photo).unwrap().text, "what is this?");
-        photo = message(json!({"photo": [{"file_id": "f", "file_unique_id": "u", "width": 1, "height": 1}]}));
-        let mut value = serde_json::to_value(&photo).unwrap();
-        value.as_object_mut().unwrap().remove("caption");
-        let bare: Message = serde_json::from_value(value).unwrap();
-        assert!(to_inbound("tg", &me(), &bare).is_none(), "a bare photo has nothing for the agent");
+        let sizes = json!([{"file_id": "small", "file_unique_id": "u1", "width": 90, "height": 60, "file_size": 900},
+                           {"file_id": "large", "file_unique_id": "u2", "width": 1280, "height": 853, "file_size": 90_000}]);
+        let photo = media(json!({"caption": "what is this?", "photo": sizes}));
+        let inbound = to_inbound("tg", &me(), &photo).unwrap();
+        assert_eq!(inbound.text, "what is this?");
+        let expected = Attachment {
+            kind: AttachmentKind::Image,
+            name: "photo.jpg".into(),
+            media_type: Some("image/jpeg".into()),
+            size: Some(90_000),
+            reference: "large".into(),
+        };
+        assert_eq!(inbound.attachments, vec![expected], "the largest size");
+        let bare =
+            to_inbound("tg", &me(), &media(json!({"photo": sizes}))).expect("a photo without caption is a message");
+        assert_eq!((bare.text.as_str(), bare.attachments.len()), ("", 1));
+        let sticker = media(json!({"sticker": {"file_id": "s", "file_unique_id": "su", "width": 1, "height": 1,
+            "is_animated": false, "is_video": false, "type": "regular"}}));
+        assert!(to_inbound("tg", &me(), &sticker).is_none(), "a sticker has nothing for the agent");
+    }
+
+    #[test]
+    fn documents_and_voice_notes_are_attachments_named_as_sent() {
+        let document = media(json!({"document": {"file_id": "d1", "file_unique_id": "du",
+            "file_name": "../report.pdf", "mime_type": "application/pdf", "file_size": 1234}}));
+        let inbound = to_inbound("tg", &me(), &document).unwrap();
+        assert_eq!(
+            inbound.attachments,
+            vec![Attachment {
+                kind: AttachmentKind::Document,
+                name: "../report.pdf".into(),
+                media_type: Some("application/pdf".into()),
+                size: Some(1234),
+                reference: "d1".into(),
+            }],
+            "the name as sent: the gateway sanitises it"
+        );
+        let voice =
+            media(json!({"voice": {"file_id": "v1", "file_unique_id": "vu", "duration": 3, "mime_type": "audio/ogg"}}));
+        let attachment = &to_inbound("tg", &me(), &voice).unwrap().attachments[0];
+        assert_eq!(attachment.kind, AttachmentKind::Voice);
+        assert_eq!((attachment.name.as_str(), attachment.media_type.as_deref()), ("voice.ogg", Some("audio/ogg")));
+        assert_eq!(attachment.size, None, "a size Telegram left out is unknown");
     }
 
     #[test]

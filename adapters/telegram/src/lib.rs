@@ -16,6 +16,10 @@
 //!   replies grow in place by edits; `sendChatAction` shows "typing…".
 //! - Files go as multipart uploads: JPEG, PNG and WebP images up to 10 MB
 //!   by `sendPhoto`, anything else up to 50 MB by `sendDocument`.
+//! - Photos, documents, voice notes, audio and video arrive as attachments
+//!   of the message (the caption is its text); the gateway fetches the ones
+//!   it keeps through [`Channel::fetch_attachment`] (`getFile`, then the
+//!   download from the same Bot API base).
 //! - Failures map to the scheduler's three answers: 429 → wait `retry_after`,
 //!   network / 5xx → retry, everything else (blocked by the user, chat
 //!   gone) → give up.
@@ -25,8 +29,10 @@
 //! - `poll`: the `getUpdates` loop.
 //! - `webhook`: `POST /telegram/<name>` in webhook mode.
 //! - `send`: `sendMessage`, `editMessageText`, `sendChatAction`, `sendPhoto`/`sendDocument`, error mapping.
+//! - `files`: the files people send, fetched by `getFile` and downloaded under a cap.
 //! - [`markdown`]: Markdown → Telegram HTML.
 
+mod files;
 #[doc(hidden)]
 pub mod fuzzing;
 mod inbound;
@@ -39,8 +45,8 @@ pub use webhook::SECRET_HEADER;
 
 use async_trait::async_trait;
 use bub_channel::{
-    Channel, ChannelError, ChatRef, Delivered, InboundSink, LengthUnit, Limits, Outbound, OutboundFile, Secret,
-    SendError, SenderRef,
+    Attachment, Channel, ChannelError, ChatRef, Delivered, FetchError, InboundSink, LengthUnit, Limits, Outbound,
+    OutboundFile, Secret, SendError, SenderRef,
 };
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -234,6 +240,10 @@ impl Channel for TelegramChannel {
 
     async fn typing(&self, chat: &ChatRef) -> Result<(), SendError> {
         send::typing(&self.bot, chat).await
+    }
+
+    async fn fetch_attachment(&self, attachment: &Attachment, max_bytes: u64) -> Result<Vec<u8>, FetchError> {
+        files::fetch(&self.bot, attachment, max_bytes).await
     }
 
     async fn stop(&self) {

@@ -330,6 +330,7 @@ impl WireMessage {
             sender: SenderRef { id: sender_id, display, is_bot: false },
             message_id,
             text,
+            attachments: Vec::new(),
             addressing: Addressing { mention: self.mentions_bot.unwrap_or(false), reply_to_bot: false },
             from_self: false,
             forwarded: self.forwarded.unwrap_or(false),
@@ -444,6 +445,8 @@ fn wire_name(field: InboundField) -> &'static str {
         InboundField::SenderDisplay => "sender_name",
         InboundField::MessageId => "message_id",
         InboundField::Text => "text",
+        // The webhook takes no files (its body has no field for them).
+        other => other.name(),
     }
 }
 

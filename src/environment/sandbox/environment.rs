@@ -259,9 +259,9 @@ impl Environment for SandboxEnvironment {
             .map_err(|source| EnvironmentError::File { path: resolved, source })
     }
 
-    async fn write_text(&self, path: &str, content: &str) -> Result<PathBuf, EnvironmentError> {
+    async fn write_bytes(&self, path: &str, content: &[u8]) -> Result<PathBuf, EnvironmentError> {
         let (resolved, relative) = self.relative(path)?;
-        let (root, content, owner) = (self.workspace.clone(), content.to_string(), self.owner);
+        let (root, content, owner) = (self.workspace.clone(), content.to_vec(), self.owner);
         tokio::task::spawn_blocking(move || files::write(&root, &relative, &content, owner))
             .await
             .map_err(std::io::Error::other)

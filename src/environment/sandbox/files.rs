@@ -63,7 +63,7 @@ fn open_beneath(root: &Path, relative: &Path) -> std::io::Result<File> {
 
 /// Writes `content` to `relative`, creating parent directories; created and
 /// written entries go to `owner` when given.
-pub fn write(root: &Path, relative: &Path, content: &str, owner: Option<u32>) -> std::io::Result<()> {
+pub fn write(root: &Path, relative: &Path, content: &[u8], owner: Option<u32>) -> std::io::Result<()> {
     let mut dir = open_root(root)?;
     let mut parts: Vec<&std::ffi::OsStr> = Vec::new();
     for component in relative.components() {
@@ -98,7 +98,7 @@ pub fn write(root: &Path, relative: &Path, content: &str, owner: Option<u32>) ->
     regular(&fd)?;
     rustix::fs::ftruncate(&fd, 0)?;
     give(&fd, owner)?;
-    File::from(fd).write_all(content.as_bytes())
+    File::from(fd).write_all(content)
 }
 
 /// Gives the workspace and everything in it to `owner` (the sandbox's host
@@ -169,10 +169,10 @@ mod tests {
         std::os::unix::fs::symlink(dir.path(), workspace.join("up")).unwrap();
         assert!(read(&workspace, Path::new("link")).is_err());
         assert!(read(&workspace, Path::new("up/secret")).is_err());
-        assert!(write(&workspace, Path::new("up/new"), "x", None).is_err());
+        assert!(write(&workspace, Path::new("up/new"), b"x", None).is_err());
         assert!(!dir.path().join("new").exists());
-        write(&workspace, Path::new("sub/deeper/file.txt"), "hello", None).unwrap();
-        write(&workspace, Path::new("sub/deeper/file.txt"), "hi", None).unwrap();
+        write(&workspace, Path::new("sub/deeper/file.txt"), b"hello", None).unwrap();
+        write(&workspace, Path::new("sub/deeper/file.txt"), b"hi", None).unwrap();
         assert_eq!(read(&workspace, Path::new("sub/deeper/file.txt")).unwrap(), "hi", "rewritten, not appended");
     }
 
@@ -188,6 +188,6 @@ mod tests {
         )
         .unwrap();
         assert!(read(workspace.path(), Path::new("pipe")).is_err());
-        assert!(write(workspace.path(), Path::new("pipe"), "x", None).is_err());
+        assert!(write(workspace.path(), Path::new("pipe"), b"x", None).is_err());
     }
 }

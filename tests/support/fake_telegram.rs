@@ -126,7 +126,7 @@ struct State_ {
     /// Set by `setWebhook`, cleared by `deleteWebhook`; `getUpdates` fails meanwhile.
     webhook: Option<(String, String)>,
     /// Files users sent, by `file_id`: (file path, bytes).
-    files: HashMap<String, (String, Vec<u8>)>,
+    user_files: HashMap<String, (String, Vec<u8>)>,
     /// The file paths downloaded, in order.
     downloads: Vec<String>,
 }
@@ -199,9 +199,9 @@ impl FakeTelegram {
     /// Keeps `bytes` as a file users can send; its `file_id`.
     pub fn add_file(&self, bytes: &[u8]) -> String {
         let mut state = lock(&self.shared);
-        let id = format!("file-{}", state.files.len() + 1);
+        let id = format!("file-{}", state.user_files.len() + 1);
         let path = format!("documents/{id}.bin");
-        state.files.insert(id.clone(), (path, bytes.to_vec()));
+        state.user_files.insert(id.clone(), (path, bytes.to_vec()));
         id
     }
 
@@ -493,7 +493,7 @@ async fn handle(
 fn get_file(shared: &Shared, params: &Value) -> Response {
     let id = params["file_id"].as_str().unwrap_or_default();
     let state = lock(shared);
-    match state.files.get(id) {
+    match state.user_files.get(id) {
         None => error(400, "Bad Request: invalid file_id", None),
         Some((_, bytes)) if bytes.len() > MAX_GET_FILE_BYTES => error(400, "Bad Request: file is too big", None),
         Some((path, bytes)) => {
@@ -508,7 +508,7 @@ async fn download(State(shared): State<Arc<Shared>>, Path((bot, path)): Path<(St
         return error(401, "Unauthorized", None);
     }
     let mut state = lock(&shared);
-    let bytes = state.files.values().find(|(known, _)| *known == path).map(|(_, bytes)| bytes.clone());
+    let bytes = state.user_files.values().find(|(known, _)| *known == path).map(|(_, bytes)| bytes.clone());
     match bytes {
         Some(bytes) => {
             state.downloads.push(path);

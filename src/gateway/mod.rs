@@ -31,7 +31,7 @@
 //! - `files`: the files a turn's tools send to its chat (`chat.send_file`),
 //!   through the scheduler, recorded so a rerun after a crash sends none twice.
 //! - [`split`]: splitting long replies under a platform's limit.
-//! - [`files`]: files people send, saved into the session's workspace when
+//! - [`attachments`]: files people send, saved into the session's workspace when
 //!   their turn runs (within the chat's `max_attachment_bytes`) and named to
 //!   the model; images shown to models that read them.
 //!

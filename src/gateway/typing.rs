@@ -107,7 +107,13 @@ mod tests {
             "c"
         }
         fn limits(&self) -> Limits {
-            Limits { max_message_chars: 100, edits: false, debounce: false, typing: true, length_unit: bub_channel::LengthUnit::Utf16 }
+            Limits {
+                max_message_chars: 100,
+                edits: false,
+                debounce: false,
+                typing: true,
+                length_unit: bub_channel::LengthUnit::Utf16,
+            }
         }
         async fn start(&self, _inbox: Arc<dyn InboundSink>) -> Result<(), ChannelError> {
             Ok(())

@@ -24,14 +24,8 @@ const GUILD_CHANNEL: u64 = 600_000_000_000_000_002;
 /// Discord's privileged MESSAGE CONTENT intent.
 const MESSAGE_CONTENT: u64 = 1 << 15;
 
-/// One Discord channel `dc` on the fake, answering everyone, debouncing briefly.
 fn config(discord: &FakeDiscord) -> String {
-    format!(
-        "[policy.defaults]\ndebounce = {{ quiet_seconds = 0.1 }}\n\
-         dm_policy = \"open\"\ngroup_policy = \"open\"\n\n\
-         [channels.dc]\nkind = \"discord\"\ntoken = \"{TOKEN}\"\napi_url = \"{}\"\n",
-        discord.proxy_url()
-    )
+    discord.open_config(TOKEN)
 }
 
 async fn start(home: &Path, fake: &FakeModel, discord: &FakeDiscord) -> GatewayProcess {

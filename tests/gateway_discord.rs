@@ -19,16 +19,8 @@ const GUILD: u64 = 500_000_000_000_000_001;
 const GUILD_CHANNEL: u64 = 600_000_000_000_000_001;
 const OTHER_USER: u64 = 300_000_000_000_000_002;
 
-/// A config with one Discord channel `dc` on the fake, debouncing briefly, answering
-/// everyone (these tests are about the channel; who is answered by default
-/// is `tests/red_team/pairing.rs`'s).
 fn config(discord: &FakeDiscord, token: &str) -> String {
-    format!(
-        "[policy.defaults]\ndebounce = {{ quiet_seconds = 0.1 }}\n\
-         dm_policy = \"open\"\ngroup_policy = \"open\"\n\n\
-         [channels.dc]\nkind = \"discord\"\ntoken = \"{token}\"\napi_url = \"{}\"\n",
-        discord.proxy_url()
-    )
+    discord.open_config(token)
 }
 
 async fn start(home: &Path, fake: &FakeModel, config_text: &str) -> GatewayProcess {

@@ -311,6 +311,18 @@ impl FakeDiscord {
         format!("http://{}", self.addr)
     }
 
+    /// A gateway config with one Discord channel `dc` on this fake, logging in with `token`,
+    /// debouncing briefly and answering everyone (tests about the channel; who is answered by
+    /// default is `tests/red_team/pairing.rs`'s).
+    pub fn open_config(&self, token: &str) -> String {
+        format!(
+            "[policy.defaults]\ndebounce = {{ quiet_seconds = 0.1 }}\n\
+             dm_policy = \"open\"\ngroup_policy = \"open\"\n\n\
+             [channels.dc]\nkind = \"discord\"\ntoken = \"{token}\"\napi_url = \"{}\"\n",
+            self.proxy_url()
+        )
+    }
+
     /// The gateway's websocket URL, as `GET /api/v10/gateway` returns it.
     pub fn gateway_url(&self) -> String {
         gateway_url(self.addr)

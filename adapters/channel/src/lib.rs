@@ -37,7 +37,7 @@ pub use check::{
 };
 pub use message::{
     Addressing, ChatKind, ChatRef, Delivery, Inbound, MENTION_NAME_CHARS, Outbound, OutboundFile, SenderRef,
-    mention_room,
+    mention_room, thread_to,
 };
 pub use reply::{
     InboundSink, LatestMessage, Outcome, OutcomeStatus, ReplyEvent, ReplyReceiver, ReplySink, SubmitError, Submitted,

@@ -97,6 +97,13 @@ pub struct Inbound {
     pub received_at: DateTime<Utc>,
 }
 
+/// The message a reply answering `reply_to` (oldest first) is threaded to
+/// on platforms that thread: the first, so a burst merged into one turn is
+/// answered under the message that opened it. One rule for every adapter.
+pub fn thread_to(reply_to: &[String]) -> Option<&str> {
+    reply_to.first().map(String::as_str)
+}
+
 /// A reply to send on a channel.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Outbound {
@@ -104,9 +111,8 @@ pub struct Outbound {
     /// Text within the channel's [`Limits::max_message_chars`](crate::Limits)
     /// (the gateway splits longer replies).
     pub text: String,
-    /// The inbound message ids this answers, oldest first. A platform that
-    /// threads replies threads it to the FIRST one: a burst merged into one
-    /// turn is answered under the message that opened it.
+    /// The inbound message ids this answers, oldest first; a platform that
+    /// threads replies threads it to [`thread_to`]'s pick.
     pub reply_to: Vec<String>,
     /// Stable across retries and restarts: a receiver that sees it twice may drop the second.
     pub idempotency_key: String,
@@ -201,7 +207,8 @@ pub struct OutboundFile {
     pub bytes: Vec<u8>,
     /// Text shown with the file, within the platform's caption limit.
     pub caption: Option<String>,
-    /// The inbound message ids this answers (threaded to the last one).
+    /// The inbound message ids this answers, oldest first (threaded like a
+    /// reply: see [`thread_to`]).
     pub reply_to: Vec<String>,
     /// Stable across retries and restarts: the same file of the same reply keeps its key.
     pub idempotency_key: String,

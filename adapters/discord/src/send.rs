@@ -44,7 +44,7 @@ pub(crate) async fn send_file(http: &Http, file: &OutboundFile) -> Result<u64, S
     create(http, &file.chat, message, &file.reply_to, &[]).await
 }
 
-/// Creates `message` in `chat`, pinging only `mentions`, as a reply to the first of `reply_to`.
+/// Creates `message` in `chat`, pinging only `mentions`, as a reply to [`bub_channel::thread_to`]'s pick of `reply_to`.
 async fn create(
     http: &Http,
     chat: &ChatRef,
@@ -54,7 +54,7 @@ async fn create(
 ) -> Result<u64, SendError> {
     let channel = channel_id(chat)?;
     let mut message = message.allowed_mentions(pings(mentions));
-    if let Some(id) = reply_to.first().and_then(|id| id.parse::<u64>().ok()).filter(|id| *id != 0) {
+    if let Some(id) = bub_channel::thread_to(reply_to).and_then(|id| id.parse::<u64>().ok()).filter(|id| *id != 0) {
         let mut reference = MessageReference::from((channel, MessageId::new(id)));
         reference.fail_if_not_exists = Some(false);
         message = message.reference_message(reference);

@@ -111,11 +111,10 @@ fn as_photo(file: &OutboundFile) -> bool {
     PHOTO_TYPES.contains(&file.media_type.as_str()) && file.bytes.len() as u64 <= MAX_PHOTO_BYTES
 }
 
-/// Threads to the first of `reply_to` (a burst is answered at its start), and sends even if that message was deleted meanwhile.
+/// Threads to [`bub_channel::thread_to`]'s pick of `reply_to`, and sends even if that message was deleted meanwhile.
 fn reply_parameters(reply_to: &[String]) -> Option<ReplyParameters> {
-    reply_to
-        .first()
-        .and_then(|id| message_id_of(id))
+    bub_channel::thread_to(reply_to)
+        .and_then(message_id_of)
         .map(|id| ReplyParameters::new(MessageId(id)).allow_sending_without_reply())
 }
 

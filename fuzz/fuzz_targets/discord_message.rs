@@ -3,7 +3,8 @@
 //! user 900 named `bub`.
 //!
 //! Invariants:
-//! - the text is not blank, and the bot's mention (`<@900>`, `<@!900>`) reads
+//! - the text is not blank unless the message carries a file (a file alone is
+//!   a message; its name and URL are kept), and the bot's mention (`<@900>`, `<@!900>`) reads
 //!   as `@bub`: none is left in it, and a message that had one mentions the bot;
 //! - a message is the bot's own exactly when its author is the bot;
 //! - guild messages are groups, others direct; no thread ids (a Discord thread is a channel);
@@ -25,7 +26,10 @@ fuzz_target!(|data: &[u8]| {
         return;
     }
     let Ok(Some(inbound)) = read_message("dc", 900, "bub", data) else { return };
-    assert!(!inbound.text.trim().is_empty(), "blank text");
+    assert!(!inbound.text.trim().is_empty() || !inbound.attachments.is_empty(), "blank text and no file");
+    for file in &inbound.attachments {
+        assert!(!file.reference.trim().is_empty(), "a file without its URL: {file:?}");
+    }
     for form in ["<@900>", "<@!900>"] {
         assert!(!inbound.text.contains(form), "{form} left in {:?}", inbound.text);
     }

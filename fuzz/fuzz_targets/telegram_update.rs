@@ -4,7 +4,8 @@
 //!
 //! Invariants:
 //! - the inbound id is `<chat id>:<message id>` and gives the message id back;
-//! - the text is not blank;
+//! - the text is not blank unless the message carries a file (a photo without
+//!   a caption is a message), and every file has its `file_id`;
 //! - a thread has a thread id, and only a thread does outside direct chats;
 //! - a message is the bot's own exactly when its sender is the bot;
 //! - the sender has a non-blank display name when known; replies go to the channel.
@@ -22,7 +23,10 @@ fuzz_target!(|data: &[u8]| {
     let Ok(Some((message_id, inbound))) = read_update("tg", ME, data) else { return };
     assert_eq!(message_id_of(&inbound.message_id), Some(message_id), "{}", inbound.message_id);
     assert_eq!(inbound.message_id, format!("{}:{message_id}", inbound.chat.id));
-    assert!(!inbound.text.trim().is_empty(), "blank text");
+    assert!(!inbound.text.trim().is_empty() || !inbound.attachments.is_empty(), "blank text and no file");
+    for file in &inbound.attachments {
+        assert!(!file.reference.trim().is_empty(), "a file without its file_id: {file:?}");
+    }
     match inbound.chat.kind {
         ChatKind::Thread => assert!(inbound.chat.thread_id.is_some()),
         ChatKind::Group => assert!(inbound.chat.thread_id.is_none()),

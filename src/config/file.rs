@@ -286,6 +286,8 @@ pub(super) mod tests {
     fn bad_enum_values_list_the_allowed_ones() {
         let text = format!("{MINIMAL}[channels.hooks.policy]\nbusy = \"wait\"\n");
         assert_eq!(error(&text), "bub.toml:5:8: unknown value `wait`; expected one of steer, queue, drop");
+        let text = format!("{MINIMAL}[channels.hooks.policy]\non_edit = \"answer\"\n");
+        assert_eq!(error(&text), "bub.toml:5:11: unknown value `answer`; expected one of record, rerun");
         let text = "[channels.x]\nkind = \"slack\"\n";
         assert_eq!(error(text), "bub.toml:2:8: unknown value `slack`; expected one of webhook, telegram, discord");
     }

@@ -53,6 +53,7 @@ pub struct PolicyLayer {
     pub addressing: Option<AddressingLayer>,
     pub session_scope: Option<SessionScope>,
     pub busy: Option<BusyRule>,
+    pub on_edit: Option<EditRule>,
     pub debounce: Option<DebounceLayer>,
     pub rate: Option<RateLayer>,
     pub model: Option<Spanned<String>>,
@@ -162,6 +163,18 @@ pub enum BusyRule {
     Drop,
 }
 
+/// What an edit of a message does once its turn has started (before that,
+/// the edit replaces the waiting message's text, whatever this says).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EditRule {
+    /// The edit is recorded on the session's tape and not answered. The default.
+    #[default]
+    Record,
+    /// The edited message is answered again, in a turn of its own.
+    Rerun,
+}
+
 macro_rules! display_as_serde {
     ($($ty:ty),*) => {$(
         impl fmt::Display for $ty {
@@ -172,4 +185,4 @@ macro_rules! display_as_serde {
         }
     )*};
 }
-display_as_serde!(SessionScope, BusyRule, DmPolicy, GroupPolicy, EnvironmentKind);
+display_as_serde!(SessionScope, BusyRule, EditRule, DmPolicy, GroupPolicy, EnvironmentKind);

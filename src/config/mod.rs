@@ -53,8 +53,8 @@ pub use error::ConfigError;
 pub use file::{ChatConfig, GatewayConfig};
 pub use http::{HttpConfig, ServeLimits};
 pub use layer::{
-    AddressingLayer, BusyRule, DebounceLayer, DmPolicy, EnvironmentKind, GroupPolicy, Layer, PolicyLayer, RateLayer,
-    SessionScope,
+    AddressingLayer, BusyRule, DebounceLayer, DmPolicy, EditRule, EnvironmentKind, GroupPolicy, Layer, PolicyLayer,
+    RateLayer, SessionScope,
 };
 pub use live::{LiveConfig, ReloadOutcome, require_channels};
 pub use pattern::ToolPattern;

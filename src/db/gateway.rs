@@ -163,6 +163,13 @@ pub trait GatewayTables: Send + Sync {
     /// its sequence number when it was stored now.
     async fn insert_inbound(&self, message: NewInbound) -> Result<Option<i64>, DbError>;
 
+    /// The stored message (JSON) `message_id` of `channel`, whatever its state.
+    async fn inbound(&self, channel: &str, message_id: &str) -> Result<Option<String>, DbError>;
+
+    /// Replaces the stored message (JSON) of row `seq`, unless it has its
+    /// outcome already.
+    async fn replace_inbound(&self, seq: i64, inbound: &str) -> Result<(), DbError>;
+
     /// The outcome (JSON) of a stored message, once it has one.
     async fn outcome(&self, channel: &str, message_id: &str) -> Result<Option<String>, DbError>;
 
@@ -212,8 +219,9 @@ pub trait GatewayTables: Send + Sync {
     /// Forgets the live messages sent before `before`; how many went.
     async fn forget_live_before(&self, before: &str) -> Result<usize, DbError>;
 
-    /// The newest message (JSON) of each chat of `channel` received at or
-    /// after `since`, newest first, at most `limit`.
+    /// The newest message (JSON) of each chat of `channel` (each thread of a
+    /// chat apart) received at or after `since`, newest first, at most
+    /// `limit`; edits (`$.edit` set) do not count.
     async fn latest_per_chat(&self, channel: &str, since: &str, limit: i64) -> Result<Vec<String>, DbError>;
 
     /// Messages without an outcome, oldest first.

@@ -36,7 +36,9 @@ pub fn session_id(inbound: &Inbound, scope: SessionScope) -> String {
 }
 
 /// The prompt for a batch of messages: their texts, one per line; in shared
-/// chats each line names its writer so the model knows who said what.
+/// chats each line names its writer so the model knows who said what. An
+/// edit answered or recorded after its message's turn says so (`(edited)`),
+/// so the model reads it as a correction of what it answered before.
 pub fn compose_prompt<'a>(messages: impl IntoIterator<Item = &'a Inbound>) -> String {
     compose_prompt_with_files(messages.into_iter().map(|inbound| (inbound, &[][..])))
 }
@@ -49,11 +51,12 @@ pub fn compose_prompt_with_files<'a>(messages: impl IntoIterator<Item = (&'a Inb
     for (inbound, files) in messages {
         let texts = Some(&inbound.text).filter(|text| !text.trim().is_empty() || files.is_empty());
         for line in texts.into_iter().chain(files) {
-            if inbound.chat.kind.is_shared() {
-                lines.push(format!("{}: {line}", display_name(inbound)));
-            } else {
-                lines.push(line.clone());
-            }
+            lines.push(match (inbound.chat.kind.is_shared(), inbound.edit.is_some()) {
+                (true, false) => format!("{}: {line}", display_name(inbound)),
+                (true, true) => format!("{} (edited): {line}", display_name(inbound)),
+                (false, false) => line.clone(),
+                (false, true) => format!("(edited) {line}"),
+            });
         }
     }
     lines.join("\n")
@@ -104,6 +107,7 @@ mod tests {
             forwarded: false,
             delivery: Delivery::Channel,
             received_at: chrono::Utc::now(),
+            edit: None,
         }
     }
 
@@ -153,5 +157,15 @@ mod tests {
         let bare = message(ChatKind::Direct, "");
         assert_eq!(compose_prompt_with_files([(&caption, files.as_slice())]), format!("Ada: look\nAda: {}", files[0]));
         assert_eq!(compose_prompt_with_files([(&bare, files.as_slice())]), files[0]);
+    }
+
+    #[test]
+    fn an_edit_reads_as_one() {
+        let mut direct = message(ChatKind::Direct, "3 + 3?");
+        direct.edit = Some(bub_channel::Edit { version: "v2".into() });
+        assert_eq!(compose_prompt([&direct]), "(edited) 3 + 3?");
+        let mut group = message(ChatKind::Group, "3 + 3?");
+        group.edit = direct.edit.clone();
+        assert_eq!(compose_prompt([&group]), "Ada (edited): 3 + 3?");
     }
 }

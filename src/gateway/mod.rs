@@ -20,6 +20,8 @@
 //!    is dropped with a notice, as the policy says. Commands bypass both.
 //!    "typing…" (`typing`) shows from the moment a message that addresses
 //!    the bot enters a batch until its turn's reply is sent.
+//!    An edit of a message (`edit`) replaces the text of a message still waiting
+//!    there; after its turn it is recorded or answered again (`on_edit`).
 //! 4. The turn (`turn`): the agent runs with the tools the policy offers and
 //!    the policy's model; a waiting caller hears the reply as soon as the turn
 //!    is on the tape (`told` covers the moment until its outcome is stored);
@@ -44,6 +46,7 @@ pub mod attachments;
 mod builder;
 pub mod channels;
 pub mod confinement;
+mod edit;
 mod files;
 mod limiter;
 pub mod outbound;
@@ -308,6 +311,7 @@ impl InboundSink for Gateway {
         }
         let policy = inner.policy(&inbound.channel, &inbound.chat.id);
         let user = admission::user_name(&inbound);
+        let channel_name = inbound.channel.clone();
         if inbound.from_self {
             tracing::debug!(channel = %inbound.channel, "dropped the bot's own message");
             if let Some(sink) = sink {
@@ -321,6 +325,15 @@ impl InboundSink for Gateway {
             metrics::counter!("bub_inbound_rate_limited_total", "channel" => inbound.channel.clone()).increment(1);
             return Err(SubmitError::RateLimited { retry_after });
         }
+        // An edit is handled as its stored message with the new text (see `edit`).
+        let inbound = match edit::taken(&inner.store, inbound).await {
+            Ok(Some(inbound)) => inbound,
+            Ok(None) => return Ok(Submitted::Accepted),
+            Err(error) => {
+                tracing::error!(%error, channel = %channel_name, "cannot read the message an edit edits");
+                return Err(SubmitError::Unavailable(error.to_string()));
+            }
+        };
         let session = admission::session_id(&inbound, policy.session_scope.value);
         let seq = match inner.store.receive(&inbound, &session).await {
             Ok(Received::New(seq)) => seq,

@@ -56,7 +56,7 @@ pub(crate) async fn resume(inner: &Arc<Inner>) -> Result<(), StoreError> {
         for row in rows {
             let turn = markers.iter().find(|marker| match &row.turn {
                 Some(turn) => &marker.turn == turn,
-                None => marker.messages.contains(&row.inbound.message_id),
+                None => marker.messages.iter().any(|key| *key == row.inbound.key()),
             });
             match turn {
                 Some(marker) => landed.entry(marker.entry).or_insert_with(|| (marker, Vec::new())).1.push(row),

@@ -8,10 +8,10 @@
 //! map's lock and the worker only leaves when its channel is empty under that
 //! same lock, so no message falls between a leaving worker and its successor.
 
-use super::admission;
 use super::turn::{self, TurnShare};
 use super::{Inner, Message, outcome};
-use crate::config::BusyRule;
+use super::{admission, edit};
+use crate::config::{BusyRule, EditRule};
 use crate::policy::provenance::least_trusted;
 use bub_channel::{Delivery, OutcomeStatus};
 use std::collections::{HashMap, VecDeque};
@@ -29,6 +29,8 @@ const REMEMBER_ACTIVE: Duration = Duration::from_secs(3600);
 pub(crate) enum SessionInput {
     /// A prompt message, and whether it addressed the bot.
     Prompt { message: Message, addressed: bool },
+    /// An edit of a message of this session (see `super::edit`), and whether it addresses the bot.
+    Edit { message: Message, addressed: bool },
 }
 
 /// The live session workers, by session id.
@@ -106,6 +108,12 @@ pub(crate) async fn dispatch(inner: &Arc<Inner>, message: Message) {
     let Some(message) = super::pairing::admit(inner, message).await else { return };
     let session = message.session.clone();
     inner.note_operator_chat(&message);
+    if message.inbound.edit.is_some() {
+        // Never a command: the session's worker knows whether its message was answered.
+        let addressed = admission::is_addressed(&message.inbound, &policy);
+        inner.sessions.send(inner, session, SessionInput::Edit { message, addressed });
+        return;
+    }
     if let Some(prefix) = inner.agent.command_prefix()
         && let Some(line) = crate::command::parse_command(&message.inbound.text, prefix)
     {
@@ -205,11 +213,11 @@ impl Worker {
                 }
             };
             match wake {
-                Wake::Input(Some(input)) => {
-                    let SessionInput::Prompt { message, addressed } = *input;
-                    // Boxed: the work's futures are large, and an idle worker should be small.
-                    Box::pin(self.prompt(message, addressed)).await
-                }
+                // Boxed: the work's futures are large, and an idle worker should be small.
+                Wake::Input(Some(input)) => match *input {
+                    SessionInput::Prompt { message, addressed } => Box::pin(self.prompt(message, addressed)).await,
+                    SessionInput::Edit { message, addressed } => Box::pin(self.edit(message, addressed)).await,
+                },
                 Wake::Input(None) => break,
                 Wake::Flush => Box::pin(self.flush()).await,
                 Wake::TurnDone => {
@@ -269,6 +277,27 @@ impl Worker {
         self.batch.push(message);
         self.quiet_until = Some(now + quiet);
         self.flush_by.get_or_insert(now + max_wait);
+    }
+
+    /// An edit: applied to its message while that waits for a turn, else
+    /// answered again or recorded as the policy says (see `super::edit`).
+    async fn edit(&mut self, message: Message, addressed: bool) {
+        let command = self
+            .inner
+            .agent
+            .command_prefix()
+            .is_some_and(|prefix| crate::command::is_command(&message.inbound.text, prefix));
+        let waiting =
+            self.batch.iter_mut().chain(self.queue.iter_mut()).find(|m| edit::edits(&message.inbound, &m.inbound));
+        if let Some(waiting) = waiting
+            && !command
+        {
+            edit::apply(&self.inner, &self.session, waiting, message).await;
+        } else if !command && addressed && message.policy.on_edit.value == EditRule::Rerun {
+            self.prompt(message, true).await;
+        } else {
+            turn::record_inactive(&self.inner, &self.session, message).await;
+        }
     }
 
     async fn flush(&mut self) {

@@ -7,8 +7,11 @@
 //!
 //! Guarantees the pipeline builds on:
 //! - [`GatewayStore::receive`] stores an inbound message once per channel and
-//!   platform message id; a second delivery of the same id is reported as a
+//!   [`Inbound::key`] (the platform message id; for an edit, the id and the
+//!   edit's version); a second delivery of the same key is reported as a
 //!   duplicate with the first one's outcome (or none while it is running).
+//! - [`GatewayStore::replace_waiting`] gives a message that has no outcome
+//!   yet the text of its edit, so a restart runs the edited text.
 //! - [`GatewayStore::finish`] marks a turn's messages done and stores its
 //!   replies in the outbox in one transaction, so a reply exists exactly when
 //!   its messages are done.
@@ -98,12 +101,13 @@ impl GatewayStore {
     }
 
     /// Stores `inbound`, as a message of `session`, unless its channel
-    /// already stored its message id.
+    /// already stored its key ([`Inbound::key`]).
     pub async fn receive(&self, inbound: &Inbound, session: &str) -> StoreResult<Received> {
         let json = serde_json::to_string(inbound).map_err(failed("encode inbound"))?;
+        let key = inbound.key().into_owned();
         let message = NewInbound {
             channel: inbound.channel.clone(),
-            message_id: inbound.message_id.clone(),
+            message_id: key.clone(),
             inbound: json,
             session: session.to_string(),
             received_at: now(),
@@ -112,10 +116,26 @@ impl GatewayStore {
         if let Some(seq) = inserted {
             return Ok(Received::New(seq));
         }
-        Ok(Received::Duplicate(self.outcome(&inbound.channel, &inbound.message_id).await?))
+        Ok(Received::Duplicate(self.outcome(&inbound.channel, &key).await?))
     }
 
-    /// The outcome of a stored message, once it is done.
+    /// The stored message `message_id` of `channel` (the message itself, not
+    /// one of its edits), if the gateway ever received it.
+    pub async fn original(&self, channel: &str, message_id: &str) -> StoreResult<Option<Inbound>> {
+        match self.tables.inbound(channel, message_id).await.map_err(failed("read inbound"))? {
+            Some(text) => Ok(Some(serde_json::from_str(&text).map_err(failed("decode inbound"))?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Stores `inbound` as the message of row `seq`, which has no outcome
+    /// yet: an edit that arrived before its turn (a restart runs the new text).
+    pub async fn replace_waiting(&self, seq: i64, inbound: &Inbound) -> StoreResult<()> {
+        let json = serde_json::to_string(inbound).map_err(failed("encode inbound"))?;
+        self.tables.replace_inbound(seq, &json).await.map_err(failed("replace inbound"))
+    }
+
+    /// The outcome of a stored message (by its [`Inbound::key`]), once it is done.
     pub async fn outcome(&self, channel: &str, message_id: &str) -> StoreResult<Option<Outcome>> {
         match self.tables.outcome(channel, message_id).await.map_err(failed("read outcome"))? {
             Some(text) => Ok(Some(serde_json::from_str(&text).map_err(failed("decode outcome"))?)),

@@ -83,6 +83,7 @@ mod tests {
             forwarded: false,
             delivery: Delivery::Channel,
             received_at: chrono::Utc::now(),
+            edit: None,
         }
     }
 

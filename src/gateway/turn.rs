@@ -54,9 +54,10 @@ impl TurnShare {
     }
 }
 
-/// The idempotency key of the reply to a batch: stable across restarts.
+/// The idempotency key of the reply to a batch: stable across restarts, and
+/// apart for each edit answered again (it names the inbound's key).
 pub(crate) fn reply_key(first: &Message) -> String {
-    format!("reply:{}:{}", first.inbound.channel, first.inbound.message_id)
+    format!("reply:{}:{}", first.inbound.channel, first.inbound.key())
 }
 
 /// Starts a turn for `batch` (not empty); the receiver resolves when it ended.
@@ -100,7 +101,10 @@ struct TurnInput {
     command: bool,
     /// The messages as they were when the turn started (their files are fetched from these).
     messages: Vec<bub_channel::Inbound>,
+    /// The platform ids of the messages (what the reply answers).
     ids: Vec<String>,
+    /// Their inbound keys (what the turn's marker names; see [`bub_channel::Inbound::key`]).
+    keys: Vec<String>,
     policy: Arc<crate::policy::EffectivePolicy>,
     user: String,
     chat: bub_channel::ChatRef,
@@ -133,6 +137,7 @@ impl TurnInput {
             command,
             messages: members.iter().map(|m| m.inbound.clone()).collect(),
             ids: members.iter().map(|m| m.inbound.message_id.clone()).collect(),
+            keys: members.iter().map(|m| m.inbound.key().into_owned()).collect(),
             policy: last.policy.clone(),
             user: last.user.clone(),
             chat: last.inbound.chat.clone(),
@@ -217,7 +222,7 @@ fn run_options(inner: &Arc<Inner>, share: &TurnShare, input: &TurnInput) -> RunO
         user: input.user.clone(),
         chat_kind: input.chat.kind,
     });
-    state.insert_extension(TurnMarker { turn: share.id.clone(), messages: input.ids.clone() });
+    state.insert_extension(TurnMarker { turn: share.id.clone(), messages: input.keys.clone() });
     state.insert_extension(crate::agent::MessageMeta(input.provenance.meta()));
     if input.wants_channel {
         let files = super::files::TurnFiles::new(
@@ -551,14 +556,22 @@ pub(crate) async fn record_on_tape(
     })
 }
 
+/// The entry's `message_id` is the inbound's key: for an edit (see
+/// `super::edit`) the edited message's id and the edit's version, and the
+/// entry says `edit_of` that message.
 async fn append_inactive(inner: &Arc<Inner>, session: &str, message: &Message) -> Result<(), crate::tape::TapeError> {
+    let key = message.inbound.key();
     let files = super::attachments::unfetched_notes(&message.inbound);
-    let entry = NewEntry::chat("user", admission::compose_prompt_with_files([(&message.inbound, files.as_slice())]))
-        .with_meta("inactive", json!(true))
-        .with_meta(crate::policy::provenance::META_KEY, json!(message.provenance.as_str()))
-        .with_meta("message_id", json!(message.inbound.message_id));
+    let mut entry =
+        NewEntry::chat("user", admission::compose_prompt_with_files([(&message.inbound, files.as_slice())]))
+            .with_meta("inactive", json!(true))
+            .with_meta(crate::policy::provenance::META_KEY, json!(message.provenance.as_str()))
+            .with_meta("message_id", json!(key));
+    if message.inbound.edit.is_some() {
+        entry = entry.with_meta("edit_of", json!(message.inbound.message_id));
+    }
     let tape = inner.agent.tape(session)?;
-    if message.recovered && already_recorded(&tape, &message.inbound.message_id).await? {
+    if message.recovered && already_recorded(&tape, &key).await? {
         return Ok(());
     }
     tape.ensure_bootstrap_anchor().await?;

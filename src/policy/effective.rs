@@ -37,8 +37,8 @@
 
 use super::provenance::Provenance;
 use crate::config::{
-    BusyRule, DmPolicy, EnvironmentKind, GatewayConfig, GroupPolicy, Layer, Operator, PolicyLayer, Rate, Seconds,
-    SessionScope, ToolPattern, UserPattern,
+    BusyRule, DmPolicy, EditRule, EnvironmentKind, GatewayConfig, GroupPolicy, Layer, Operator, PolicyLayer, Rate,
+    Seconds, SessionScope, ToolPattern, UserPattern,
 };
 use crate::tools::{Capabilities, Capability};
 use bub_channel::ChatKind;
@@ -157,6 +157,8 @@ pub struct EffectivePolicy {
     pub address_keywords: Sourced<Vec<String>>,
     pub session_scope: Sourced<SessionScope>,
     pub busy: Sourced<BusyRule>,
+    /// What an edit does after its message's turn started (default: `record`).
+    pub on_edit: Sourced<EditRule>,
     /// `None`: the channel decides (bursty platforms debounce, webhooks do not).
     pub debounce_enabled: Sourced<Option<bool>>,
     /// A turn starts after this long without a new message (default 1 s).
@@ -264,6 +266,7 @@ impl GatewayConfig {
             address_keywords: resolve(l, Vec::new(), |p| p.addressing.as_ref()?.keywords.clone()),
             session_scope: resolve(l, SessionScope::default(), |p| p.session_scope),
             busy: resolve(l, BusyRule::default(), |p| p.busy),
+            on_edit: resolve(l, EditRule::default(), |p| p.on_edit),
             debounce_enabled: resolve(l, None, |p| p.debounce.as_ref()?.enabled.map(Some)),
             debounce_quiet: resolve(l, Seconds(1.0), |p| p.debounce.as_ref()?.quiet_seconds),
             debounce_max_wait: resolve(l, Seconds(10.0), |p| p.debounce.as_ref()?.max_wait_seconds),
@@ -522,6 +525,7 @@ impl EffectivePolicy {
             ("addressing.keywords", list(&self.address_keywords.value), &self.address_keywords.layer),
             ("session_scope", self.session_scope.value.to_string(), &self.session_scope.layer),
             ("busy", self.busy.value.to_string(), &self.busy.layer),
+            ("on_edit", self.on_edit.value.to_string(), &self.on_edit.layer),
             ("debounce.enabled", opt(&self.debounce_enabled.value, "channel decides"), &self.debounce_enabled.layer),
             ("debounce.quiet_seconds", self.debounce_quiet.value.0.to_string(), &self.debounce_quiet.layer),
             ("debounce.max_wait_seconds", self.debounce_max_wait.value.0.to_string(), &self.debounce_max_wait.layer),
@@ -581,6 +585,7 @@ operators = ["hooks:alice", { user = "hooks:bob", commands = ["tape.*", "help"] 
 [channels.hooks.chats."room-1".policy]
 allowed_tools = ["*", "bash"]
 busy = "drop"
+on_edit = "rerun"
 
 [channels.hooks.chats."room-2".policy]
 allowed_tools = ["fs.*", "bash*"]
@@ -620,6 +625,8 @@ allowed_tools = ["fs.*", "bash*"]
         let elsewhere = config().effective("hooks", "room-9");
         assert_eq!(elsewhere.busy.value, BusyRule::Steer);
         assert_eq!(elsewhere.busy.layer, Layer::Defaults);
+        assert_eq!(policy.on_edit.value, EditRule::Rerun, "on_edit is set per chat like the others");
+        assert_eq!(elsewhere.on_edit, Sourced { value: EditRule::Record, layer: Layer::BuiltIn });
         let unknown = config().effective("nope", "x");
         assert_eq!(unknown.denied_tools.layer, Layer::Defaults);
     }

@@ -12,6 +12,7 @@
 //! | `POST /api/v10/channels/{c}/messages`        | `create_message` | the new message (author: the bot); JSON, or multipart with `payload_json` and `files[n]` |
 //! | `PATCH /api/v10/channels/{c}/messages/{m}`   | `edit_message`   | the edited message                      |
 //! | `POST /api/v10/channels/{c}/typing`          | `typing`         | 204                                     |
+//! | `GET /api/v10/channels/{c}`                  | `get_channel`    | the channel: a thread (type 11, `parent_id`), a guild text channel (type 0), or 404 code 10003 |
 //!
 //! Attached files live on a CDN-like route of the same server, `GET /cdn/attachments/{c}/{a}/{name}`
 //! (Discord's is `https://cdn.discordapp.com/attachments/…`; with `api_url` set to the fake, the adapter
@@ -51,6 +52,13 @@
 //! session. The fake can send RECONNECT (op 7), INVALID_SESSION (op 9, `d` true or false), ask for a heartbeat
 //! (op 1), close every connection with a code (4007 and 4009 end the sessions), and play a dead network path
 //! ([`FakeDiscord::go_silent`]); a connection without heartbeats for 3 intervals is closed.
+//!
+//! A user edits a message with [`FakeDiscord::user_edits`] (MESSAGE_UPDATE with the whole message and its
+//! `edited_timestamp`); [`FakeDiscord::embeds_update`] sends the partial MESSAGE_UPDATE Discord sends when it
+//! adds a link preview (no content, no `edited_timestamp`); [`FakeDiscord::dispatch_again`] delivers a dispatch
+//! a second time, as a replay can. [`FakeDiscord::thread`] makes a channel a thread of a parent channel: its
+//! messages carry the thread's id as `channel_id` (and no parent, like Discord's), `GET /channels/{thread}`
+//! tells the parent.
 //!
 //! Like Discord, the fake dispatches MESSAGE_CREATE for the bot's own messages too (and MESSAGE_UPDATE for
 //! its edits), so an adapter must ignore its own messages; and it honours intents: guild messages need
@@ -226,6 +234,8 @@ struct State_ {
     messages: HashMap<u64, Value>,
     /// Guild of each channel a guild message was seen in.
     channel_guilds: HashMap<u64, u64>,
+    /// Threads, by id: (parent channel, guild). See [`FakeDiscord::thread`].
+    threads: HashMap<u64, (u64, u64)>,
     sent: Vec<SentMessage>,
     edits: Vec<Edit>,
     typing: Vec<u64>,
@@ -469,6 +479,54 @@ impl FakeDiscord {
     /// resumable, and what is said until the client resumes is replayed to it then (and only then).
     pub fn disconnect_all(&self) {
         self.close_all(4000, "Unknown error");
+    }
+
+    /// Makes `thread_id` a public thread of channel `parent_id` in `guild_id`; say something in it with
+    /// [`FakeDiscord::user_says`]`(thread_id, Some(guild_id), …)`.
+    pub fn thread(&self, thread_id: u64, parent_id: u64, guild_id: u64) {
+        let mut state = lock(&self.shared);
+        state.threads.insert(thread_id, (parent_id, guild_id));
+        state.channel_guilds.insert(thread_id, guild_id);
+        state.channel_guilds.insert(parent_id, guild_id);
+    }
+
+    /// The user edits their message `message_id` to `content`: the stored message changes and MESSAGE_UPDATE
+    /// is dispatched with the whole message and its `edited_timestamp`, as Discord does. Returns the dispatch's
+    /// `d` (for [`FakeDiscord::dispatch_again`]).
+    pub fn user_edits(&self, message_id: u64, content: &str) -> Value {
+        let mut state = lock(&self.shared);
+        let Some(mut message) = state.messages.get(&message_id).cloned() else {
+            panic!("the fake knows no message {message_id}");
+        };
+        if let Some(fields) = message.as_object_mut() {
+            fields.insert("content".to_string(), json!(content));
+            fields.insert("edited_timestamp".to_string(), json!(now()));
+        }
+        state.messages.insert(message_id, message.clone());
+        broadcast(&mut state, "MESSAGE_UPDATE", message.clone());
+        message
+    }
+
+    /// The partial MESSAGE_UPDATE Discord sends when it adds a link preview to message `message_id`: its
+    /// ids and `embeds` only (no content, author or `edited_timestamp`).
+    pub fn embeds_update(&self, message_id: u64) {
+        let mut state = lock(&self.shared);
+        let Some(message) = state.messages.get(&message_id).cloned() else {
+            panic!("the fake knows no message {message_id}");
+        };
+        let mut update = json!({
+            "id": message["id"], "channel_id": message["channel_id"],
+            "embeds": [{"type": "link", "url": "https://example.org/", "title": "Example"}],
+        });
+        if let (Some(guild), Some(fields)) = (message.get("guild_id"), update.as_object_mut()) {
+            fields.insert("guild_id".to_string(), guild.clone());
+        }
+        broadcast(&mut state, "MESSAGE_UPDATE", update);
+    }
+
+    /// Dispatches `t` with `d` once more to every ready session (Discord may deliver an event twice).
+    pub fn dispatch_again(&self, t: &str, d: Value) {
+        broadcast(&mut lock(&self.shared), t, d);
     }
 
     /// Polls `done` every 20 ms until it holds or `timeout` passes; returns whether it held.
@@ -843,6 +901,7 @@ enum Route {
     EditMessage { channel_id: u64, message_id: u64 },
     Typing { channel_id: u64 },
     History { channel_id: u64 },
+    GetChannel { channel_id: u64 },
     Unknown,
 }
 
@@ -867,6 +926,7 @@ impl Route {
             ("GET", ["channels", _, "messages"]) => {
                 id(1).map_or(Route::Unknown, |channel_id| Route::History { channel_id })
             }
+            ("GET", ["channels", _]) => id(1).map_or(Route::Unknown, |channel_id| Route::GetChannel { channel_id }),
             ("POST", ["channels", _, "typing"]) => {
                 id(1).map_or(Route::Unknown, |channel_id| Route::Typing { channel_id })
             }
@@ -892,6 +952,7 @@ impl Route {
             Route::EditMessage { .. } => "edit_message".to_string(),
             Route::Typing { .. } => "typing".to_string(),
             Route::History { .. } => "history".to_string(),
+            Route::GetChannel { .. } => "get_channel".to_string(),
             Route::Unknown => format!("{method} {path}"),
         }
     }
@@ -986,6 +1047,7 @@ fn answer(shared: &Shared, state: &mut State_, route: Route, uri: &Uri, content_
             StatusCode::NO_CONTENT.into_response()
         }
         Route::History { channel_id } => history(state, channel_id, uri.query().unwrap_or_default()),
+        Route::GetChannel { channel_id } => get_channel(state, channel_id),
         Route::Unknown => respond(StatusCode::NOT_FOUND, error_json("404: Not Found", 0)),
     }
 }
@@ -1246,4 +1308,36 @@ fn pinged(content: &str, allowed: Option<&Value>, replied_author: Option<u64>) -
         pinged.push(author);
     }
     pinged
+}
+
+// ---- channels and threads ----
+
+/// `GET /channels/{c}`: a thread the test made ([`FakeDiscord::thread`]), a guild text channel a message was
+/// seen in, or Discord's 404 Unknown Channel.
+fn get_channel(state: &State_, channel_id: u64) -> Response {
+    if let Some((parent_id, guild_id)) = state.threads.get(&channel_id) {
+        return respond(
+            StatusCode::OK,
+            json!({
+                "id": channel_id.to_string(), "type": 11, "guild_id": guild_id.to_string(),
+                "parent_id": parent_id.to_string(), "name": format!("thread-{channel_id}"),
+                "owner_id": "1", "flags": 0, "rate_limit_per_user": 0, "message_count": 0, "member_count": 1,
+                "thread_metadata": {
+                    "archived": false, "auto_archive_duration": 1440, "archive_timestamp": now(), "locked": false,
+                },
+            }),
+        );
+    }
+    match state.channel_guilds.get(&channel_id) {
+        Some(guild_id) => respond(
+            StatusCode::OK,
+            json!({
+                "id": channel_id.to_string(), "type": 0, "guild_id": guild_id.to_string(),
+                "name": format!("channel-{channel_id}"), "position": 0, "permission_overwrites": [],
+                "parent_id": null, "nsfw": false, "topic": null, "last_message_id": null,
+                "rate_limit_per_user": 0, "flags": 0,
+            }),
+        ),
+        None => respond(StatusCode::NOT_FOUND, error_json("Unknown Channel", 10003)),
+    }
 }

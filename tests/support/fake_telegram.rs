@@ -12,7 +12,8 @@
 //! next calls of a method ([`FakeTelegram::fail_next`]), or hold the answer to
 //! a call that took effect ([`FakeTelegram::hang_next`], as when the bot dies
 //! before it hears back). Like Telegram, an edit to the text a message
-//! already shows is refused: "message is not modified".
+//! already shows is refused: "message is not modified". A user edits a message
+//! with [`FakeTelegram::user_edits`] (an `edited_message` update).
 //!
 //! Uploads are checked like Telegram does: a request over 50 MB gets 413
 //! "Request Entity Too Large", a photo over 10 MB 400 "PHOTO_SAVE_FILE_INVALID",
@@ -129,6 +130,8 @@ struct State_ {
     user_files: HashMap<String, (String, Vec<u8>)>,
     /// The file paths downloaded, in order.
     downloads: Vec<String>,
+    /// The users' messages as last sent or edited, by (chat id, message id), for [`FakeTelegram::user_edits`].
+    user_messages: HashMap<(i64, i64), Value>,
 }
 
 #[derive(Default)]
@@ -263,9 +266,49 @@ impl FakeTelegram {
         if let (Some(message), Some(extra)) = (message.as_object_mut(), extra.as_object()) {
             message.extend(extra.clone());
         }
+        let chat_id = message["chat"]["id"].as_i64().unwrap_or_default();
+        state.user_messages.insert((chat_id, message_id), message.clone());
         let update_id = state.next_update_id;
         state.next_update_id += 1;
         json!({"update_id": update_id, "message": message})
+    }
+
+    /// The user edits their message `message_id` in `chat_id` to `text`: queues an `edited_message`
+    /// update like Telegram's (the whole message with its new text, no entities unless `extra` has
+    /// them, and `edit_date`). Returns the update, e.g. to queue it again with [`FakeTelegram::push_update`].
+    pub fn user_edits(&self, chat_id: i64, message_id: i64, text: &str, extra: Value) -> Value {
+        let update = {
+            let mut state = lock(&self.shared);
+            let mut message = state
+                .user_messages
+                .get(&(chat_id, message_id))
+                .cloned()
+                .unwrap_or_else(|| panic!("the fake knows no user message {message_id} in chat {chat_id}"));
+            if let Some(fields) = message.as_object_mut() {
+                fields.remove("entities");
+                fields.insert("text".into(), json!(text));
+                fields.insert("edit_date".into(), json!(chrono::Utc::now().timestamp()));
+                if let Some(extra) = extra.as_object() {
+                    fields.extend(extra.clone());
+                }
+            }
+            state.user_messages.insert((chat_id, message_id), message.clone());
+            let update_id = state.next_update_id;
+            state.next_update_id += 1;
+            json!({"update_id": update_id, "edited_message": message})
+        };
+        self.push_update(update.clone());
+        update
+    }
+
+    /// Queues `update` for `getUpdates` (a second time, if it was before: Telegram redelivers an
+    /// update the bot did not confirm).
+    pub fn push_update(&self, update: Value) {
+        let mut state = lock(&self.shared);
+        state.delivered.push(update.clone());
+        state.updates.push_back(update);
+        drop(state);
+        self.shared.changed.notify_waiters();
     }
 
     /// The webhook set with `setWebhook` (url, secret token), if any.

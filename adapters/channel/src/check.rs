@@ -10,7 +10,7 @@
 //! | field | limit |
 //! |---|---|
 //! | `channel` | 1–[`MAX_CHANNEL_BYTES`] (64) bytes |
-//! | `chat.id`, `chat.thread_id`, `sender.id`, `message_id` | 1–[`MAX_ID_BYTES`] (128) bytes |
+//! | `chat.id`, `chat.thread_id`, `sender.id`, `message_id`, `edit.version` | 1–[`MAX_ID_BYTES`] (128) bytes |
 //! | `sender.display` | at most [`MAX_DISPLAY_BYTES`] (256) bytes, may be empty |
 //! | `text` | not blank (unless the message carries files), at most [`MAX_TEXT_BYTES`] (1 MiB) |
 //! | `attachments` | at most [`MAX_ATTACHMENTS`] (10, Discord's most per message) |
@@ -56,6 +56,7 @@ pub enum InboundField {
     SenderId,
     SenderDisplay,
     MessageId,
+    EditVersion,
     Text,
     Attachments,
     AttachmentName,
@@ -73,6 +74,7 @@ impl InboundField {
             InboundField::SenderId => "sender.id",
             InboundField::SenderDisplay => "sender.display",
             InboundField::MessageId => "message_id",
+            InboundField::EditVersion => "edit.version",
             InboundField::Text => "text",
             InboundField::Attachments => "attachments",
             InboundField::AttachmentName => "attachments[].name",
@@ -85,9 +87,11 @@ impl InboundField {
     pub fn max_bytes(self) -> usize {
         match self {
             InboundField::Channel => MAX_CHANNEL_BYTES,
-            InboundField::ChatId | InboundField::ThreadId | InboundField::SenderId | InboundField::MessageId => {
-                MAX_ID_BYTES
-            }
+            InboundField::ChatId
+            | InboundField::ThreadId
+            | InboundField::SenderId
+            | InboundField::MessageId
+            | InboundField::EditVersion => MAX_ID_BYTES,
             InboundField::SenderDisplay => MAX_DISPLAY_BYTES,
             InboundField::Text => MAX_TEXT_BYTES,
             InboundField::Attachments => usize::MAX,
@@ -200,6 +204,9 @@ impl Inbound {
             }
             InboundField::AttachmentReference.check(&attachment.reference)?;
         }
+        if let Some(edit) = &self.edit {
+            InboundField::EditVersion.check(&edit.version)?;
+        }
         match InboundField::Text.check(&self.text) {
             // A photo without a caption is still a message.
             Err(InvalidInbound { problem: Problem::Blank, .. }) if !self.attachments.is_empty() => Ok(()),
@@ -226,6 +233,7 @@ mod tests {
             forwarded: false,
             delivery: Delivery::Channel,
             received_at: chrono::Utc::now(),
+            edit: None,
         }
     }
 

@@ -95,6 +95,35 @@ pub struct Inbound {
     #[serde(default)]
     pub delivery: Delivery,
     pub received_at: DateTime<Utc>,
+    /// Set when this is an edit of message `message_id` (sent earlier): its
+    /// `text` replaces that message's. The gateway decides what an edit
+    /// does (see its `edit` module); adapters only report it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edit: Option<Edit>,
+}
+
+/// Which edit of a message an [`Inbound`] is.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Edit {
+    /// Tells this edit from the message's other edits, and is the same when
+    /// the platform delivers this edit again (Telegram: the edit date and the
+    /// update id; Discord: `edited_timestamp`). An id: its limits are
+    /// [`crate::check`]'s.
+    pub version: String,
+}
+
+impl Inbound {
+    /// What identifies this inbound among a channel's: the platform message
+    /// id, and for an edit the id with the edit's version
+    /// (`<message id>/edit/<version>`). The gateway deduplicates, answers
+    /// and keys replies by it, so an edit is handled once, apart from its
+    /// message.
+    pub fn key(&self) -> std::borrow::Cow<'_, str> {
+        match &self.edit {
+            None => std::borrow::Cow::Borrowed(&self.message_id),
+            Some(edit) => std::borrow::Cow::Owned(format!("{}/edit/{}", self.message_id, edit.version)),
+        }
+    }
 }
 
 /// The message a reply answering `reply_to` (oldest first) is threaded to

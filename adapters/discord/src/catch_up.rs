@@ -10,10 +10,10 @@
 //! messages each (the oldest missed ones); a chat the gateway never heard from
 //! before the stop (a first direct message, say) cannot be found this way.
 
+use crate::Arrived;
 use bub_channel::InboundSink;
 use serenity::builder::GetMessages;
 use serenity::http::Http;
-use serenity::model::channel::Message;
 use serenity::model::id::{ChannelId, MessageId};
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -30,7 +30,7 @@ pub(crate) async fn each_session(
     channel: String,
     http: Arc<Http>,
     inbox: Arc<dyn InboundSink>,
-    queue: mpsc::UnboundedSender<Message>,
+    queue: mpsc::UnboundedSender<Arrived>,
     mut sessions: mpsc::UnboundedReceiver<()>,
 ) {
     while sessions.recv().await.is_some() {
@@ -40,12 +40,14 @@ pub(crate) async fn each_session(
     }
 }
 
-async fn run(channel: &str, http: &Http, inbox: &Arc<dyn InboundSink>, queue: &mpsc::UnboundedSender<Message>) {
+async fn run(channel: &str, http: &Http, inbox: &Arc<dyn InboundSink>, queue: &mpsc::UnboundedSender<Arrived>) {
     let since = chrono::Utc::now() - chrono::Duration::days(WINDOW_DAYS);
     let chats = inbox.latest_per_chat(channel, since, MAX_CHATS).await;
     let mut caught_up = 0usize;
     for latest in chats {
-        let (Ok(chat), Ok(after)) = (latest.chat.id.parse::<u64>(), latest.message_id.parse::<u64>()) else { continue };
+        // A thread's messages are in the thread's own channel.
+        let here = latest.chat.thread_id.as_deref().unwrap_or(&latest.chat.id);
+        let (Ok(chat), Ok(after)) = (here.parse::<u64>(), latest.message_id.parse::<u64>()) else { continue };
         if chat == 0 || after == 0 {
             continue;
         }
@@ -57,7 +59,7 @@ async fn run(channel: &str, http: &Http, inbox: &Arc<dyn InboundSink>, queue: &m
                 }
                 caught_up += missed.len();
                 for message in missed {
-                    let _ = queue.send(message);
+                    let _ = queue.send(Arrived::Created(Box::new(message)));
                 }
             }
             Err(error) => tracing::warn!(%channel, chat, %error, "cannot fetch the messages missed in this chat"),

@@ -10,5 +10,5 @@ use serenity::model::channel::Message;
 pub fn read_message(channel: &str, bot_id: u64, bot_name: &str, message: &[u8]) -> Result<Option<Inbound>, String> {
     let message: Message = serenity::json::from_slice(message).map_err(|error| error.to_string())?;
     let bot = BotUser { id: bot_id, name: bot_name.to_string() };
-    Ok(to_inbound(channel, &bot, &message))
+    Ok(to_inbound(channel, &bot, &message, None))
 }

@@ -2,7 +2,18 @@
 //!
 //! - A message without a guild is a direct message; a guild message is a
 //!   group message of its channel. A thread is a channel of its own on
-//!   Discord, so each thread is its own chat (and session) already.
+//!   Discord, with a parent channel (`parent_id`, which a message does not
+//!   carry: see `threads`): a message in a thread is a [`ChatKind::Thread`] of
+//!   its parent (`chat.id` the parent, `thread_id` the thread), like a
+//!   Telegram forum topic, so the parent's policy and approval cover its
+//!   threads, and `session_scope` decides whether a thread is a session of
+//!   its own (`thread`, the default) or part of its parent's (`chat`).
+//!   Replies go into the thread.
+//! - An edit (`MESSAGE_UPDATE`) counts only when its content changed: it
+//!   has `content` and `edited_timestamp` (an update that only adds embeds,
+//!   a link preview, has neither). It is the message with its new text,
+//!   marked as an edit whose version is `edited_timestamp` (the same when
+//!   Discord replays the update on RESUME).
 //! - Message ids are snowflakes, unique across Discord: they are the inbound ids.
 //! - A message addresses the bot when it mentions the bot's user, or replies
 //!   to one of its messages. The mention itself (`<@id>`) reads as `@name` in
@@ -15,8 +26,9 @@
 //! - A message the gateway could not take ([`Inbound::check`]: a display
 //!   name with a control character, say) is logged and skipped too.
 
-use bub_channel::{Addressing, Attachment, AttachmentKind, ChatKind, ChatRef, Delivery, Inbound, SenderRef};
+use bub_channel::{Addressing, Attachment, AttachmentKind, ChatKind, ChatRef, Delivery, Edit, Inbound, SenderRef};
 use serenity::model::channel::Message;
+use serenity::model::event::MessageUpdateEvent;
 use serenity::model::user::User;
 
 /// Who the bot is, as read once at start.
@@ -26,10 +38,32 @@ pub(crate) struct BotUser {
     pub name: String,
 }
 
+/// The edit an update reports, when its content changed (see the module
+/// doc), as the gateway sees it: the update's fields over an empty message,
+/// marked as an edit. `parent` as for [`to_inbound`].
+pub(crate) fn edit_to_inbound(
+    channel: &str,
+    bot: &BotUser,
+    update: &MessageUpdateEvent,
+    parent: Option<u64>,
+) -> Option<Inbound> {
+    let (Some(_), Some(edited), Some(_)) = (&update.content, update.edited_timestamp, &update.author) else {
+        return None;
+    };
+    let mut message = Message::default();
+    message.id = update.id;
+    message.channel_id = update.channel_id;
+    update.apply_to_message(&mut message);
+    let mut inbound = to_inbound(channel, bot, &message, parent)?;
+    inbound.edit = Some(Edit { version: edited.timestamp_micros().to_string() });
+    Some(inbound)
+}
+
 /// The message as the gateway sees it, or `None` when it has no text or
 /// breaks the limits of [`bub_channel::check`] (logged and skipped).
-pub(crate) fn to_inbound(channel: &str, bot: &BotUser, message: &Message) -> Option<Inbound> {
-    let inbound = translate(channel, bot, message)?;
+/// `parent`: the parent channel, when the message's channel is a thread.
+pub(crate) fn to_inbound(channel: &str, bot: &BotUser, message: &Message, parent: Option<u64>) -> Option<Inbound> {
+    let inbound = translate(channel, bot, message, parent)?;
     match inbound.check() {
         Ok(()) => Some(inbound),
         Err(invalid) => {
@@ -46,7 +80,7 @@ pub(crate) fn to_inbound(channel: &str, bot: &BotUser, message: &Message) -> Opt
     }
 }
 
-fn translate(channel: &str, bot: &BotUser, message: &Message) -> Option<Inbound> {
+fn translate(channel: &str, bot: &BotUser, message: &Message, parent: Option<u64>) -> Option<Inbound> {
     let mention_forms = [format!("<@{}>", bot.id), format!("<@!{}>", bot.id)];
     let mentioned = message.mentions.iter().any(|user| user.id.get() == bot.id)
         || mention_forms.iter().any(|form| message.content.contains(form.as_str()));
@@ -58,11 +92,16 @@ fn translate(channel: &str, bot: &BotUser, message: &Message) -> Option<Inbound>
     if text.trim().is_empty() && attachments.is_empty() {
         return None;
     }
-    let kind = if message.guild_id.is_some() { ChatKind::Group } else { ChatKind::Direct };
+    let here = message.channel_id.get().to_string();
+    let chat = match (message.guild_id, parent) {
+        (None, _) => ChatRef { id: here, kind: ChatKind::Direct, thread_id: None },
+        (Some(_), None) => ChatRef { id: here, kind: ChatKind::Group, thread_id: None },
+        (Some(_), Some(parent)) => ChatRef { id: parent.to_string(), kind: ChatKind::Thread, thread_id: Some(here) },
+    };
     let replied_to_bot = message.referenced_message.as_ref().is_some_and(|replied| replied.author.id.get() == bot.id);
     Some(Inbound {
         channel: channel.to_string(),
-        chat: ChatRef { id: message.channel_id.get().to_string(), kind, thread_id: None },
+        chat,
         sender: SenderRef {
             id: message.author.id.get().to_string(),
             display: Some(display_name(&message.author)),
@@ -79,6 +118,7 @@ fn translate(channel: &str, bot: &BotUser, message: &Message) -> Option<Inbound>
             .is_some_and(|reference| reference.kind == serenity::model::channel::MessageReferenceKind::Forward),
         delivery: Delivery::Channel,
         received_at: chrono::Utc::now(),
+        edit: None,
     })
 }
 
@@ -136,7 +176,7 @@ mod tests {
 
     #[test]
     fn a_direct_message_is_direct_and_named_by_its_snowflake() {
-        let inbound = to_inbound("dc", &bot(), &message(json!({}))).expect("text");
+        let inbound = to_inbound("dc", &bot(), &message(json!({})), None).expect("text");
         assert_eq!(inbound.chat, ChatRef { id: "77".into(), kind: ChatKind::Direct, thread_id: None });
         assert_eq!((inbound.message_id.as_str(), inbound.sender.id.as_str()), ("5001", "11"));
         assert_eq!(inbound.sender.display.as_deref(), Some("ada"));
@@ -146,26 +186,53 @@ mod tests {
     #[test]
     fn a_guild_message_is_addressed_by_a_mention_or_a_reply_and_the_mention_reads_as_a_name() {
         let plain = message(json!({"guild_id": "1", "content": "lunch?"}));
-        let inbound = to_inbound("dc", &bot(), &plain).unwrap();
+        let inbound = to_inbound("dc", &bot(), &plain, None).unwrap();
         assert_eq!(inbound.chat.kind, ChatKind::Group);
         assert!(!inbound.addressing.mention && !inbound.addressing.reply_to_bot);
 
         let mention =
             message(json!({"guild_id": "1", "content": "<@900> what now?", "mentions": [user(900, "bub", true)]}));
-        let inbound = to_inbound("dc", &bot(), &mention).unwrap();
+        let inbound = to_inbound("dc", &bot(), &mention, None).unwrap();
         assert!(inbound.addressing.mention);
         assert_eq!(inbound.text, "@bub what now?");
 
         let answer = message(json!({"id": "4000", "author": user(900, "bub", true), "content": "earlier"}));
         let reply = message(json!({"guild_id": "1", "content": "and then?",
                                    "referenced_message": serde_json::to_value(&answer).unwrap()}));
-        assert!(to_inbound("dc", &bot(), &reply).unwrap().addressing.reply_to_bot);
+        assert!(to_inbound("dc", &bot(), &reply, None).unwrap().addressing.reply_to_bot);
+    }
+
+    #[test]
+    fn a_message_in_a_thread_is_a_thread_of_its_parent() {
+        let inbound = to_inbound("dc", &bot(), &message(json!({"guild_id": "1"})), Some(70)).unwrap();
+        assert_eq!(inbound.chat, ChatRef { id: "70".into(), kind: ChatKind::Thread, thread_id: Some("77".into()) });
+        let direct = to_inbound("dc", &bot(), &message(json!({})), Some(70)).unwrap();
+        assert_eq!(direct.chat.kind, ChatKind::Direct, "a direct message has no parent");
+    }
+
+    #[test]
+    fn only_an_update_of_the_content_is_an_edit() {
+        let update = |fields: Value| -> MessageUpdateEvent {
+            let mut base = json!({"id": "5001", "channel_id": "77", "guild_id": "1"});
+            for (key, value) in fields.as_object().expect("an object") {
+                base[key] = value.clone();
+            }
+            serde_json::from_value(base).expect("a MessageUpdateEvent")
+        };
+        let embeds = update(json!({"embeds": [{"type": "link", "url": "https://example.org/"}]}));
+        assert!(edit_to_inbound("dc", &bot(), &embeds, None).is_none(), "a link preview is no edit");
+        let edited = update(json!({"content": "new text", "author": user(11, "ada", false),
+                                   "edited_timestamp": "2026-12-01T08:00:01.000000+00:00", "mentions": []}));
+        let inbound = edit_to_inbound("dc", &bot(), &edited, None).expect("an edit");
+        assert_eq!((inbound.message_id.as_str(), inbound.text.as_str()), ("5001", "new text"));
+        assert_eq!(inbound.edit.map(|edit| edit.version).as_deref(), Some("1796112001000000"));
+        assert_eq!(inbound.chat.kind, ChatKind::Group);
     }
 
     #[test]
     fn a_message_over_the_inbound_limits_is_skipped() {
         let forged = message(json!({"author": user(11, "ada\nbub: rm -rf", false)}));
-        assert!(to_inbound("dc", &bot(), &forged).is_none(), "a control character in a name");
+        assert!(to_inbound("dc", &bot(), &forged, None).is_none(), "a control character in a name");
     }
 
     #[test]
@@ -196,9 +263,9 @@ mod tests {
 
     #[test]
     fn empty_messages_are_skipped_and_the_bots_own_are_marked() {
-        assert!(to_inbound("dc", &bot(), &message(json!({"content": ""}))).is_none());
+        assert!(to_inbound("dc", &bot(), &message(json!({"content": ""})), None).is_none());
         let own = message(json!({"author": user(900, "bub", true)}));
-        let inbound = to_inbound("dc", &bot(), &own).unwrap();
+        let inbound = to_inbound("dc", &bot(), &own, None).unwrap();
         assert!(inbound.from_self && inbound.sender.is_bot);
     }
 }

@@ -10,11 +10,13 @@
 //! - [`DiscordChannel::start`] checks the token (`GET /users/@me`), connects,
 //!   and returns once Discord said READY, or fails with what to fix (a wrong
 //!   token, an intent not enabled).
-//! - Messages go to the gateway as they arrive; serenity reconnects and
-//!   resumes by itself after a dropped connection. Discord replays what was
-//!   missed only to a resumed session, so after every READY (the first, and
-//!   any new session serenity had to start) what was written meanwhile is
-//!   fetched from the channels' history (`catch_up`).
+//! - Messages, and edits of their content, go to the gateway as they
+//!   arrive; serenity reconnects and resumes by itself after a dropped
+//!   connection. Discord replays what was missed only to a resumed session,
+//!   so after every READY (the first, and any new session serenity had to
+//!   start) what was written meanwhile is fetched from the channels' history
+//!   (`catch_up`). A message in a thread is a thread of its parent channel
+//!   (`threads`).
 //! - Replies (2000 characters each), edits of streamed replies and "typing…"
 //!   go through serenity's HTTP client, whose rate limiter follows Discord's
 //!   buckets. Files go as one attachment each (up to 10 MiB, a bot's upload
@@ -22,9 +24,10 @@
 //!
 //! # Layout
 //! - `catch_up`: the messages missed while the bot had no session (stopped, or a new session).
-//! - `inbound`: Discord messages as [`bub_channel::Inbound`].
+//! - `inbound`: Discord messages and their edits as [`bub_channel::Inbound`].
 //! - `send`: create (text or a file), edit and typing, and error mapping.
 //! - `files`: attached files, fetched from Discord's CDN only.
+//! - `threads`: which channels are threads, and of which parent.
 
 mod catch_up;
 mod files;
@@ -32,6 +35,7 @@ mod files;
 pub mod fuzzing;
 mod inbound;
 mod send;
+mod threads;
 
 use async_trait::async_trait;
 use bub_channel::{
@@ -39,7 +43,7 @@ use bub_channel::{
     OutboundFile, Secret, SendError, SenderRef,
 };
 use inbound::BotUser;
-use serenity::all::{Context, EventHandler, GatewayIntents, Message, Ready};
+use serenity::all::{Context, EventHandler, GatewayIntents, Message, MessageUpdateEvent, Ready};
 use serenity::gateway::ShardManager;
 use serenity::http::{Http, HttpBuilder, HttpError};
 use std::sync::{Arc, Mutex};
@@ -124,13 +128,34 @@ impl DiscordChannel {
     }
 }
 
+/// What arrived from Discord for the gateway.
+pub(crate) enum Arrived {
+    /// A new message (live, or caught up).
+    Created(Box<Message>),
+    /// A message changed (content, or only embeds: see `inbound`).
+    Updated(Box<MessageUpdateEvent>),
+}
+
+impl Arrived {
+    /// Discord's order: by message id (snowflakes grow with time), a message
+    /// before its updates, and its updates by when they were made.
+    fn order(&self) -> (serenity::model::id::MessageId, Option<i64>) {
+        match self {
+            Arrived::Created(message) => (message.id, None),
+            Arrived::Updated(update) => {
+                (update.id, Some(update.edited_timestamp.map_or(i64::MIN, |at| at.timestamp_micros())))
+            }
+        }
+    }
+}
+
 /// Receives serenity's events and reports READY to `start`, and every READY
 /// to the catch-up (a new session gets nothing of what was said before it).
 /// serenity runs each event handler call on a task of its own, so calls may
 /// run out of order: messages go through one queue to one [`hand_over`] task
 /// instead.
 struct Handler {
-    messages: mpsc::UnboundedSender<Message>,
+    messages: mpsc::UnboundedSender<Arrived>,
     ready: Mutex<Option<oneshot::Sender<()>>>,
     sessions: mpsc::UnboundedSender<()>,
     channel: String,
@@ -147,7 +172,17 @@ impl EventHandler for Handler {
     }
 
     async fn message(&self, _ctx: Context, message: Message) {
-        let _ = self.messages.send(message);
+        let _ = self.messages.send(Arrived::Created(Box::new(message)));
+    }
+
+    async fn message_update(
+        &self,
+        _ctx: Context,
+        _old: Option<Message>,
+        _new: Option<Message>,
+        update: MessageUpdateEvent,
+    ) {
+        let _ = self.messages.send(Arrived::Updated(Box::new(update)));
     }
 }
 
@@ -159,12 +194,13 @@ const GATHER: Duration = Duration::from_millis(20);
 
 /// Gives messages to the gateway one at a time, in Discord's order: whatever
 /// arrives within [`GATHER`] of the first is sorted by id (snowflakes grow
-/// with time) first.
+/// with time) first, a message before its edits (see [`Arrived::order`]).
 async fn hand_over(
     channel: String,
     bot: BotUser,
     inbox: Arc<dyn InboundSink>,
-    mut messages: mpsc::UnboundedReceiver<Message>,
+    mut messages: mpsc::UnboundedReceiver<Arrived>,
+    mut threads: threads::Threads,
 ) {
     while let Some(first) = messages.recv().await {
         let mut batch = vec![first];
@@ -172,14 +208,27 @@ async fn hand_over(
         while let Ok(Some(more)) = tokio::time::timeout_at(gathered, messages.recv()).await {
             batch.push(more);
         }
-        batch.sort_by_key(|message| message.id);
-        for message in batch {
-            let Some(inbound) = inbound::to_inbound(&channel, &bot, &message) else {
-                if message.content.is_empty() && message.guild_id.is_some() && message.attachments.is_empty() {
-                    tracing::debug!(%channel, "a guild message without content: is the MESSAGE CONTENT intent enabled?");
+        batch.sort_by_key(Arrived::order);
+        for arrived in batch {
+            let inbound = match &arrived {
+                Arrived::Created(message) => {
+                    let parent = threads.parent(message.channel_id, message.guild_id).await;
+                    let inbound = inbound::to_inbound(&channel, &bot, message, parent);
+                    if inbound.is_none()
+                        && message.content.is_empty()
+                        && message.guild_id.is_some()
+                        && message.attachments.is_empty()
+                    {
+                        tracing::debug!(%channel, "a guild message without content: is the MESSAGE CONTENT intent enabled?");
+                    }
+                    inbound
                 }
-                continue;
+                Arrived::Updated(update) => {
+                    let parent = threads.parent(update.channel_id, update.guild_id).await;
+                    inbound::edit_to_inbound(&channel, &bot, update, parent)
+                }
             };
+            let Some(inbound) = inbound else { continue };
             let id = inbound.message_id.clone();
             // Discord does not deliver a message twice; one the gateway could not store is lost.
             if let Err(error) = inbox.submit(inbound, None).await
@@ -237,8 +286,9 @@ impl Channel for DiscordChannel {
         let (http, shards) = (client.http.clone(), client.shard_manager.clone());
         let task_name = name.clone();
         let (ended_tx, ended_rx) = oneshot::channel();
+        let threads = threads::Threads::new(http.clone());
         let task = tokio::spawn(async move {
-            let handing_over = tokio::spawn(hand_over(task_name.clone(), bot, inbox, queue));
+            let handing_over = tokio::spawn(hand_over(task_name.clone(), bot, inbox, queue, threads));
             let ended = client.start().await;
             // Before READY `start` reports the failure; after it, only the log can.
             if let Err(returned) = ended_tx.send(ended)

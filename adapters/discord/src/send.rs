@@ -107,13 +107,14 @@ fn pings(mentions: &[SenderRef]) -> CreateAllowedMentions {
     CreateAllowedMentions::new().users(users(mentions)).empty_roles().everyone(false).replied_user(false)
 }
 
+/// Where to write in `chat`: its thread (a channel of its own on Discord), else the chat.
 fn channel_id(chat: &ChatRef) -> Result<ChannelId, SendError> {
-    chat.id
-        .parse::<u64>()
+    let here = chat.thread_id.as_deref().unwrap_or(&chat.id);
+    here.parse::<u64>()
         .ok()
         .filter(|id| *id != 0)
         .map(ChannelId::new)
-        .ok_or_else(|| SendError::Permanent(format!("{:?} is not a Discord channel id", chat.id)))
+        .ok_or_else(|| SendError::Permanent(format!("{here:?} is not a Discord channel id")))
 }
 
 /// Discord's JSON error code for "slowmode rate limit" (a 429 for one channel).

@@ -2,7 +2,7 @@
 //! API: it may change with them.
 
 use bub_channel::Inbound;
-use teloxide_core::types::{Me, Update, UpdateKind};
+use teloxide_core::types::{Me, Update};
 
 /// An update as polling and the webhook route read it (`me` is the bot's
 /// `getMe` result): `None` when it carries no message for the agent, else the
@@ -10,8 +10,8 @@ use teloxide_core::types::{Me, Update, UpdateKind};
 pub fn read_update(channel: &str, me: &[u8], update: &[u8]) -> Result<Option<(i32, Inbound)>, String> {
     let me: Me = serde_json::from_slice(me).map_err(|error| format!("getMe: {error}"))?;
     let update: Update = serde_json::from_slice(update).map_err(|error| format!("update: {error}"))?;
-    let UpdateKind::Message(message) = &update.kind else { return Ok(None) };
-    Ok(crate::inbound::to_inbound(channel, &me, message).map(|inbound| (message.id.0, inbound)))
+    let Some(message) = crate::inbound::message_of(&update) else { return Ok(None) };
+    Ok(crate::inbound::update_to_inbound(channel, &me, &update).map(|inbound| (message.id.0, inbound)))
 }
 
 /// The Telegram message id inside an inbound id, as replies read it.

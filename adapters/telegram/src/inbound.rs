@@ -14,9 +14,16 @@
 //!   file (a sticker, a poll) has nothing for the agent and is skipped.
 //! - A message the gateway could not take ([`Inbound::check`]: a sender name
 //!   with a control character, say) is logged and skipped the same way.
+//! - An `edited_message` update is the message again with its new text,
+//!   marked as an edit ([`Edit`]) whose version is the edit date and the
+//!   update id: a redelivered update is the same edit, two edits within one
+//!   second are not. What an edit does is the gateway's business. Channel
+//!   posts (and so their edits) are not read.
 
-use bub_channel::{Addressing, Attachment, AttachmentKind, ChatKind, ChatRef, Delivery, Inbound, SenderRef};
-use teloxide_core::types::{FileMeta, Me, Message, MessageEntity, MessageEntityKind, MessageEntityRef, User};
+use bub_channel::{Addressing, Attachment, AttachmentKind, ChatKind, ChatRef, Delivery, Edit, Inbound, SenderRef};
+use teloxide_core::types::{
+    FileMeta, Me, Message, MessageEntity, MessageEntityKind, MessageEntityRef, Update, UpdateKind, User,
+};
 
 /// `<chat id>:<message id>`, the inbound id of a Telegram message.
 pub(crate) fn inbound_id(chat_id: i64, message_id: i32) -> String {
@@ -26,6 +33,26 @@ pub(crate) fn inbound_id(chat_id: i64, message_id: i32) -> String {
 /// The Telegram message id inside an inbound id made by [`inbound_id`].
 pub(crate) fn message_id_of(inbound_id: &str) -> Option<i32> {
     inbound_id.rsplit_once(':').and_then(|(_, id)| id.parse().ok())
+}
+
+/// The message of an update bub reads: a new message, or an edited one.
+pub(crate) fn message_of(update: &Update) -> Option<&Message> {
+    match &update.kind {
+        UpdateKind::Message(message) | UpdateKind::EditedMessage(message) => Some(message),
+        _ => None,
+    }
+}
+
+/// The update's message as the gateway sees it (an edit marked as one), or
+/// `None` when it carries none for the agent (see [`to_inbound`]).
+pub(crate) fn update_to_inbound(channel: &str, me: &Me, update: &Update) -> Option<Inbound> {
+    let message = message_of(update)?;
+    let mut inbound = to_inbound(channel, me, message)?;
+    if let UpdateKind::EditedMessage(_) = &update.kind {
+        let date = message.edit_date().map_or(0, |date| date.timestamp());
+        inbound.edit = Some(Edit { version: format!("{date}-{}", update.id.0) });
+    }
+    Some(inbound)
 }
 
 /// The message as the gateway sees it, or `None` when it has no text for the
@@ -89,6 +116,7 @@ fn translate(channel: &str, me: &Me, message: &Message) -> Option<Inbound> {
         forwarded: message.forward_origin().is_some(),
         delivery: Delivery::Channel,
         received_at: chrono::Utc::now(),
+        edit: None,
     })
 }
 
@@ -340,6 +368,33 @@ mod tests {
         let fits = message(json!({"chat": group(), "text": "😀 @bub_bot hi",
             "entities": [{"type": "mention", "offset": 3, "length": 8}]}));
         assert!(to_inbound("tg", &me(), &fits).unwrap().addressing.mention, "emoji count 2 units");
+    }
+
+    fn edited_json_as_new() -> Value {
+        json!({"update_id": 0, "message": {
+            "message_id": 8, "date": 1_700_000_000, "chat": {"id": 1001, "type": "private", "first_name": "Ada"},
+            "from": {"id": 1001, "is_bot": false, "first_name": "Ada"}, "text": "new"
+        }})
+    }
+
+    #[test]
+    fn an_edited_message_update_is_an_edit_versioned_by_date_and_update() {
+        let edited = json!({
+            "message_id": 7, "date": 1_700_000_000, "edit_date": 1_700_000_100,
+            "chat": {"id": 1001, "type": "private", "first_name": "Ada"},
+            "from": {"id": 1001, "is_bot": false, "first_name": "Ada"}, "text": "hello again"
+        });
+        // From text, as updates arrive (teloxide's `Update` cannot borrow its keys from a `Value`).
+        let update: Update =
+            serde_json::from_str(&json!({"update_id": 55, "edited_message": edited}).to_string()).unwrap();
+        assert!(matches!(update.kind, UpdateKind::EditedMessage(_)), "{:?}", update.kind);
+        let inbound = update_to_inbound("tg", &me(), &update).expect("an edit");
+        assert_eq!((inbound.message_id.as_str(), inbound.text.as_str()), ("1001:7", "hello again"));
+        assert_eq!(inbound.edit.map(|edit| edit.version).as_deref(), Some("1700000100-55"));
+        let mut new = edited_json_as_new();
+        new["update_id"] = json!(56);
+        let new: Update = serde_json::from_str(&new.to_string()).unwrap();
+        assert!(update_to_inbound("tg", &me(), &new).unwrap().edit.is_none());
     }
 
     #[test]

@@ -59,6 +59,8 @@ use tokio::task::JoinHandle;
 
 /// Telegram's limit on one message's text (after entity parsing).
 pub const MAX_MESSAGE_CHARS: usize = 4096;
+/// The updates bub asks Telegram for: new messages and their edits.
+const READ_UPDATES: [AllowedUpdate; 2] = [AllowedUpdate::Message, AllowedUpdate::EditedMessage];
 /// How long `start` waits for `getMe` and `setWebhook` / `deleteWebhook` before giving up.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -160,7 +162,7 @@ impl TelegramChannel {
                     .bot
                     .set_webhook(url.clone())
                     .secret_token(ingress.secret().to_string())
-                    .allowed_updates([AllowedUpdate::Message]);
+                    .allowed_updates(READ_UPDATES);
                 self.at_start(request).await?.map(|_| ()).map_err(|error| {
                     self.fail(format!("Telegram refused the webhook {url}: {error} (it must be HTTPS)"))
                 })

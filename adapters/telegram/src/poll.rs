@@ -8,13 +8,13 @@
 //! While the gateway cannot take messages (it is stopping, its database is
 //! unreachable), polling waits and asks again from the same offset.
 
-use crate::inbound::to_inbound;
+use crate::inbound::update_to_inbound;
 use bub_channel::InboundSink;
 use std::sync::Arc;
 use std::time::Duration;
 use teloxide_core::payloads::GetUpdatesSetters;
 use teloxide_core::prelude::Requester;
-use teloxide_core::types::{AllowedUpdate, Me, UpdateKind};
+use teloxide_core::types::Me;
 use teloxide_core::{ApiError, Bot, RequestError};
 use tokio::sync::watch;
 
@@ -39,7 +39,7 @@ impl Poller {
         let mut failures: u32 = 0;
         loop {
             let request =
-                self.bot.get_updates().offset(offset).timeout(POLL_SECONDS).allowed_updates([AllowedUpdate::Message]);
+                self.bot.get_updates().offset(offset).timeout(POLL_SECONDS).allowed_updates(crate::READ_UPDATES);
             let polled = tokio::select! {
                 polled = request.into_future() => polled,
                 _ = self.stop.wait_for(|stopped| *stopped) => return,
@@ -57,8 +57,7 @@ impl Poller {
             };
             failures = 0;
             for update in updates {
-                if let UpdateKind::Message(message) = &update.kind
-                    && let Some(inbound) = to_inbound(&self.channel, &self.me, message)
+                if let Some(inbound) = update_to_inbound(&self.channel, &self.me, &update)
                     && !self.hand_over(inbound).await
                 {
                     // Not taken: ask for it again (same offset) after a pause.

@@ -13,7 +13,7 @@
 //! - Bodies over 1 MiB get 413, ones that do not arrive within 30 s get 408,
 //!   and a body that is not an update gets 400 (JSON `{"error", "message"}`).
 
-use crate::inbound::to_inbound;
+use crate::inbound::update_to_inbound;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::State;
@@ -23,7 +23,7 @@ use axum::routing::post;
 use bub_channel::{InboundSink, Secret};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
-use teloxide_core::types::{Me, Update, UpdateKind};
+use teloxide_core::types::{Me, Update};
 
 /// The header Telegram puts the secret token in.
 pub const SECRET_HEADER: &str = "x-telegram-bot-api-secret-token";
@@ -95,8 +95,9 @@ async fn receive(State(ingress): State<Arc<WebhookIngress>>, headers: HeaderMap,
             return refuse(StatusCode::BAD_REQUEST, "invalid_update", format!("not a Telegram update: {error}"));
         }
     };
-    let UpdateKind::Message(message) = &update.kind else { return StatusCode::OK.into_response() };
-    let Some(inbound) = to_inbound(&ingress.channel, &me, message) else { return StatusCode::OK.into_response() };
+    let Some(inbound) = update_to_inbound(&ingress.channel, &me, &update) else {
+        return StatusCode::OK.into_response();
+    };
     match inbox.submit(inbound, None).await {
         Err(error) if error.try_again_later() => {
             tracing::warn!(channel = %ingress.channel, %error, "cannot store a Telegram update; Telegram will send it again");

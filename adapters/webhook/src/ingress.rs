@@ -339,6 +339,7 @@ impl WireMessage {
                 Mode::Sync | Mode::Sse => Delivery::Caller,
             },
             received_at: chrono::Utc::now(),
+            edit: None,
         })
     }
 }
@@ -444,6 +445,8 @@ fn wire_name(field: InboundField) -> &'static str {
         InboundField::SenderId => "sender_id",
         InboundField::SenderDisplay => "sender_name",
         InboundField::MessageId => "message_id",
+        // webhook callers send no edits
+        InboundField::EditVersion => "edit_version",
         InboundField::Text => "text",
         // The webhook takes no files (its body has no field for them).
         other => other.name(),

@@ -28,6 +28,27 @@ impl GatewayTables for SqliteDb {
         .await
     }
 
+    async fn inbound(&self, channel: &str, message_id: &str) -> Result<Option<String>, DbError> {
+        let (channel, message_id) = (channel.to_string(), message_id.to_string());
+        Ok(self
+            .read(move |conn| {
+                conn.prepare_cached("SELECT inbound FROM gateway_inbox WHERE channel = ?1 AND message_id = ?2")?
+                    .query_row([channel, message_id], |row| row.get(0))
+                    .optional()
+            })
+            .await??)
+    }
+
+    async fn replace_inbound(&self, seq: i64, inbound: &str) -> Result<(), DbError> {
+        let inbound = inbound.to_string();
+        self.write(Box::new(move |conn| {
+            conn.prepare_cached("UPDATE gateway_inbox SET inbound = ?1 WHERE seq = ?2 AND state <> 'done'")?
+                .execute(params![inbound, seq])
+                .map(|_| ())
+        }))
+        .await
+    }
+
     async fn outcome(&self, channel: &str, message_id: &str) -> Result<Option<String>, DbError> {
         let (channel, message_id) = (channel.to_string(), message_id.to_string());
         let outcome: Option<Option<String>> = self
@@ -192,11 +213,12 @@ impl GatewayTables for SqliteDb {
         let (channel, since) = (channel.to_string(), since.to_string());
         Ok(self
             .read(move |conn| -> rusqlite::Result<Vec<String>> {
-                // The newest row of each chat: the greatest seq per chat id.
+                // The newest row of each chat (and thread): the greatest seq per chat and thread id.
                 conn.prepare_cached(
                     "SELECT inbound FROM gateway_inbox WHERE seq IN ( \
                          SELECT max(seq) FROM gateway_inbox WHERE channel = ?1 AND received_at >= ?2 \
-                         GROUP BY json_extract(inbound, '$.chat.id')) \
+                         AND json_extract(inbound, '$.edit') IS NULL \
+                         GROUP BY json_extract(inbound, '$.chat.id'), json_extract(inbound, '$.chat.thread_id')) \
                      ORDER BY seq DESC LIMIT ?3",
                 )?
                 .query_map(params![channel, since, limit], |row| row.get(0))?

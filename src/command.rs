@@ -14,6 +14,9 @@
 //!    is turned into the JSON type its property asks for, so `limit=5` reaches
 //!    the tool as the number 5.
 //!
+//! Platform commands (`/tape_info@bot`) are read as comma commands by
+//! [`platform`].
+//!
 //! Every [`CommandError`] is one line that says what is wrong and how to fix it:
 //! the operator reads it in a chat, not in a log.
 //!
@@ -36,6 +39,7 @@ use std::borrow::Cow;
 use std::fmt;
 
 mod bind;
+pub mod platform;
 
 pub use bind::bind_arguments;
 

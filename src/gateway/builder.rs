@@ -13,7 +13,8 @@
 //!    the defaults reported; the sandboxes it asks for built and tried (fail
 //!    closed: a sandbox that cannot be built stops the start); the channels
 //!    made; the HTTP server listening; then the previous run's unfinished
-//!    work resumed and the channels started — racing the caller's shutdown,
+//!    work resumed and the channels started (and what their platforms'
+//!    settings hide from the policy reported) — racing the caller's shutdown,
 //!    so a stop while resuming is a graceful one too.
 //! 4. [`RunningGateway::wait`]: until the shutdown, then the graceful stop:
 //!    stop accepting, let turns finish for the config's grace, let the
@@ -59,6 +60,9 @@ pub enum Notice {
     Sandboxed(String),
     /// A changed config file was refused; the running policy stays.
     ConfigRefused(String),
+    /// A started channel's platform setting hides what the policy relies on
+    /// (Telegram's privacy mode while groups are answered), and how to fix it.
+    ChannelSetting(String),
 }
 
 impl fmt::Display for Notice {
@@ -69,6 +73,7 @@ impl fmt::Display for Notice {
             Notice::ConfigRefused(error) => {
                 write!(f, "error: the new config is invalid; the running policy stays: {error}")
             }
+            Notice::ChannelSetting(warning) => write!(f, "warning: {warning}"),
         }
     }
 }
@@ -367,6 +372,10 @@ async fn start(
             return Err(error.into());
         }
         Some(Ok(())) => {
+            for warning in gateway.channel_warnings() {
+                tracing::warn!(%warning, "a channel's platform setting hides what the policy relies on");
+                notify(Notice::ChannelSetting(warning));
+            }
             state.set_started();
             if let Some(reloads) = reloads {
                 tokio::spawn(report_reloads(gateway.clone(), reloads, settings.notices.clone()));

@@ -15,6 +15,8 @@
 //!    (where none are named, only the read-only ones run);
 //!    group text that does not address the bot is recorded on the tape as
 //!    inactive context, not answered.
+//!    Platform commands (`/start`, `/help`, `/tape_info@bot`) are read
+//!    right after admission (`platform`).
 //! 3. The session's worker (`session`): bursts are debounced, one turn runs
 //!    at a time, and a message arriving mid-turn steers it, queues behind it or
 //!    is dropped with a notice, as the policy says. Commands bypass both.
@@ -51,6 +53,7 @@ mod files;
 mod limiter;
 pub mod outbound;
 pub mod pairing;
+mod platform;
 mod recovery;
 mod running;
 mod session;
@@ -126,6 +129,8 @@ pub(crate) struct Inner {
     pub waiting: std::sync::atomic::AtomicI64,
     /// Effective policies of the config in force, by channel and chat.
     policies: std::sync::Mutex<PolicyCache>,
+    /// The platforms' command menus as set (see `platform`).
+    menus: platform::Menus,
     /// Where operators wrote last (channel, chat id → chat, session), newest last,
     /// so the gateway can tell them about a refused config.
     operator_chats: std::sync::Mutex<indexmap::IndexMap<(String, String), (bub_channel::ChatRef, String)>>,
@@ -173,6 +178,7 @@ impl Gateway {
             waiting: Default::default(),
             operator_chats: Default::default(),
             policies: Default::default(),
+            menus: Default::default(),
             limiter: limiter::InboundLimiter::default(),
         });
         record_turns(&inner.agent);
@@ -207,6 +213,7 @@ impl Gateway {
             self.inner.channels[&name].start(inbox.clone()).await?;
             tracing::info!(channel = %name, "channel started");
         }
+        self.inner.menus.start(&self.inner);
         Ok(())
     }
 
@@ -273,6 +280,13 @@ impl Gateway {
     /// The durable store (for readiness checks).
     pub fn store(&self) -> &GatewayStore {
         &self.inner.store
+    }
+
+    /// Where a started channel's platform setting hides what the policy
+    /// relies on (Telegram's privacy mode while groups are answered), one
+    /// warning each, saying how to fix it.
+    pub fn channel_warnings(&self) -> Vec<String> {
+        platform::hidden_group_messages_warnings(&self.inner)
     }
 
     /// The channels, by name.

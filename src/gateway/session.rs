@@ -106,14 +106,16 @@ impl Sessions {
 pub(crate) async fn dispatch(inner: &Arc<Inner>, message: Message) {
     let policy = message.policy.clone();
     let Some(message) = super::pairing::admit(inner, message).await else { return };
-    let session = message.session.clone();
     inner.note_operator_chat(&message);
     if message.inbound.edit.is_some() {
+        let session = message.session.clone();
         // Never a command: the session's worker knows whether its message was answered.
         let addressed = admission::is_addressed(&message.inbound, &policy);
         inner.sessions.send(inner, session, SessionInput::Edit { message, addressed });
         return;
     }
+    let Some(message) = super::platform::read(inner, message).await else { return };
+    let session = message.session.clone();
     if let Some(prefix) = inner.agent.command_prefix()
         && let Some(line) = crate::command::parse_command(&message.inbound.text, prefix)
     {

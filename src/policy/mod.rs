@@ -8,6 +8,10 @@
 //! - [`enforce`](mod@enforce): [`SessionPolicy`] in a run's turn state and the one
 //!   `BeforeToolCall` handler that enforces it ([`enforce()`]).
 //! - [`command`]: the `,policy show` / `,policy explain` command ([`policy_tool`]).
+//! - [`menu`]: the commands a user may run in a chat, as a platform's
+//!   command menu and `/help` list them (`EffectivePolicy::command_menu`).
+//! - [`privacy`]: the warning when a platform hides the unaddressed group
+//!   messages a group policy keeps as context (Telegram's privacy mode).
 //! - [`provenance`]: where text came from, and the rule that keeps exec,
 //!   write and network tools away from untrusted text.
 //! - [`warnings`]: where a valid file opens access wider than the closed
@@ -19,6 +23,8 @@
 pub mod command;
 pub mod effective;
 pub mod enforce;
+pub mod menu;
+pub mod privacy;
 pub mod provenance;
 pub mod warnings;
 

@@ -188,6 +188,16 @@ impl Tool {
         &self.inner.description
     }
 
+    /// The first sentence of the description, on one line: what `,help`
+    /// and command menus show.
+    pub fn summary(&self) -> String {
+        let flat = self.inner.description.split_whitespace().collect::<Vec<_>>().join(" ");
+        match flat.find(". ") {
+            Some(end) => flat[..=end].to_string(),
+            None => flat,
+        }
+    }
+
     /// The JSON Schema of the arguments.
     pub fn parameters(&self) -> &Value {
         &self.inner.parameters

@@ -2,8 +2,8 @@
 //!
 //! It serves `POST /bot<token>/<method>` for the methods bub uses (`getMe`,
 //! `deleteWebhook`, `getUpdates`, `sendMessage`, `editMessageText`,
-//! `sendChatAction`, `getFile`, and the multipart uploads `sendPhoto` and `sendDocument`) and file downloads
-//! (`GET /file/bot<token>/<path>`), answering in the Bot API's envelope
+//! `sendChatAction`, `getFile`, `setMyCommands`, and the multipart uploads `sendPhoto` and `sendDocument`) and file
+//! downloads (`GET /file/bot<token>/<path>`), answering in the Bot API's envelope
 //! (`{"ok": true, "result": …}` or `{"ok": false, "error_code", "description",
 //! "parameters"?}`). Tests queue what users write ([`FakeTelegram::user_says`],
 //! [`FakeTelegram::push_message`], files with [`FakeTelegram::user_sends_photo`] and
@@ -99,6 +99,26 @@ const MAX_UPLOAD_BYTES: usize = 50_000_000;
 const MAX_PHOTO_BYTES: usize = 10_000_000;
 const MAX_CAPTION_CHARS: usize = 1024;
 
+/// One `setMyCommands`: the scope as sent (`{"type": "default"}` when none)
+/// and the (command, description) pairs.
+#[derive(Debug, Clone)]
+pub struct MenuSet {
+    pub scope: Value,
+    pub commands: Vec<(String, String)>,
+}
+
+impl MenuSet {
+    /// The scope's `type`: `default`, `chat`, `chat_member`, …
+    pub fn scope_type(&self) -> &str {
+        self.scope["type"].as_str().unwrap_or_default()
+    }
+
+    /// The command names, in order.
+    pub fn names(&self) -> Vec<&str> {
+        self.commands.iter().map(|(name, _)| name.as_str()).collect()
+    }
+}
+
 /// One `editMessageText`.
 #[derive(Debug, Clone)]
 pub struct Edit {
@@ -132,6 +152,9 @@ struct State_ {
     downloads: Vec<String>,
     /// The users' messages as last sent or edited, by (chat id, message id), for [`FakeTelegram::user_edits`].
     user_messages: HashMap<(i64, i64), Value>,
+    menus: Vec<MenuSet>,
+    /// Privacy mode on: `getMe` says `can_read_all_group_messages = false`.
+    privacy_mode: bool,
 }
 
 #[derive(Default)]
@@ -311,6 +334,17 @@ impl FakeTelegram {
         self.shared.changed.notify_waiters();
     }
 
+    /// Turns the bot's privacy mode on or off, as BotFather's /setprivacy does:
+    /// `getMe` reports it. (The fake still delivers every message.)
+    pub fn set_privacy_mode(&self, on: bool) {
+        lock(&self.shared).privacy_mode = on;
+    }
+
+    /// Every accepted `setMyCommands`, in order.
+    pub fn menus(&self) -> Vec<MenuSet> {
+        lock(&self.shared).menus.clone()
+    }
+
     /// The webhook set with `setWebhook` (url, secret token), if any.
     pub fn webhook(&self) -> Option<(String, String)> {
         lock(&self.shared).webhook.clone()
@@ -423,7 +457,7 @@ fn visible_units(text: &str, html: bool) -> usize {
 }
 
 /// The Bot API methods the fake knows, as the docs spell them.
-const METHODS: [&str; 10] = [
+const METHODS: [&str; 11] = [
     "getMe",
     "deleteWebhook",
     "setWebhook",
@@ -434,6 +468,7 @@ const METHODS: [&str; 10] = [
     "sendPhoto",
     "sendDocument",
     "getFile",
+    "setMyCommands",
 ];
 
 /// The largest file the Bot API hands out with `getFile`.
@@ -490,9 +525,10 @@ async fn handle(
     let response = match method.as_str() {
         "getMe" => ok(json!({
             "id": BOT_ID, "is_bot": true, "first_name": "Bub", "username": BOT_USERNAME,
-            "can_join_groups": true, "can_read_all_group_messages": true, "supports_inline_queries": false,
-            "can_connect_to_business": false, "has_main_web_app": false
+            "can_join_groups": true, "can_read_all_group_messages": !lock(&shared).privacy_mode,
+            "supports_inline_queries": false, "can_connect_to_business": false, "has_main_web_app": false
         })),
+        "setMyCommands" => set_my_commands(&shared, &params),
         "deleteWebhook" => {
             lock(&shared).webhook = None;
             ok(json!(true))
@@ -687,6 +723,41 @@ fn send_file(shared: &Shared, method: &str, params: &Value, uploads: Vec<multipa
             .and_then(|reply| int(&reply["message_id"])),
     });
     ok(message)
+}
+
+/// Telegram's rules: at most 100 commands, names 1–32 of `a-z 0-9 _`,
+/// descriptions 1–256 characters; a scope naming a chat needs its id.
+fn set_my_commands(shared: &Shared, params: &Value) -> Response {
+    let Some(list) = params["commands"].as_array() else {
+        return error(400, "Bad Request: commands must be an array", None);
+    };
+    if list.len() > 100 {
+        return error(400, "Bad Request: too many commands", None);
+    }
+    let mut commands = Vec::new();
+    for command in list {
+        let name = command["command"].as_str().unwrap_or_default();
+        let description = command["description"].as_str().unwrap_or_default();
+        let valid_name = (1..=32).contains(&name.len())
+            && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+        if !valid_name {
+            return error(400, "Bad Request: BOT_COMMAND_INVALID", None);
+        }
+        if !(1..=256).contains(&description.chars().count()) {
+            return error(400, "Bad Request: BOT_COMMAND_DESCRIPTION_INVALID", None);
+        }
+        commands.push((name.to_string(), description.to_string()));
+    }
+    let scope = if params["scope"].is_object() { params["scope"].clone() } else { json!({"type": "default"}) };
+    let needs_chat = matches!(scope["type"].as_str(), Some("chat" | "chat_administrators" | "chat_member"));
+    if needs_chat && scope["chat_id"].is_null() {
+        return error(400, "Bad Request: chat_id is empty", None);
+    }
+    if scope["type"] == "chat_member" && scope["user_id"].as_i64().is_none() {
+        return error(400, "Bad Request: user_id is empty", None);
+    }
+    lock(shared).menus.push(MenuSet { scope, commands });
+    ok(json!(true))
 }
 
 fn edit_message_text(shared: &Shared, params: &Value) -> Response {

@@ -1,6 +1,7 @@
 //! The [`Channel`] trait adapters implement.
 
 use crate::attachment::{Attachment, FetchError};
+use crate::command::{MenuCommand, MenuScope};
 use crate::message::{ChatRef, Outbound, OutboundFile, SenderRef};
 use crate::reply::InboundSink;
 use async_trait::async_trait;
@@ -143,6 +144,28 @@ pub trait Channel: Send + Sync + 'static {
     /// reference says (a reference is never a URL to follow blindly).
     async fn fetch_attachment(&self, _attachment: &Attachment, _max_bytes: u64) -> Result<Vec<u8>, FetchError> {
         Err(FetchError::Refused(format!("channel {} cannot fetch files", self.name())))
+    }
+
+    /// Whether `/name args` typed on this platform is one of its commands
+    /// (Telegram, Discord). The gateway then reads it as the comma command
+    /// `name` maps to (see bub's `command::platform`); an adapter removes
+    /// only its own bot's `@name` from `/name@bot`.
+    fn slash_commands(&self) -> bool {
+        false
+    }
+
+    /// Sets the command menu the platform shows to `scope`. Platforms
+    /// without a menu ignore it.
+    async fn set_commands(&self, _scope: &MenuScope, _commands: &[MenuCommand]) -> Result<(), SendError> {
+        Ok(())
+    }
+
+    /// Why the platform does not deliver group messages that do not
+    /// address the bot, and how to change that, as it said when the channel
+    /// started (Telegram's privacy mode); `None` when they arrive or it
+    /// cannot tell. The gateway warns when its policy needs them.
+    fn hidden_group_messages(&self) -> Option<String> {
+        None
     }
 
     /// Stops receiving; called once at shutdown.

@@ -14,6 +14,7 @@
 //! - [`check`]: the limits of each [`Inbound`] field ([`Inbound::check`],
 //!   [`InvalidInbound`]), enforced by adapters on arrival and by the gateway.
 //! - [`channel`]: the [`Channel`] trait, [`Limits`] and send errors.
+//! - [`command`]: [`MenuCommand`] and [`MenuScope`], a platform's command menu.
 //! - [`reply`]: [`InboundSink`] (the gateway side) and [`ReplySink`], the
 //!   per-message stream of a reply to a caller that waits for it (webhook `sync`/`sse`).
 //! - [`rules`]: rules on settings that adapters share ([`rules::http_url`]).
@@ -23,6 +24,7 @@ pub mod attachment;
 pub mod backoff;
 pub mod channel;
 pub mod check;
+pub mod command;
 pub mod message;
 pub mod reply;
 pub mod rules;
@@ -35,6 +37,7 @@ pub use check::{
     InboundField, InvalidInbound, MAX_ATTACHMENTS, MAX_CHANNEL_BYTES, MAX_DISPLAY_BYTES, MAX_ID_BYTES, MAX_TEXT_BYTES,
     Problem,
 };
+pub use command::{MenuCommand, MenuScope};
 pub use message::{
     Addressing, ChatKind, ChatRef, Delivery, Edit, Inbound, MENTION_NAME_CHARS, Outbound, OutboundFile, SenderRef,
     mention_room, thread_to,

@@ -6,7 +6,9 @@
 //!   message in a forum topic is a thread of its group (its own session).
 //! - A message addresses the bot when it mentions it (`@bot` entity, a text
 //!   mention of the bot user, or a `/command@bot`), or replies to one of its
-//!   messages. Keywords are the gateway's business.
+//!   messages. Keywords are the gateway's business. `/command@bot` loses
+//!   `@bot` (the gateway reads `/command`); another bot's stays, and so is
+//!   no command here.
 //! - A photo, document, voice note, audio file or video is an attachment
 //!   (its `file_id` the reference, fetched with `getFile` when the gateway
 //!   asks); its caption is the message's text, and without one the text is
@@ -103,7 +105,7 @@ fn translate(channel: &str, me: &Me, message: &Message) -> Option<Inbound> {
             is_bot: sender.is_some_and(|user| user.is_bot),
         },
         message_id: inbound_id(chat.id.0, message.id.0),
-        text: text.to_string(),
+        text: crate::menu::without_own_name(text, me.user.username.as_deref().unwrap_or_default()).into_owned(),
         attachments,
         addressing: Addressing {
             mention: entities.iter().any(|entity| mentions(me, entity)),

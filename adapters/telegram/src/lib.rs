@@ -20,6 +20,10 @@
 //!   of the message (the caption is its text); the gateway fetches the ones
 //!   it keeps through [`Channel::fetch_attachment`] (`getFile`, then the
 //!   download from the same Bot API base).
+//! - Commands: `/name@bot` loses `@bot` when it names this bot (the
+//!   gateway reads `/name` as a comma command); the gateway's command menus
+//!   go out as `setMyCommands`. When `getMe` says privacy mode is on, the
+//!   gateway is told (it warns when a group policy needs what it hides).
 //! - Failures map to the scheduler's three answers: 429 → wait `retry_after`,
 //!   network / 5xx → retry, everything else (blocked by the user, chat
 //!   gone) → give up.
@@ -30,6 +34,7 @@
 //! - `webhook`: `POST /telegram/<name>` in webhook mode.
 //! - `send`: `sendMessage`, `editMessageText`, `sendChatAction`, `sendPhoto`/`sendDocument`, error mapping.
 //! - `files`: the files people send, fetched by `getFile` and downloaded under a cap.
+//! - `menu`: `setMyCommands`, `/cmd@bot`, what privacy mode hides.
 //! - [`markdown`]: Markdown → Telegram HTML.
 
 mod files;
@@ -37,6 +42,7 @@ mod files;
 pub mod fuzzing;
 mod inbound;
 pub mod markdown;
+mod menu;
 mod poll;
 mod send;
 mod webhook;
@@ -45,8 +51,8 @@ pub use webhook::SECRET_HEADER;
 
 use async_trait::async_trait;
 use bub_channel::{
-    Attachment, Channel, ChannelError, ChatRef, Delivered, FetchError, InboundSink, LengthUnit, Limits, Outbound,
-    OutboundFile, Secret, SendError, SenderRef,
+    Attachment, Channel, ChannelError, ChatRef, Delivered, FetchError, InboundSink, LengthUnit, Limits, MenuCommand,
+    MenuScope, Outbound, OutboundFile, Secret, SendError, SenderRef,
 };
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -94,6 +100,8 @@ pub struct TelegramChannel {
     /// Webhook mode: the URL to register and the route that receives.
     webhook: Option<(url::Url, Arc<webhook::WebhookIngress>)>,
     polling: Mutex<Option<Polling>>,
+    /// What privacy mode hides, as `getMe` said at start.
+    hidden: Mutex<Option<String>>,
 }
 
 struct Polling {
@@ -127,7 +135,7 @@ impl TelegramChannel {
                 Some((url, Arc::new(webhook::WebhookIngress::new(name.clone(), hook.secret))))
             }
         };
-        Ok(TelegramChannel { name, bot, webhook, polling: Mutex::new(None) })
+        Ok(TelegramChannel { name, bot, webhook, polling: Mutex::new(None), hidden: Mutex::new(None) })
     }
 
     fn fail(&self, message: String) -> ChannelError {
@@ -198,6 +206,7 @@ impl Channel for TelegramChannel {
 
     async fn start(&self, inbox: Arc<dyn InboundSink>) -> Result<(), ChannelError> {
         let me = self.whoami().await?;
+        *self.hidden.lock().unwrap_or_else(|p| p.into_inner()) = menu::privacy_mode(&me);
         self.route_updates().await?;
         if let Some((url, ingress)) = &self.webhook {
             tracing::info!(channel = %self.name, %url, "telegram bot receiving by webhook");
@@ -246,6 +255,18 @@ impl Channel for TelegramChannel {
 
     async fn fetch_attachment(&self, attachment: &Attachment, max_bytes: u64) -> Result<Vec<u8>, FetchError> {
         files::fetch(&self.bot, attachment, max_bytes).await
+    }
+
+    fn slash_commands(&self) -> bool {
+        true
+    }
+
+    async fn set_commands(&self, scope: &MenuScope, commands: &[MenuCommand]) -> Result<(), SendError> {
+        menu::set_commands(&self.bot, scope, commands).await
+    }
+
+    fn hidden_group_messages(&self) -> Option<String> {
+        self.hidden.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     async fn stop(&self) {

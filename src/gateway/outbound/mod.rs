@@ -33,7 +33,7 @@ pub use budget::Budget;
 pub use live::{LiveMessage, LiveMessages, LiveReply, REPLACED_MARKER};
 
 use crate::gateway::split::split_message_counting;
-use bub_channel::{Channel, ChatRef, Delivered, Outbound, OutboundFile, SendError, SenderRef};
+use bub_channel::{Channel, ChatRef, Delivered, MenuCommand, MenuScope, Outbound, OutboundFile, SendError, SenderRef};
 use budget::Gate;
 use governor::Quota;
 use std::collections::HashMap;
@@ -231,6 +231,19 @@ impl OutboundScheduler {
         self.stopping.send_replace(true);
     }
 
+    /// Sets a command menu ([`Channel::set_commands`]) within the budgets:
+    /// a menu for one chat counts against that chat's, the default menu
+    /// against the channel's; 429 pauses and transient failures are waited
+    /// out as for a reply.
+    pub async fn set_commands(
+        &self,
+        channel: &str,
+        scope: &MenuScope,
+        commands: &[MenuCommand],
+    ) -> Result<(), OutboundError> {
+        self.route(channel)?.deliver(Op::Menu { scope, commands }, "menu", 0).await.map(|_| ())
+    }
+
     /// Starts a live reply to `chat`: see [`LiveReply`]. With an unknown
     /// channel, updates do nothing and [`LiveReply::finish`] fails.
     pub fn live(&self, channel: &str, chat: ChatRef, key: impl Into<String>, session: impl Into<String>) -> LiveReply {
@@ -283,6 +296,7 @@ enum Op<'a> {
     Send(&'a Outbound),
     SendFile(&'a OutboundFile),
     Edit { chat: &'a ChatRef, message_id: &'a str, text: &'a str, mentions: &'a [SenderRef] },
+    Menu { scope: &'a MenuScope, commands: &'a [MenuCommand] },
 }
 
 impl Op<'_> {
@@ -291,14 +305,18 @@ impl Op<'_> {
             Op::Send(_) => "send",
             Op::SendFile(_) => "file",
             Op::Edit { .. } => "edit",
+            Op::Menu { .. } => "menu",
         }
     }
 
-    fn chat(&self) -> &ChatRef {
+    /// The chat whose budget the call takes ("" for none: the channel's only).
+    fn chat_id(&self) -> &str {
         match self {
-            Op::Send(outbound) => &outbound.chat,
-            Op::SendFile(file) => &file.chat,
-            Op::Edit { chat, .. } => chat,
+            Op::Send(outbound) => &outbound.chat.id,
+            Op::SendFile(file) => &file.chat.id,
+            Op::Edit { chat, .. } => &chat.id,
+            Op::Menu { scope: MenuScope::Default, .. } => "",
+            Op::Menu { scope: MenuScope::Chat { chat_id } | MenuScope::ChatMember { chat_id, .. }, .. } => chat_id,
         }
     }
 }
@@ -406,12 +424,12 @@ impl Route {
     /// Performs `op` until it succeeds: waiting for budget and pauses before
     /// each attempt, pausing on 429s, backing off on transient failures.
     async fn deliver(&self, op: Op<'_>, key: &str, part: usize) -> Result<Delivered, OutboundError> {
-        let span = info_span!("outbound", channel = %self.name, chat = %op.chat().id, key, part, kind = op.kind());
+        let span = info_span!("outbound", channel = %self.name, chat = %op.chat_id(), key, part, kind = op.kind());
         self.deliver_in_span(op, part).instrument(span).await
     }
 
     async fn deliver_in_span(&self, op: Op<'_>, part: usize) -> Result<Delivered, OutboundError> {
-        let chat = op.chat().id.clone();
+        let chat = op.chat_id().to_owned();
         let mut attempts = 0u32;
         let mut transient_since: Option<Instant> = None;
         let mut transient_failures = 0u32;
@@ -507,6 +525,10 @@ impl Route {
             Op::Edit { chat, message_id, text, mentions } => {
                 self.channel.edit(chat, message_id, text, mentions).await?;
                 Ok(Delivered { message_id: message_id.to_owned() })
+            }
+            Op::Menu { scope, commands } => {
+                self.channel.set_commands(scope, commands).await?;
+                Ok(Delivered { message_id: String::new() })
             }
         }
     }

@@ -29,7 +29,7 @@ pub fn help_tool() -> Tool {
                 .and_then(|p| p.as_object())
                 .map(|props| props.keys().cloned().collect())
                 .unwrap_or_default();
-            let summary = first_sentence(tool.description());
+            let summary = tool.summary();
             lines.push(format!("  {prefix}{} {} — {summary}", tool.name(), params.join(" ")).replace("  —", " —"));
         }
         Ok::<_, ToolError>(lines.join("\n"))
@@ -131,13 +131,4 @@ pub fn quit_tool(shells: Arc<ShellManager>) -> Tool {
     })
     .command_only()
     .with_capabilities([Capability::Session])
-}
-
-/// The first sentence of a description, on one line.
-fn first_sentence(text: &str) -> String {
-    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    match flat.find(". ") {
-        Some(end) => flat[..=end].to_string(),
-        None => flat,
-    }
 }

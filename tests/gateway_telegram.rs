@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use std::path::Path;
 use std::time::Duration;
 use support::fake_model::{FakeModel, Reply};
-use support::fake_telegram::{BOT_USERNAME, FakeTelegram, SentMessage, TOKEN, TelegramFault};
+use support::fake_telegram::{BOT_USERNAME, Bucket, FakeTelegram, SentMessage, TOKEN, TelegramFault, TelegramLimits};
 use support::gateway::{GatewayProcess, client, refused_start};
 
 /// Answers arrive within this (debug binary, loaded 2-core machine).
@@ -545,4 +545,53 @@ async fn typing_spends_only_spare_budget_and_every_reply_arrives() {
     assert!(spent <= allowed, "{spent} calls within a budget of {allowed} by now: {calls:?}");
     assert!(!telegram.actions().is_empty(), "typing… was shown where the budget had room");
     gateway.stop().await;
+}
+
+/// The fake enforces Telegram's flood limits, with an overall limit of 3/s so a
+/// handful of chats exceed it.
+fn tight_flood_limits() -> TelegramLimits {
+    TelegramLimits { overall: Bucket { capacity: 3.0, per_second: 3.0 }, ..TelegramLimits::platform() }
+}
+
+/// Starts a gateway (channel table `extra` added), has `chats` users say hello
+/// at once, and waits until each chat shows the answer; returns, per chat, the
+/// messages it was sent.
+async fn burst_of_chats(telegram: &FakeTelegram, extra: &str, chats: i64) -> Vec<Vec<String>> {
+    let home = tempfile::tempdir().unwrap();
+    let fake = FakeModel::start_answering("on it").await;
+    let gateway = start(home.path(), &fake, &config(telegram, TOKEN, extra)).await;
+    for chat in 1..=chats {
+        telegram.user_says(chat, "hello");
+    }
+    let answered = |fake: &FakeTelegram| {
+        let shown = visible(fake);
+        (1..=chats).all(|chat| shown.iter().any(|(sent, text)| sent.chat_id == chat && text == "on it"))
+    };
+    let done = telegram.wait_until(ANSWER_TIMEOUT, answered).await;
+    assert!(done, "not every chat was answered: {:?}; refused {:?}", visible(telegram), telegram.flood_refusals());
+    gateway.stop().await;
+    let shown = visible(telegram);
+    (1..=chats)
+        .map(|chat| shown.iter().filter(|(sent, _)| sent.chat_id == chat).map(|(_, t)| t.clone()).collect())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn telegram_flood_control_429s_only_delay_a_burst_of_replies() {
+    let telegram = FakeTelegram::start().await;
+    telegram.enforce_limits(tight_flood_limits());
+    let per_chat = burst_of_chats(&telegram, "", 8).await;
+    assert!(per_chat.iter().all(|messages| messages == &["on it"]), "each chat got its answer once: {per_chat:?}");
+    let refused = telegram.flood_refusals();
+    assert!(refused.overall > 0, "eight replies at once exceed 3/s: Telegram said 429 ({refused:?})");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_outbound_budget_under_telegrams_flood_limits_meets_no_429() {
+    let telegram = FakeTelegram::start().await;
+    telegram.enforce_limits(tight_flood_limits());
+    let budget = "\n[channels.tg.policy]\nrate = { outbound_per_chat = \"1/s\", outbound_per_channel = \"2/s\" }\n";
+    let per_chat = burst_of_chats(&telegram, budget, 8).await;
+    assert!(per_chat.iter().all(|messages| messages == &["on it"]), "each chat got its answer once: {per_chat:?}");
+    assert_eq!(telegram.flood_refusals().total(), 0, "the budget spaced the replies under Telegram's limits");
 }

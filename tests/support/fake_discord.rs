@@ -34,6 +34,8 @@
 //! `X-RateLimit-*` headers on every answer of those routes, successful ones too, and Discord's 429 (body
 //! `retry_after`, `global`; `Retry-After`, `X-RateLimit-Scope`) when one runs out. Those 429s are counted
 //! ([`FakeDiscord::self_made_429s`]): each one a call the client could have held back.
+//! [`FakeDiscord::answered`] lists every REST answer with its status and time (for load figures: 429s,
+//! sends per channel per second).
 //! [`FakeDiscord::hang_next`] holds back the answer to a call that took effect (as when the bot dies
 //! before it hears back).
 //! Each new message records whom Discord would notify of it ([`SentMessage::pinged`]).
@@ -263,6 +265,8 @@ struct State_ {
     cdn: HashMap<String, Vec<u8>>,
     /// CDN paths fetched, in order.
     cdn_downloads: Vec<String>,
+    /// Every REST answer, for load figures (see [`FakeDiscord::answered`]).
+    answered: Vec<Answered>,
 }
 
 /// How long a call picked by [`FakeDiscord::hang_next`] waits for its answer: longer than any test.
@@ -309,6 +313,7 @@ impl FakeDiscord {
             .route("/", get(gateway))
             .route("/cdn/{*path}", get(cdn))
             .fallback(rest)
+            .layer(axum::middleware::from_fn_with_state(shared.clone(), note_answer))
             .with_state(shared.clone());
         let server = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
@@ -1340,4 +1345,47 @@ fn get_channel(state: &State_, channel_id: u64) -> Response {
         ),
         None => respond(StatusCode::NOT_FOUND, error_json("Unknown Channel", 10003)),
     }
+}
+
+// ---- What REST calls were answered, when (for load benchmarks) ----
+
+/// One REST call the fake answered.
+#[derive(Debug, Clone)]
+pub struct Answered {
+    /// The route name (see [`FakeDiscord::calls`]).
+    pub route: String,
+    /// The channel in the path, if any.
+    pub channel_id: Option<u64>,
+    /// The HTTP status answered (429 when rate limited).
+    pub status: u16,
+    /// When the answer was ready.
+    pub at: std::time::Instant,
+}
+
+impl FakeDiscord {
+    /// Every REST call answered so far, in order, with its status and time.
+    pub fn answered(&self) -> Vec<Answered> {
+        lock(&self.shared).answered.clone()
+    }
+}
+
+/// Records each REST answer (route, channel, status, time) after the handler made it.
+async fn note_answer(
+    State(shared): State<Arc<Shared>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let (method, path) = (request.method().clone(), request.uri().path().to_string());
+    let response = next.run(request).await;
+    if path.starts_with("/api/") {
+        let route = Route::parse(&method, &path);
+        let answered = Answered {
+            route: route.name(&method, &path),
+            channel_id: route.channel_id(),
+            status: response.status().as_u16(),
+            at: std::time::Instant::now(),
+        };
+        lock(&shared).answered.push(answered);
+    }
+    response
 }

@@ -28,6 +28,12 @@
 //! are forgotten for good, and a poll with nothing new waits (at most 2 s, well
 //! under teloxide's 17 s client timeout) before answering an empty list.
 //!
+//! Flood control is off unless asked for: with [`FakeTelegram::enforce_limits`]
+//! (e.g. [`TelegramLimits::platform`]) posts into chats over Telegram's limits
+//! get 429 with `retry_after`, counted in [`FakeTelegram::flood_refusals`]. For
+//! load figures the fake keeps every post's time ([`FakeTelegram::posted`]) and
+//! when `getUpdates` first returned each user message ([`FakeTelegram::handed_out`]).
+//!
 //! ```ignore
 //! let telegram = FakeTelegram::start().await;
 //! telegram.user_says(1001, "hello");
@@ -155,6 +161,8 @@ struct State_ {
     menus: Vec<MenuSet>,
     /// Privacy mode on: `getMe` says `can_read_all_group_messages = false`.
     privacy_mode: bool,
+    /// Telegram's flood limits, when enforced, and what they saw.
+    flood: Flood,
 }
 
 #[derive(Default)]
@@ -522,6 +530,9 @@ async fn handle(
         Some(TelegramFault::Blocked) => return error(403, "Forbidden: bot was blocked by the user", None),
         None => {}
     }
+    if let Some(refused) = flood_check(&shared, &method, &params) {
+        return refused;
+    }
     let response = match method.as_str() {
         "getMe" => ok(json!({
             "id": BOT_ID, "is_bot": true, "first_name": "Bub", "username": BOT_USERNAME,
@@ -615,6 +626,7 @@ async fn get_updates(shared: &Shared, params: &Value) -> Response {
                 state.updates.pop_front();
             }
             if !state.updates.is_empty() {
+                note_handed_out(&mut state);
                 return ok(Value::Array(state.updates.iter().cloned().collect()));
             }
         }
@@ -788,4 +800,206 @@ fn edit_message_text(shared: &Shared, params: &Value) -> Response {
         "from": {"id": BOT_ID, "is_bot": true, "first_name": "Bub", "username": BOT_USERNAME},
         "text": text,
     }))
+}
+
+// ---- Flood limits (off unless a test or bench turns them on) ----
+
+/// A token bucket: up to `capacity` calls at once, refilled at `per_second`.
+#[derive(Debug, Clone, Copy)]
+pub struct Bucket {
+    pub capacity: f64,
+    pub per_second: f64,
+}
+
+/// The limits Telegram's flood control applies to what a bot posts into chats
+/// (messages, edits and media; not chat actions). The Bot API FAQ asks for no
+/// more than about one message per second in a chat, 20 per minute in a group,
+/// and 30 per second overall; beyond them Telegram answers 429 with
+/// `parameters.retry_after`.
+#[derive(Debug, Clone, Copy)]
+pub struct TelegramLimits {
+    /// Any one chat.
+    pub per_chat: Bucket,
+    /// Any one group, supergroup or channel (negative chat ids), on top of `per_chat`.
+    pub per_group: Bucket,
+    /// The bot across all chats.
+    pub overall: Bucket,
+}
+
+impl TelegramLimits {
+    /// The FAQ's numbers: 1/s per chat with a burst of 3, 20/min per group, 30/s overall.
+    pub fn platform() -> TelegramLimits {
+        TelegramLimits {
+            per_chat: Bucket { capacity: 3.0, per_second: 1.0 },
+            per_group: Bucket { capacity: 20.0, per_second: 20.0 / 60.0 },
+            overall: Bucket { capacity: 30.0, per_second: 30.0 },
+        }
+    }
+}
+
+/// 429s the fake's flood limits answered, by the limit that needed the longest wait.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FloodRefusals {
+    pub per_chat: usize,
+    pub per_group: usize,
+    pub overall: usize,
+}
+
+impl FloodRefusals {
+    pub fn total(&self) -> usize {
+        self.per_chat + self.per_group + self.overall
+    }
+}
+
+/// A post into a chat the flood limits let through (also recorded with limits off).
+#[derive(Debug, Clone)]
+pub struct Posted {
+    pub chat_id: i64,
+    /// The method as called (e.g. `sendMessage`, `editMessageText`).
+    pub method: String,
+    pub at: Instant,
+}
+
+/// A user's message as first returned by `getUpdates`.
+#[derive(Debug, Clone, Copy)]
+pub struct HandedOut {
+    pub chat_id: i64,
+    pub message_id: i64,
+    pub at: Instant,
+}
+
+/// A bucket's level at a moment.
+#[derive(Debug, Clone, Copy)]
+struct Level {
+    tokens: f64,
+    at: Instant,
+}
+
+impl Level {
+    /// The level at `now`, refilled since `at`.
+    fn refilled(self, bucket: Bucket, now: Instant) -> f64 {
+        let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
+        (self.tokens + elapsed * bucket.per_second).min(bucket.capacity)
+    }
+}
+
+#[derive(Default)]
+struct Flood {
+    limits: Option<TelegramLimits>,
+    chats: HashMap<i64, Level>,
+    groups: HashMap<i64, Level>,
+    overall: Option<Level>,
+    refusals: FloodRefusals,
+    posted: Vec<Posted>,
+    handed_out: HashMap<(i64, i64), Instant>,
+}
+
+impl FakeTelegram {
+    /// From now on, posts over `limits` get Telegram's 429 ("Too Many Requests:
+    /// retry after N", `parameters.retry_after` N whole seconds).
+    pub fn enforce_limits(&self, limits: TelegramLimits) {
+        lock(&self.shared).flood.limits = Some(limits);
+    }
+
+    /// The 429s the flood limits answered so far.
+    pub fn flood_refusals(&self) -> FloodRefusals {
+        lock(&self.shared).flood.refusals
+    }
+
+    /// Every post into a chat that was let through, in order, with its time.
+    pub fn posted(&self) -> Vec<Posted> {
+        lock(&self.shared).flood.posted.clone()
+    }
+
+    /// Each user message `getUpdates` returned, with when it first did.
+    pub fn handed_out(&self) -> Vec<HandedOut> {
+        let state = lock(&self.shared);
+        let mut out: Vec<HandedOut> = state
+            .flood
+            .handed_out
+            .iter()
+            .map(|(&(chat_id, message_id), &at)| HandedOut { chat_id, message_id, at })
+            .collect();
+        out.sort_by_key(|handed| handed.at);
+        out
+    }
+}
+
+/// A chat id given as a number or a string (form fields are strings).
+fn chat_id_param(params: &Value) -> Option<i64> {
+    let value = &params["chat_id"];
+    value.as_i64().or_else(|| value.as_str()?.parse().ok())
+}
+
+/// Methods that put something into a chat: what flood control counts.
+fn posts_into_chat(method: &str) -> bool {
+    let method = method.to_ascii_lowercase();
+    (method.starts_with("send") && method != "sendchataction") || method.starts_with("edit")
+}
+
+/// Takes one call from `level` (created full) or says how long until there is room.
+fn take(level: Option<Level>, bucket: Bucket, now: Instant) -> Result<Level, Duration> {
+    let tokens = level.map_or(bucket.capacity, |level| level.refilled(bucket, now));
+    if tokens >= 1.0 {
+        Ok(Level { tokens: tokens - 1.0, at: now })
+    } else {
+        Err(Duration::from_secs_f64((1.0 - tokens) / bucket.per_second.max(f64::MIN_POSITIVE)))
+    }
+}
+
+/// Applies the flood limits to a post; the 429 to answer when one ran out.
+/// Records every post let through (with the time), limits on or off.
+fn flood_check(shared: &Shared, method: &str, params: &Value) -> Option<Response> {
+    if !posts_into_chat(method) {
+        return None;
+    }
+    let chat_id = chat_id_param(params)?;
+    let now = Instant::now();
+    let mut state = lock(shared);
+    let flood = &mut state.flood;
+    if let Some(limits) = flood.limits {
+        let chat = take(flood.chats.get(&chat_id).copied(), limits.per_chat, now);
+        let group = (chat_id < 0).then(|| take(flood.groups.get(&chat_id).copied(), limits.per_group, now)).transpose();
+        let overall = take(flood.overall, limits.overall, now);
+        match (chat, group, overall) {
+            (Ok(chat), Ok(group), Ok(overall)) => {
+                flood.chats.insert(chat_id, chat);
+                if let Some(group) = group {
+                    flood.groups.insert(chat_id, group);
+                }
+                flood.overall = Some(overall);
+            }
+            (chat, group, overall) => {
+                let waits = [chat.err(), group.err(), overall.err()];
+                let (scope, wait) = waits
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(scope, wait)| Some((scope, (*wait)?)))
+                    .max_by_key(|(_, wait)| *wait)
+                    .unwrap_or((2, Duration::ZERO));
+                match scope {
+                    0 => flood.refusals.per_chat += 1,
+                    1 => flood.refusals.per_group += 1,
+                    _ => flood.refusals.overall += 1,
+                }
+                // Telegram says whole seconds, at least one.
+                let seconds = wait.as_secs_f64().ceil().max(1.0) as u64;
+                let description = format!("Too Many Requests: retry after {seconds}");
+                return Some(error(429, &description, Some(json!({"retry_after": seconds}))));
+            }
+        }
+    }
+    flood.posted.push(Posted { chat_id, method: method.to_string(), at: now });
+    None
+}
+
+/// Notes when each queued user message was first returned by `getUpdates`.
+fn note_handed_out(state: &mut State_) {
+    let now = Instant::now();
+    for update in &state.updates {
+        let message = &update["message"];
+        if let (Some(chat_id), Some(message_id)) = (message["chat"]["id"].as_i64(), message["message_id"].as_i64()) {
+            state.flood.handed_out.entry((chat_id, message_id)).or_insert(now);
+        }
+    }
 }

@@ -37,7 +37,7 @@
 //! the model and this load generator share the machine with the gateway, so the
 //! figures are a lower bound on what the gateway alone would do.
 
-#[allow(dead_code)]
+// tests/support allows the helpers this bench does not use (dead code)
 #[path = "../tests/support/mod.rs"]
 mod support;
 

@@ -47,7 +47,7 @@ use std::time::{Duration, Instant};
 use support::fake_discord::FakeDiscord;
 use support::fake_model::{FakeModel, Reply};
 use support::fake_telegram::{FakeTelegram, TelegramLimits};
-use support::gateway::GatewayProcess;
+use support::gateway::{GatewayProcess, cpu_time, percentile};
 
 /// Chats' ids on each platform are these plus the chat's index.
 const TELEGRAM_FIRST_CHAT: i64 = 1_000_000;
@@ -205,24 +205,6 @@ impl Platform for FakeDiscord {
     fn limits(&self) -> (&'static str, &'static str) {
         ("1/s", "50/s")
     }
-}
-
-/// CPU time (user + system) a process has used so far, from `/proc/<pid>/stat`.
-fn cpu_time(pid: &str) -> Duration {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Fields after the command name (which may hold spaces) start at ") ".
-    let fields: Vec<&str> = stat.rsplit_once(") ").map(|(_, rest)| rest.split(' ').collect()).unwrap_or_default();
-    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-    // utime and stime are fields 14 and 15 (1-based), i.e. 11 and 12 here; 100 ticks/s on Linux.
-    Duration::from_millis((ticks(11) + ticks(12)) * 10)
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
 fn ms(d: Duration) -> String {

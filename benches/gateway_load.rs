@@ -50,7 +50,7 @@ use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
 use axum::routing::post;
-use gateway::{GatewayProcess, signed_request};
+use gateway::{GatewayProcess, cpu_time, percentile, signed_request};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -130,26 +130,8 @@ fn rss_kib(pid: u32) -> (u64, u64) {
     (field("VmRSS:"), field("VmHWM:"))
 }
 
-/// CPU time (user + system) a process has used so far, from `/proc/<pid>/stat`.
-fn cpu_time(pid: &str) -> Duration {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Fields after the command name (which may hold spaces) start at ") ".
-    let fields: Vec<&str> = stat.rsplit_once(") ").map(|(_, rest)| rest.split(' ').collect()).unwrap_or_default();
-    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-    // utime and stime are fields 14 and 15 (1-based), i.e. 11 and 12 here; 100 ticks/s on Linux.
-    Duration::from_millis((ticks(11) + ticks(12)) * 10)
-}
-
 fn mb(kib: u64) -> String {
     format!("{:.1} MB", kib as f64 / 1024.0)
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
 fn ms(d: Duration) -> String {

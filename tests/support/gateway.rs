@@ -466,3 +466,23 @@ async fn record(State(state): State<Arc<ReceiverState>>, headers: HeaderMap, raw
         None => axum::Json(json!({"message_id": format!("cb-{n}")})).into_response(),
     }
 }
+
+/// CPU time (user + system) a process (`"self"` or a pid) has used so far, from
+/// `/proc/<pid>/stat`, for the load benchmarks' CPU per turn.
+pub fn cpu_time(pid: &str) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which may hold spaces) start at ") ".
+    let fields: Vec<&str> = stat.rsplit_once(") ").map(|(_, rest)| rest.split(' ').collect()).unwrap_or_default();
+    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    // utime and stime are fields 14 and 15 (1-based), i.e. 11 and 12 here; 100 ticks/s on Linux.
+    Duration::from_millis((ticks(11) + ticks(12)) * 10)
+}
+
+/// The `p`th percentile (nearest rank) of `sorted` durations; zero when empty.
+pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}

@@ -943,7 +943,9 @@ impl Route {
     fn channel_id(&self) -> Option<u64> {
         match self {
             Route::CreateMessage { channel_id } | Route::EditMessage { channel_id, .. } => Some(*channel_id),
-            Route::Typing { channel_id } | Route::History { channel_id } => Some(*channel_id),
+            Route::Typing { channel_id } | Route::History { channel_id } | Route::GetChannel { channel_id } => {
+                Some(*channel_id)
+            }
             Route::Gateway | Route::GatewayBot | Route::CurrentUser | Route::Unknown => None,
         }
     }

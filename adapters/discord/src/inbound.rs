@@ -243,7 +243,7 @@ mod tests {
             {"id": "2", "filename": "notes.txt", "size": 12,
              "url": "https://cdn.discordapp.com/attachments/77/2/notes.txt", "proxy_url": "https://media.discordapp.net/y"}
         ]);
-        let inbound = to_inbound("dc", &bot(), &message(json!({"content": "", "attachments": files}))).unwrap();
+        let inbound = to_inbound("dc", &bot(), &message(json!({"content": "", "attachments": files})), None).unwrap();
         assert_eq!(inbound.text, "");
         assert_eq!(
             inbound.attachments[0],

@@ -133,7 +133,7 @@ impl Menus {
         state.config = Some(config.clone());
         for (name, channel) in &inner.channels {
             if channel.slash_commands() {
-                let menu = default_menu(inner, &config, name);
+                let menu = default_menu(inner, &config, name, channel.menus_per_chat());
                 state.shown.insert((name.clone(), MenuScope::Default), menu.clone());
                 send(inner, name, MenuScope::Default, menu);
             }
@@ -149,14 +149,25 @@ impl Menus {
         let config = inner.config.current();
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let mut changes = Vec::new();
+        let per_chat = inner.channels.get(channel).is_some_and(|channel| channel.menus_per_chat());
         if !state.config.as_ref().is_some_and(|seen| Arc::ptr_eq(seen, &config)) {
             state.config = Some(config.clone());
             state.checked.clear();
-            let menu = default_menu(inner, &config, channel);
-            if state.change(channel, &MenuScope::Default, &menu, &[]) {
-                changes.push((MenuScope::Default, menu));
+            // Every channel's default menu follows the new config, not only this one's.
+            for (name, other) in inner.channels.iter().filter(|(_, other)| other.slash_commands()) {
+                let menu = default_menu(inner, &config, name, other.menus_per_chat());
+                if state.change(name, &MenuScope::Default, &menu, &[]) {
+                    changes.push((name.clone(), MenuScope::Default, menu));
+                }
             }
-        } else if state.checked.contains(&key) {
+        } else if state.checked.contains(&key) || !per_chat {
+            return;
+        }
+        if !per_chat {
+            drop(state);
+            for (name, scope, menu) in changes {
+                send(inner, &name, scope, menu);
+            }
             return;
         }
         if state.checked.len() >= CHECKED_USERS {
@@ -169,22 +180,22 @@ impl Menus {
         if inbound.chat.kind == ChatKind::Direct {
             // A direct chat has one user: the chat's menu is theirs.
             if state.change(channel, &chat, &mine, &default) {
-                changes.push((chat, mine));
+                changes.push((channel.to_string(), chat, mine));
             }
         } else {
             let anyone = menu_for(inner, &message.policy, "", inbound.chat.kind);
             if state.change(channel, &chat, &anyone, &default) {
-                changes.push((chat.clone(), anyone));
+                changes.push((channel.to_string(), chat.clone(), anyone));
             }
             let chat_menu = state.showing(channel, &chat, &default);
             let member = MenuScope::ChatMember { chat_id: inbound.chat.id.clone(), user_id: inbound.sender.id.clone() };
             if state.change(channel, &member, &mine, &chat_menu) {
-                changes.push((member, mine));
+                changes.push((channel.to_string(), member, mine));
             }
         }
         drop(state);
-        for (scope, menu) in changes {
-            send(inner, channel, scope, menu);
+        for (name, scope, menu) in changes {
+            send(inner, &name, scope, menu);
         }
     }
 
@@ -198,9 +209,18 @@ impl Menus {
     }
 }
 
-/// What anyone the policy does not name may run in a direct chat on `channel`.
-fn default_menu(inner: &Inner, config: &GatewayConfig, channel: &str) -> Vec<MenuCommand> {
-    menu_for(inner, &config.effective(channel, ""), "", ChatKind::Direct)
+/// The default menu of `channel`: on a platform with a menu per chat, what
+/// anyone the policy does not name may run in a direct chat; on one with a
+/// single menu for everyone, every command someone may run on the channel
+/// ([`GatewayConfig::channel_wide_menu`]).
+fn default_menu(inner: &Inner, config: &GatewayConfig, channel: &str, per_chat: bool) -> Vec<MenuCommand> {
+    if per_chat {
+        return menu_for(inner, &config.effective(channel, ""), "", ChatKind::Direct);
+    }
+    match inner.agent.command_prefix() {
+        Some(_) => config.channel_wide_menu(channel, inner.agent.tools().iter()),
+        None => config.channel_wide_menu(channel, std::iter::empty()),
+    }
 }
 
 /// Sends a menu in the background, through the outbound scheduler.

@@ -6,12 +6,14 @@
 
 use super::effective::EffectivePolicy;
 use crate::command::platform::platform_name;
+use crate::config::GatewayConfig;
 use crate::tools::Tool;
 use bub_channel::MenuCommand;
 
 /// Telegram lists at most 100 commands in one menu.
 pub const MAX_MENU_COMMANDS: usize = 100;
-/// Telegram's and Discord's limit on a command's description, in characters.
+/// Telegram's limit on a command's description, in characters (Discord's is
+/// 100: its adapter shortens them further).
 pub const MAX_DESCRIPTION_CHARS: usize = 256;
 /// What `/help` does, the first entry of every menu.
 pub const HELP_DESCRIPTION: &str = "List the commands you can use here";
@@ -42,6 +44,40 @@ impl EffectivePolicy {
                 menu.push(MenuCommand { name, description: description(tool) });
             }
         }
+        menu
+    }
+}
+
+impl GatewayConfig {
+    /// The one menu of a platform that shows the same list to everyone
+    /// (Discord's application commands): every command somebody may run
+    /// somewhere on `channel` — anyone the policy does not name, and each
+    /// operator it names, in the channel's policy and in each chat's, in
+    /// direct and in shared chats — in the registry's order, at most
+    /// [`MAX_MENU_COMMANDS`]. Who may run one is still decided when it is
+    /// typed: a stranger who picks an operator's command gets the refusal.
+    pub fn channel_wide_menu<'a>(&self, channel: &str, tools: impl IntoIterator<Item = &'a Tool>) -> Vec<MenuCommand> {
+        let tools: Vec<&Tool> = tools.into_iter().collect();
+        let chats: Vec<String> =
+            self.channels.get(channel).map(|config| config.chats.keys().cloned().collect()).unwrap_or_default();
+        let mut menu: Vec<MenuCommand> = Vec::new();
+        for chat in std::iter::once(String::new()).chain(chats) {
+            let policy = self.effective(channel, &chat);
+            let operators = policy.operators.value.iter().flatten().map(|operator| operator.user.as_str().to_string());
+            for user in std::iter::once(String::new()).chain(operators) {
+                for shared_chat in [false, true] {
+                    for command in policy.command_menu(tools.iter().copied(), &user, shared_chat) {
+                        if !menu.contains(&command) {
+                            menu.push(command);
+                        }
+                    }
+                }
+            }
+        }
+        // In the registry's order, as each single menu is.
+        let position = |name: &str| tools.iter().position(|tool| platform_name(tool.name()).as_deref() == Some(name));
+        menu.sort_by_key(|command| (command.name != "help", position(&command.name)));
+        menu.truncate(MAX_MENU_COMMANDS);
         menu
     }
 }
@@ -106,6 +142,24 @@ mod tests {
         let menu = policy.command_menu(&tools, "tg:1", false);
         assert_eq!(menu[1].description, "Show this session's tape");
         assert_eq!(menu[3].description.chars().count(), super::MAX_DESCRIPTION_CHARS);
+    }
+
+    #[test]
+    fn a_menu_for_everyone_holds_what_anyone_or_any_operator_may_run_on_the_channel() {
+        let config = GatewayConfig::parse(
+            "[channels.dc]\nkind = \"webhook\"\nsecrets = [\"s\"]\n[channels.dc.policy]\n\
+             operators = [{ user = \"dc:1\", commands = [\"tape.*\"] }]\n\
+             [channels.dc.chats.\"ops\".policy]\noperators = [\"dc:2\"]\n",
+            "bub.toml",
+        )
+        .expect("a config");
+        let tools = tools();
+        let menu = config.channel_wide_menu("dc", &tools);
+        assert_eq!(names(&menu), ["help", "tape_info", "bash", "long"], "dc:2 may run bash in chat ops");
+        assert_eq!(menu.iter().filter(|entry| entry.name == "tape_info").count(), 1, "once each");
+        let closed = GatewayConfig::parse("[channels.dc]\nkind = \"webhook\"\nsecrets = [\"s\"]\n", "bub.toml")
+            .expect("a config");
+        assert_eq!(names(&closed.channel_wide_menu("dc", &tools)), ["help", "tape_info"], "no operators: read-only");
     }
 
     #[test]

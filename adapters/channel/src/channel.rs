@@ -154,6 +154,15 @@ pub trait Channel: Send + Sync + 'static {
         false
     }
 
+    /// Whether the platform shows a menu per chat and per member of a chat
+    /// (Telegram's command scopes). Where it shows one list to everyone
+    /// (Discord's application commands), the gateway sets only
+    /// [`MenuScope::Default`], with every command someone may run on the
+    /// channel.
+    fn menus_per_chat(&self) -> bool {
+        false
+    }
+
     /// Sets the command menu the platform shows to `scope`. Platforms
     /// without a menu ignore it.
     async fn set_commands(&self, _scope: &MenuScope, _commands: &[MenuCommand]) -> Result<(), SendError> {

@@ -261,6 +261,10 @@ impl Channel for TelegramChannel {
         true
     }
 
+    fn menus_per_chat(&self) -> bool {
+        true
+    }
+
     async fn set_commands(&self, scope: &MenuScope, commands: &[MenuCommand]) -> Result<(), SendError> {
         menu::set_commands(&self.bot, scope, commands).await
     }

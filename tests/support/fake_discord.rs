@@ -14,6 +14,9 @@
 //! | `POST /api/v10/channels/{c}/typing`          | `typing`         | 204                                     |
 //! | `GET /api/v10/channels/{c}`                  | `get_channel`    | the channel: a thread (type 11, `parent_id`), a guild text channel (type 0), or 404 code 10003 |
 //!
+//! Slash commands (the global command list, interactions and their answers through the interaction's token)
+//! are in `fake_discord/interactions.rs`: [`FakeDiscord::user_runs_command`], [`FakeDiscord::interaction`].
+//!
 //! Attached files live on a CDN-like route of the same server, `GET /cdn/attachments/{c}/{a}/{name}`
 //! (Discord's is `https://cdn.discordapp.com/attachments/…`; with `api_url` set to the fake, the adapter
 //! may fetch from it): [`FakeDiscord::attachment`] makes one for [`FakeDiscord::user_says`]'s
@@ -95,6 +98,8 @@ use tokio::time::Instant;
 
 #[path = "fake_discord/buckets.rs"]
 mod buckets;
+#[path = "fake_discord/interactions.rs"]
+mod interactions;
 #[path = "fake_discord/protocol.rs"]
 mod protocol;
 
@@ -267,6 +272,8 @@ struct State_ {
     cdn_downloads: Vec<String>,
     /// Every REST answer, for load figures (see [`FakeDiscord::answered`]).
     answered: Vec<Answered>,
+    /// Application commands and interactions (`fake_discord/interactions.rs`).
+    interactions: interactions::Interactions,
 }
 
 /// How long a call picked by [`FakeDiscord::hang_next`] waits for its answer: longer than any test.
@@ -902,11 +909,24 @@ enum Route {
     Gateway,
     GatewayBot,
     CurrentUser,
-    CreateMessage { channel_id: u64 },
-    EditMessage { channel_id: u64, message_id: u64 },
-    Typing { channel_id: u64 },
-    History { channel_id: u64 },
-    GetChannel { channel_id: u64 },
+    CreateMessage {
+        channel_id: u64,
+    },
+    EditMessage {
+        channel_id: u64,
+        message_id: u64,
+    },
+    Typing {
+        channel_id: u64,
+    },
+    History {
+        channel_id: u64,
+    },
+    GetChannel {
+        channel_id: u64,
+    },
+    /// Application commands and answers to interactions (`fake_discord/interactions.rs`).
+    Interactions(interactions::Call),
     Unknown,
 }
 
@@ -917,6 +937,9 @@ impl Route {
         };
         let segments: Vec<&str> = rest.trim_end_matches('/').split('/').collect();
         let id = |index: usize| segments.get(index).and_then(|segment| segment.parse::<u64>().ok());
+        if let Some(call) = interactions::Call::parse(method, &segments) {
+            return Route::Interactions(call);
+        }
         match (method.as_str(), segments.as_slice()) {
             ("GET", ["gateway"]) => Route::Gateway,
             ("GET", ["gateway", "bot"]) => Route::GatewayBot,
@@ -946,7 +969,7 @@ impl Route {
             Route::Typing { channel_id } | Route::History { channel_id } | Route::GetChannel { channel_id } => {
                 Some(*channel_id)
             }
-            Route::Gateway | Route::GatewayBot | Route::CurrentUser | Route::Unknown => None,
+            Route::Gateway | Route::GatewayBot | Route::CurrentUser | Route::Interactions(_) | Route::Unknown => None,
         }
     }
 
@@ -960,6 +983,7 @@ impl Route {
             Route::Typing { .. } => "typing".to_string(),
             Route::History { .. } => "history".to_string(),
             Route::GetChannel { .. } => "get_channel".to_string(),
+            Route::Interactions(call) => call.name().to_string(),
             Route::Unknown => format!("{method} {path}"),
         }
     }
@@ -1055,6 +1079,7 @@ fn answer(shared: &Shared, state: &mut State_, route: Route, uri: &Uri, content_
         }
         Route::History { channel_id } => history(state, channel_id, uri.query().unwrap_or_default()),
         Route::GetChannel { channel_id } => get_channel(state, channel_id),
+        Route::Interactions(call) => interactions::answer(state, call, body),
         Route::Unknown => respond(StatusCode::NOT_FOUND, error_json("404: Not Found", 0)),
     }
 }

@@ -92,12 +92,7 @@ fn translate(channel: &str, bot: &BotUser, message: &Message, parent: Option<u64
     if text.trim().is_empty() && attachments.is_empty() {
         return None;
     }
-    let here = message.channel_id.get().to_string();
-    let chat = match (message.guild_id, parent) {
-        (None, _) => ChatRef { id: here, kind: ChatKind::Direct, thread_id: None },
-        (Some(_), None) => ChatRef { id: here, kind: ChatKind::Group, thread_id: None },
-        (Some(_), Some(parent)) => ChatRef { id: parent.to_string(), kind: ChatKind::Thread, thread_id: Some(here) },
-    };
+    let chat = chat_ref(message.channel_id.get(), message.guild_id.is_some(), parent);
     let replied_to_bot = message.referenced_message.as_ref().is_some_and(|replied| replied.author.id.get() == bot.id);
     Some(Inbound {
         channel: channel.to_string(),
@@ -122,6 +117,17 @@ fn translate(channel: &str, bot: &BotUser, message: &Message, parent: Option<u64
     })
 }
 
+/// The chat of Discord channel `here`: a direct chat outside guilds, a
+/// group in one, a thread of `parent` when `here` is a thread.
+pub(crate) fn chat_ref(here: u64, in_guild: bool, parent: Option<u64>) -> ChatRef {
+    let here = here.to_string();
+    match (in_guild, parent) {
+        (false, _) => ChatRef { id: here, kind: ChatKind::Direct, thread_id: None },
+        (true, None) => ChatRef { id: here, kind: ChatKind::Group, thread_id: None },
+        (true, Some(parent)) => ChatRef { id: parent.to_string(), kind: ChatKind::Thread, thread_id: Some(here) },
+    }
+}
+
 /// A file of the message, its kind read from the media type Discord reports.
 fn attachment(file: &serenity::model::channel::Attachment) -> Attachment {
     let media_type = file.content_type.as_deref().map(|t| t.split(';').next().unwrap_or_default().trim().to_string());
@@ -143,7 +149,7 @@ fn attachment(file: &serenity::model::channel::Attachment) -> Attachment {
 }
 
 /// The name people see: the global display name, else the username.
-fn display_name(user: &User) -> String {
+pub(crate) fn display_name(user: &User) -> String {
     user.global_name.clone().filter(|name| !name.trim().is_empty()).unwrap_or_else(|| user.name.clone())
 }
 

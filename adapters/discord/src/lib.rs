@@ -21,29 +21,41 @@
 //!   go through serenity's HTTP client, whose rate limiter follows Discord's
 //!   buckets. Files go as one attachment each (up to 10 MiB, a bot's upload
 //!   limit in a server without boosts).
+//! - Slash commands: the gateway's command menu is the application's global
+//!   command list (`commands`); a command someone runs is acknowledged at
+//!   once and reaches the gateway as the message `/name args`, and its reply
+//!   fills the acknowledged answer (`interactions`).
 //!
 //! # Layout
 //! - `catch_up`: the messages missed while the bot had no session (stopped, or a new session).
+//! - `commands`: the command list Discord shows, and a command someone ran as [`bub_channel::Inbound`].
+//! - `interactions`: acknowledging a command, and its reply through the interaction's token.
 //! - `inbound`: Discord messages and their edits as [`bub_channel::Inbound`].
 //! - `send`: create (text or a file), edit and typing, and error mapping.
 //! - `files`: attached files, fetched from Discord's CDN only.
 //! - `threads`: which channels are threads, and of which parent.
 
 mod catch_up;
+mod commands;
 mod files;
 #[doc(hidden)]
 pub mod fuzzing;
 mod inbound;
+mod interactions;
 mod send;
 mod threads;
 
 use async_trait::async_trait;
 use bub_channel::{
-    Attachment, Channel, ChannelError, ChatRef, Delivered, FetchError, InboundSink, LengthUnit, Limits, Outbound,
-    OutboundFile, Secret, SendError, SenderRef,
+    Attachment, Channel, ChannelError, ChatRef, Delivered, FetchError, InboundSink, LengthUnit, Limits, MenuCommand,
+    MenuScope, Outbound, OutboundFile, Secret, SendError, SenderRef, SubmitError,
 };
 use inbound::BotUser;
-use serenity::all::{Context, EventHandler, GatewayIntents, Message, MessageUpdateEvent, Ready};
+use interactions::Answers;
+use serenity::all::{
+    CommandInteraction, CommandType, Context, EventHandler, GatewayIntents, Interaction, Message, MessageUpdateEvent,
+    Ready,
+};
 use serenity::gateway::ShardManager;
 use serenity::http::{Http, HttpBuilder, HttpError};
 use std::sync::{Arc, Mutex};
@@ -71,6 +83,8 @@ pub struct DiscordChannel {
     settings: DiscordSettings,
     /// Downloads attached files (serenity's REST client keeps its own private).
     files: reqwest::Client,
+    /// Slash commands being answered, shared with the event handler.
+    answers: Arc<Answers>,
     running: Mutex<Option<Running>>,
 }
 
@@ -100,7 +114,7 @@ impl DiscordChannel {
         }
         let files = files::client()
             .map_err(|error| ChannelError::new(name, format!("cannot set up an HTTP client: {error}")))?;
-        Ok(DiscordChannel { settings, files, running: Mutex::new(None) })
+        Ok(DiscordChannel { settings, files, answers: Arc::default(), running: Mutex::new(None) })
     }
 
     /// The REST client. With `api_url` it talks to that proxy without serenity's own rate
@@ -134,6 +148,8 @@ pub(crate) enum Arrived {
     Created(Box<Message>),
     /// A message changed (content, or only embeds: see `inbound`).
     Updated(Box<MessageUpdateEvent>),
+    /// Someone ran a slash command (acknowledged already: see `interactions`).
+    Command(Box<CommandInteraction>),
 }
 
 impl Arrived {
@@ -145,6 +161,8 @@ impl Arrived {
             Arrived::Updated(update) => {
                 (update.id, Some(update.edited_timestamp.map_or(i64::MIN, |at| at.timestamp_micros())))
             }
+            // Interaction ids are snowflakes of the same clock.
+            Arrived::Command(command) => (serenity::model::id::MessageId::new(command.id.get()), None),
         }
     }
 }
@@ -158,6 +176,7 @@ struct Handler {
     messages: mpsc::UnboundedSender<Arrived>,
     ready: Mutex<Option<oneshot::Sender<()>>>,
     sessions: mpsc::UnboundedSender<()>,
+    answers: Arc<Answers>,
     channel: String,
 }
 
@@ -184,6 +203,17 @@ impl EventHandler for Handler {
     ) {
         let _ = self.messages.send(Arrived::Updated(Box::new(update)));
     }
+
+    /// Acknowledges a slash command at once (Discord's 3 seconds), then
+    /// queues it like a message.
+    async fn interaction_create(&self, ctx: Context, interaction: Interaction) {
+        let Interaction::Command(command) = interaction else { return };
+        if command.data.kind != CommandType::ChatInput {
+            return;
+        }
+        self.answers.acknowledge(&ctx.http, &command).await;
+        let _ = self.messages.send(Arrived::Command(Box::new(command)));
+    }
 }
 
 /// How long messages are gathered before they are sorted and handed over:
@@ -192,16 +222,21 @@ impl EventHandler for Handler {
 /// chat channels (1 s by default).
 const GATHER: Duration = Duration::from_millis(20);
 
-/// Gives messages to the gateway one at a time, in Discord's order: whatever
-/// arrives within [`GATHER`] of the first is sorted by id (snowflakes grow
-/// with time) first, a message before its edits (see [`Arrived::order`]).
-async fn hand_over(
+/// Where [`hand_over`] gives what arrived.
+struct Receiver {
     channel: String,
     bot: BotUser,
     inbox: Arc<dyn InboundSink>,
-    mut messages: mpsc::UnboundedReceiver<Arrived>,
-    mut threads: threads::Threads,
-) {
+    /// Answers a command the gateway did not take.
+    answers: Arc<Answers>,
+    http: Arc<Http>,
+}
+
+/// Gives messages to the gateway one at a time, in Discord's order: whatever
+/// arrives within [`GATHER`] of the first is sorted by id (snowflakes grow
+/// with time) first, a message before its edits (see [`Arrived::order`]).
+async fn hand_over(to: Receiver, mut messages: mpsc::UnboundedReceiver<Arrived>, mut threads: threads::Threads) {
+    let channel = &to.channel;
     while let Some(first) = messages.recv().await {
         let mut batch = vec![first];
         let gathered = tokio::time::Instant::now() + GATHER;
@@ -213,7 +248,7 @@ async fn hand_over(
             let inbound = match &arrived {
                 Arrived::Created(message) => {
                     let parent = threads.parent(message.channel_id, message.guild_id).await;
-                    let inbound = inbound::to_inbound(&channel, &bot, message, parent);
+                    let inbound = inbound::to_inbound(channel, &to.bot, message, parent);
                     if inbound.is_none()
                         && message.content.is_empty()
                         && message.guild_id.is_some()
@@ -225,18 +260,44 @@ async fn hand_over(
                 }
                 Arrived::Updated(update) => {
                     let parent = threads.parent(update.channel_id, update.guild_id).await;
-                    inbound::edit_to_inbound(&channel, &bot, update, parent)
+                    inbound::edit_to_inbound(channel, &to.bot, update, parent)
+                }
+                Arrived::Command(command) => {
+                    let parent = threads.parent(command.channel_id, command.guild_id).await;
+                    let inbound = commands::to_inbound(channel, &to.bot, command, parent);
+                    if inbound.is_none() {
+                        let why = "This command cannot be read; check what follows it and try again.";
+                        to.answers.refuse(&to.http, command.id.get(), why).await;
+                    }
+                    inbound
                 }
             };
             let Some(inbound) = inbound else { continue };
             let id = inbound.message_id.clone();
             // Discord does not deliver a message twice; one the gateway could not store is lost.
-            if let Err(error) = inbox.submit(inbound, None).await
-                && error.try_again_later()
-            {
-                tracing::error!(%channel, message = %id, %error, "discord message lost: the gateway could not store it");
+            match to.inbox.submit(inbound, None).await {
+                Ok(_) => {}
+                Err(error) => {
+                    if error.try_again_later() {
+                        tracing::error!(%channel, message = %id, %error, "discord message lost: the gateway could not store it");
+                    }
+                    if let Arrived::Command(command) = &arrived {
+                        to.answers.refuse(&to.http, command.id.get(), &refusal(&error)).await;
+                    }
+                }
             }
         }
+    }
+}
+
+/// What a user who ran a command the gateway did not take is told.
+fn refusal(error: &SubmitError) -> String {
+    match error {
+        SubmitError::RateLimited { retry_after } => {
+            format!("You are sending too fast; try again in {} s.", retry_after.as_secs().max(1))
+        }
+        SubmitError::Unavailable(_) => "I cannot take commands right now; try again in a minute.".to_string(),
+        SubmitError::Invalid(invalid) => format!("This command cannot be taken: {invalid}."),
     }
 }
 
@@ -276,7 +337,13 @@ impl Channel for DiscordChannel {
         let catch_up_queue = messages.clone();
         let catch_up_inbox = inbox.clone();
         let (sessions, new_sessions) = mpsc::unbounded_channel();
-        let handler = Handler { messages, ready: Mutex::new(Some(ready_tx)), sessions, channel: name.clone() };
+        let handler = Handler {
+            messages,
+            ready: Mutex::new(Some(ready_tx)),
+            sessions,
+            answers: self.answers.clone(),
+            channel: name.clone(),
+        };
         let intents =
             GatewayIntents::GUILD_MESSAGES | GatewayIntents::DIRECT_MESSAGES | GatewayIntents::MESSAGE_CONTENT;
         let mut client = serenity::client::ClientBuilder::new_with_http(http, intents)
@@ -287,8 +354,10 @@ impl Channel for DiscordChannel {
         let task_name = name.clone();
         let (ended_tx, ended_rx) = oneshot::channel();
         let threads = threads::Threads::new(http.clone());
+        let receiver =
+            Receiver { channel: name.clone(), bot, inbox, answers: self.answers.clone(), http: http.clone() };
         let task = tokio::spawn(async move {
-            let handing_over = tokio::spawn(hand_over(task_name.clone(), bot, inbox, queue, threads));
+            let handing_over = tokio::spawn(hand_over(receiver, queue, threads));
             let ended = client.start().await;
             // Before READY `start` reports the failure; after it, only the log can.
             if let Err(returned) = ended_tx.send(ended)
@@ -336,7 +405,15 @@ impl Channel for DiscordChannel {
 
     async fn send(&self, outbound: &Outbound) -> Result<Delivered, SendError> {
         let http = self.sender()?;
-        let id = send::send_text(&http, &outbound.chat, &outbound.text, &outbound.reply_to, &outbound.mentions).await?;
+        let mut reply_to = outbound.reply_to.as_slice();
+        // The reply to a slash command answers it (see `interactions`); else, or when its token is gone, a message.
+        if let Some(part) = self.answers.part_for(reply_to) {
+            if let Some(id) = self.answers.send(&http, &part, &outbound.text, &outbound.mentions).await? {
+                return Ok(Delivered { message_id: id.to_string() });
+            }
+            reply_to = &[];
+        }
+        let id = send::send_text(&http, &outbound.chat, &outbound.text, reply_to, &outbound.mentions).await?;
         Ok(Delivered { message_id: id.to_string() })
     }
 
@@ -358,7 +435,22 @@ impl Channel for DiscordChannel {
         mentions: &[SenderRef],
     ) -> Result<(), SendError> {
         let http = self.sender()?;
+        if let Ok(id) = message_id.parse::<u64>()
+            && id != 0
+            && self.answers.edit(&http, id, text, mentions).await?
+        {
+            return Ok(());
+        }
         send::edit_text(&http, chat, message_id, text, mentions).await
+    }
+
+    fn slash_commands(&self) -> bool {
+        true
+    }
+
+    async fn set_commands(&self, scope: &MenuScope, commands: &[MenuCommand]) -> Result<(), SendError> {
+        let http = self.sender()?;
+        commands::set_commands(&http, scope, commands).await
     }
 
     async fn typing(&self, chat: &ChatRef) -> Result<(), SendError> {

@@ -92,7 +92,7 @@ fn users(mentions: &[SenderRef]) -> Vec<UserId> {
 }
 
 /// `text` after a line mentioning `mentions`.
-fn content(text: &str, mentions: &[SenderRef]) -> String {
+pub(crate) fn content(text: &str, mentions: &[SenderRef]) -> String {
     let users = users(mentions);
     if users.is_empty() {
         return text.to_string();
@@ -103,7 +103,7 @@ fn content(text: &str, mentions: &[SenderRef]) -> String {
 
 /// Pings exactly `mentions`: nobody the text happens to name, no role, no
 /// `@everyone`, not the author of the message replied to.
-fn pings(mentions: &[SenderRef]) -> CreateAllowedMentions {
+pub(crate) fn pings(mentions: &[SenderRef]) -> CreateAllowedMentions {
     CreateAllowedMentions::new().users(users(mentions)).empty_roles().everyone(false).replied_user(false)
 }
 

@@ -47,7 +47,7 @@ async fn answer(discord: &FakeDiscord, id: u64) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn the_command_list_holds_what_anyone_or_an_operator_may_run() {
+async fn the_command_list_holds_what_anyone_or_an_operator_may_run_and_follows_a_reload() {
     let home = tempfile::tempdir().unwrap();
     let discord = FakeDiscord::start().await;
     let fake = FakeModel::start_answering("hello").await;
@@ -63,11 +63,13 @@ async fn the_command_list_holds_what_anyone_or_an_operator_may_run() {
             && command["description"].as_str().is_some_and(|text| (1..=100).contains(&text.chars().count()))),
         "each takes its arguments as one text option, described within Discord's 100 characters: {commands:?}"
     );
-    gateway.stop().await;
 
-    let gateway = start(home.path(), &fake, &config(&discord, &format!("operators = [\"dc:{OPERATOR}\"]"))).await;
+    // The policy names an operator: the list follows the reload, before anyone writes.
+    let operators = config(&discord, &format!("operators = [\"dc:{OPERATOR}\"]"));
+    std::fs::write(home.path().join("bub.toml"), operators).unwrap();
     let shell = discord.wait_until(ANSWER_TIMEOUT, |fake| fake.command_names().iter().any(|n| n == "bash")).await;
     assert!(shell, "an operator may run the shell, so the list offers it: {:?}", discord.command_names());
+    assert_eq!(discord.command_registrations(), 2, "once at start, once for the change");
     gateway.stop().await;
 }
 

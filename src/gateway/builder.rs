@@ -428,6 +428,10 @@ async fn report_reloads(
     notices: NoticeSink,
 ) {
     while let Some(outcome) = reloads.recv().await {
+        if matches!(outcome, ReloadOutcome::Applied { .. }) {
+            // Command menus that show what the policy lets people run.
+            gateway.inner.menus.follow_config(&gateway.inner);
+        }
         match outcome {
             ReloadOutcome::Applied { needs_restart } if needs_restart.is_empty() => {
                 tracing::info!("config reloaded");

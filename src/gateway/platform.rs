@@ -108,7 +108,29 @@ struct MenuState {
     checked: HashSet<(String, String, String)>,
 }
 
+/// A menu to send: (channel, scope, menu).
+type MenuChange = (String, MenuScope, Vec<MenuCommand>);
+
 impl MenuState {
+    /// Follows `config` when it is not the one followed so far: every user
+    /// is checked again, and the changed default menus are returned. `None`
+    /// when `config` is already followed.
+    fn adopt(&mut self, inner: &Inner, config: &Arc<GatewayConfig>) -> Option<Vec<MenuChange>> {
+        if self.config.as_ref().is_some_and(|seen| Arc::ptr_eq(seen, config)) {
+            return None;
+        }
+        self.config = Some(config.clone());
+        self.checked.clear();
+        let mut changes = Vec::new();
+        for (name, channel) in inner.channels.iter().filter(|(_, channel)| channel.slash_commands()) {
+            let menu = default_menu(inner, config, name, channel.menus_per_chat());
+            if self.change(name, &MenuScope::Default, &menu, &[]) {
+                changes.push((name.clone(), MenuScope::Default, menu));
+            }
+        }
+        Some(changes)
+    }
+
     /// What `scope` shows: its own menu, else the one it falls back to.
     fn showing(&self, channel: &str, scope: &MenuScope, fallback: &[MenuCommand]) -> Vec<MenuCommand> {
         self.shown.get(&(channel.to_string(), scope.clone())).cloned().unwrap_or_else(|| fallback.to_vec())
@@ -148,26 +170,13 @@ impl Menus {
         let key = (channel.to_string(), inbound.chat.id.clone(), message.user.clone());
         let config = inner.config.current();
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let mut changes = Vec::new();
         let per_chat = inner.channels.get(channel).is_some_and(|channel| channel.menus_per_chat());
-        if !state.config.as_ref().is_some_and(|seen| Arc::ptr_eq(seen, &config)) {
-            state.config = Some(config.clone());
-            state.checked.clear();
-            // Every channel's default menu follows the new config, not only this one's.
-            for (name, other) in inner.channels.iter().filter(|(_, other)| other.slash_commands()) {
-                let menu = default_menu(inner, &config, name, other.menus_per_chat());
-                if state.change(name, &MenuScope::Default, &menu, &[]) {
-                    changes.push((name.clone(), MenuScope::Default, menu));
-                }
-            }
-        } else if state.checked.contains(&key) || !per_chat {
-            return;
-        }
-        if !per_chat {
+        let adopted = state.adopt(inner, &config);
+        let fresh = adopted.is_some();
+        let mut changes = adopted.unwrap_or_default();
+        if !per_chat || (!fresh && state.checked.contains(&key)) {
             drop(state);
-            for (name, scope, menu) in changes {
-                send(inner, &name, scope, menu);
-            }
+            send_all(inner, changes);
             return;
         }
         if state.checked.len() >= CHECKED_USERS {
@@ -194,9 +203,18 @@ impl Menus {
             }
         }
         drop(state);
-        for (name, scope, menu) in changes {
-            send(inner, &name, scope, menu);
-        }
+        send_all(inner, changes);
+    }
+
+    /// Puts every channel's default menu in step with the config now in
+    /// force, when the menus follow an older one (after a reload: users'
+    /// own menus follow as they next write).
+    pub(crate) fn follow_config(&self, inner: &Arc<Inner>) {
+        let config = inner.config.current();
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let changes = state.adopt(inner, &config).unwrap_or_default();
+        drop(state);
+        send_all(inner, changes);
     }
 
     /// `menu` did not reach `scope`: it is not what the scope shows.
@@ -220,6 +238,12 @@ fn default_menu(inner: &Inner, config: &GatewayConfig, channel: &str, per_chat: 
     match inner.agent.command_prefix() {
         Some(_) => config.channel_wide_menu(channel, inner.agent.tools().iter()),
         None => config.channel_wide_menu(channel, std::iter::empty()),
+    }
+}
+
+fn send_all(inner: &Arc<Inner>, changes: Vec<MenuChange>) {
+    for (channel, scope, menu) in changes {
+        send(inner, &channel, scope, menu);
     }
 }
 

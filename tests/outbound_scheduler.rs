@@ -970,7 +970,7 @@ fn per_minute(count: u32) -> Quota {
 #[tokio::test(start_paused = true)]
 async fn typing_takes_only_spare_budget_and_gives_way_to_a_waiting_reply() {
     let fake = FakeChannel::new("fake", 100, true);
-    // 4 calls at once, then one every 15 s; hints may use half: 2 at once, then one every 30 s.
+    // At most 4 calls in any minute; hints may use half: 2 at once, then one every 30 s.
     let budget = Budget { per_channel: Some(per_minute(4)), per_chat: Some(per_seconds(10)) };
     let scheduler = scheduler_with(&fake, budget);
     let start = Instant::now();
@@ -993,8 +993,8 @@ async fn typing_takes_only_spare_budget_and_gives_way_to_a_waiting_reply() {
     assert_eq!(fake.typing_calls().len(), 2, "only the hints with spare room reached the platform");
     let second = fake.delivered_to("b");
     assert_eq!(second[1].at - start, Duration::from_secs(10), "b's reply went at its budget's first room");
-    // Four calls spent the channel's burst: d's reply waits for its next room, and gets it.
-    assert_eq!(fake.delivered_to("d")[0].at - start, Duration::from_secs(15));
+    // Four calls spent the channel's minute: d's reply waits until the first of them is a minute old.
+    assert_eq!(fake.delivered_to("d")[0].at - start, Duration::from_secs(60));
 }
 
 #[tokio::test(start_paused = true)]

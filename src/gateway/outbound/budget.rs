@@ -47,7 +47,8 @@ const CHAT_STATE_PRUNE_AT: usize = 10_000;
 struct Limits {
     budget: Budget,
     own_rates: HashMap<String, Option<Quota>>,
-    per_channel: Option<ChannelLimiter>,
+    /// The channel's budget counted as platforms count theirs: calls in any window (see [`Window`]).
+    per_channel: Option<Window>,
     /// The share of `per_channel` hints may use: half of it.
     hints: Option<ChannelLimiter>,
     per_chat: Option<ChatLimiter>,
@@ -62,7 +63,7 @@ impl Limits {
             .filter_map(|(chat, quota)| Some((chat.clone(), RateLimiter::direct_with_clock((*quota)?, TokioClock))))
             .collect();
         Limits {
-            per_channel: budget.per_channel.map(|quota| RateLimiter::direct_with_clock(quota, TokioClock)),
+            per_channel: budget.per_channel.map(Window::new),
             hints: budget.per_channel.and_then(half).map(|quota| RateLimiter::direct_with_clock(quota, TokioClock)),
             per_chat: budget.per_chat.map(|quota| RateLimiter::new(quota, Default::default(), TokioClock)),
             budget,
@@ -89,12 +90,49 @@ impl Limits {
         }
     }
 
-    fn take_channel(&self) -> Result<(), NotUntil<std::time::Instant>> {
-        self.per_channel.as_ref().map_or(Ok(()), |limiter| limiter.check())
+    /// Takes room in the channel's budget, or says how long until there is some.
+    fn take_channel(&self) -> Result<(), Duration> {
+        self.per_channel.as_ref().map_or(Ok(()), Window::take)
     }
 
     fn take_hint(&self) -> bool {
         self.hints.as_ref().is_none_or(|limiter| limiter.check().is_ok())
+    }
+}
+
+/// "`count` per `period`" as platforms count it: at most `count` calls in
+/// any window of `period` (Discord's 50 requests in any second, Telegram's
+/// 30 messages a second), `count` of them at once if they come together.
+/// A governor quota of the same rate is a smooth flow with a burst of
+/// `count` on top, which lets up to twice `count` through in one window,
+/// and the platform answers the excess with 429s.
+struct Window {
+    count: usize,
+    period: Duration,
+    /// When the calls of the last `period` were let through, oldest first.
+    sent: Mutex<std::collections::VecDeque<Instant>>,
+}
+
+impl Window {
+    /// The window of `quota` (`count` per `period` is a burst of `count`, one cell per `period / count`).
+    fn new(quota: Quota) -> Window {
+        let count = quota.burst_size().get();
+        Window { count: count as usize, period: quota.replenish_interval() * count, sent: Mutex::default() }
+    }
+
+    fn take(&self) -> Result<(), Duration> {
+        let now = Instant::now();
+        let mut sent = self.sent.lock().unwrap_or_else(PoisonError::into_inner);
+        while sent.front().is_some_and(|at| now.duration_since(*at) >= self.period) {
+            sent.pop_front();
+        }
+        match sent.front() {
+            Some(oldest) if sent.len() >= self.count => Err(self.period - now.duration_since(*oldest)),
+            _ => {
+                sent.push_back(now);
+                Ok(())
+            }
+        }
     }
 }
 
@@ -150,8 +188,8 @@ impl Gate {
         while let Err(not_until) = limits.take_chat(chat) {
             tokio::time::sleep(not_until.wait_time_from(TokioClock.now())).await;
         }
-        while let Err(not_until) = limits.take_channel() {
-            tokio::time::sleep(not_until.wait_time_from(TokioClock.now())).await;
+        while let Err(wait) = limits.take_channel() {
+            tokio::time::sleep(wait).await;
         }
         // A 429 may have arrived while this send waited for its budget.
         self.wait_pauses(chat).await;
@@ -228,5 +266,33 @@ impl<'a> Waiting<'a> {
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Sends through a gate as fast as it lets them for 3 s; the most that
+    /// went out in any one second.
+    async fn most_in_one_second(budget: Budget) -> (usize, usize) {
+        let gate = Gate::new(budget);
+        let start = Instant::now();
+        let mut sent = Vec::new();
+        while Instant::now() - start < Duration::from_secs(3) {
+            gate.wait("chat").await;
+            sent.push(Instant::now() - start);
+        }
+        let second = Duration::from_secs(1);
+        let most = sent.iter().map(|from| sent.iter().filter(|at| **at >= *from && **at < *from + second).count());
+        (most.max().unwrap_or(0), sent.len())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_channel_budget_never_lets_more_than_its_count_through_in_one_window() {
+        let quota = crate::gateway::limiter::quota("50/s".parse().unwrap());
+        let (most, total) = most_in_one_second(Budget { per_channel: quota, per_chat: None }).await;
+        assert_eq!(most, 50, "Discord's 50 requests in any second");
+        assert!((150..=151).contains(&total), "and the whole rate over time: {total}");
     }
 }

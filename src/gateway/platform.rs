@@ -150,16 +150,8 @@ impl MenuState {
 impl Menus {
     /// Sets the default menu of every channel with platform commands.
     pub(crate) fn start(&self, inner: &Arc<Inner>) {
-        let config = inner.config.current();
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        state.config = Some(config.clone());
-        for (name, channel) in &inner.channels {
-            if channel.slash_commands() {
-                let menu = default_menu(inner, &config, name, channel.menus_per_chat());
-                state.shown.insert((name.clone(), MenuScope::Default), menu.clone());
-                send(inner, name, MenuScope::Default, menu);
-            }
-        }
+        // Nothing is shown yet: every default menu differs from it.
+        self.follow_config(inner);
     }
 
     /// Brings the menus `message`'s chat and sender see in step with the

@@ -103,12 +103,12 @@ impl Answers {
         Some(AnswerPart { interaction, token: live.token.clone(), original: !live.original_filled })
     }
 
-    /// The token of the interaction that made message `message_id`, while it works.
-    fn token_of(&self, message_id: u64) -> Option<String> {
+    /// The interaction that made message `message_id`, and its token, while it works.
+    fn token_of(&self, message_id: u64) -> Option<(u64, String)> {
         let mut state = self.lock();
         state.prune();
-        let interaction = state.messages.get(&message_id)?;
-        state.live.get(interaction).map(|live| live.token.clone())
+        let interaction = *state.messages.get(&message_id)?;
+        state.live.get(&interaction).map(|live| (interaction, live.token.clone()))
     }
 
     /// Sends `text` as `part`; the message's id. `Ok(None)` when the token no
@@ -157,17 +157,14 @@ impl Answers {
         text: &str,
         mentions: &[SenderRef],
     ) -> Result<bool, SendError> {
-        let Some(token) = self.token_of(message_id) else { return Ok(false) };
+        let Some((interaction, token)) = self.token_of(message_id) else { return Ok(false) };
         let edit = EditInteractionResponse::new()
             .content(crate::send::content(text, mentions))
             .allowed_mentions(crate::send::pings(mentions));
         match http.edit_followup_message(&token, MessageId::new(message_id), &edit, Vec::new()).await {
             Ok(_) => Ok(true),
             Err(error) if token_gone(&error) => {
-                let interaction = self.lock().messages.get(&message_id).copied();
-                if let Some(interaction) = interaction {
-                    self.forget(interaction);
-                }
+                self.forget(interaction);
                 Ok(false)
             }
             Err(error) => Err(crate::send::classify(error)),

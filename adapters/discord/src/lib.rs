@@ -275,15 +275,12 @@ async fn hand_over(to: Receiver, mut messages: mpsc::UnboundedReceiver<Arrived>,
             let Some(inbound) = inbound else { continue };
             let id = inbound.message_id.clone();
             // Discord does not deliver a message twice; one the gateway could not store is lost.
-            match to.inbox.submit(inbound, None).await {
-                Ok(_) => {}
-                Err(error) => {
-                    if error.try_again_later() {
-                        tracing::error!(%channel, message = %id, %error, "discord message lost: the gateway could not store it");
-                    }
-                    if let Arrived::Command(command) = &arrived {
-                        to.answers.refuse(&to.http, command.id.get(), &refusal(&error)).await;
-                    }
+            if let Err(error) = to.inbox.submit(inbound, None).await {
+                if error.try_again_later() {
+                    tracing::error!(%channel, message = %id, %error, "discord message lost: the gateway could not store it");
+                }
+                if let Arrived::Command(command) = &arrived {
+                    to.answers.refuse(&to.http, command.id.get(), &refusal(&error)).await;
                 }
             }
         }

@@ -273,8 +273,8 @@ impl Drop for Waiting<'_> {
 mod tests {
     use super::*;
 
-    /// Sends through a gate as fast as it lets them for 3 s; the most that
-    /// went out in any one second.
+    /// Sends through a gate as fast as it lets them for 3 s: the most that
+    /// went out in any one second, and how many went out in all.
     async fn most_in_one_second(budget: Budget) -> (usize, usize) {
         let gate = Gate::new(budget);
         let start = Instant::now();

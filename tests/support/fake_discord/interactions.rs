@@ -18,8 +18,8 @@
 //! the bot as author, like others of the bot's.
 
 use super::{
-    FakeDiscord, MAX_CONTENT_CHARS, State_, allowed_mentions, bot_user_json, content_error, dispatch_bot_message,
-    error_json, form_error, lock, message_json, next_message_id, respond, set_guild, user_json,
+    FakeDiscord, State_, allowed_mentions, bot_user_json, content_error, dispatch_bot_message, error_json, form_error,
+    lock, message_json, next_message_id, respond, set_guild, user_json,
 };
 use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -345,8 +345,8 @@ fn followup(state: &mut State_, token: &str, params: &Value) -> Response {
     if content.is_empty() {
         return respond(StatusCode::BAD_REQUEST, error_json("Cannot send an empty message", 50006));
     }
-    if content.chars().count() > MAX_CONTENT_CHARS {
-        return content_error(&content).unwrap_or_else(|| StatusCode::BAD_REQUEST.into_response());
+    if let Some(error) = content_error(&content) {
+        return error;
     }
     if let Err(error) = allowed_mentions(params) {
         return *error;

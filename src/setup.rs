@@ -8,6 +8,10 @@
 //! ones by [`ModelSettings`]): `BUB_COMMAND_PREFIX` (default `,`), `BUB_MAX_STEPS` (default 100),
 //! `BUB_SPILL_THRESHOLD` (estimated tokens, default 4096, 0 = no new spills),
 //! `BUB_CONFINE_FS` (`true`: file tools and `cwd` may not leave the workspace),
+//! `BUB_CONTEXT_WINDOW` (tokens, over the model family's window), `BUB_COMPACT_AT`
+//! (default 0.75: compact when the context passes this part of the window),
+//! `BUB_KEEP_RECENT_TOKENS` (default a quarter of the window: recent turns kept
+//! verbatim after a compaction's summary),
 //! `BUB_ENVIRONMENT_IDLE_SECONDS` (default 1800: a session's environment, and
 //! what it runs, is closed after this long without a turn), `HOME` (the
 //! user's skills in `$HOME/.agents/skills`).
@@ -35,11 +39,16 @@ use std::time::Duration;
 pub const DEFAULT_INSTRUCTIONS: &str = "\
 You are bub, an agent working for a team through a chat. Use your tools to act \
 and to check facts before you answer; answer plainly and briefly.
-Context: the conversation is kept on a tape. When it grows long (see `tape_info`), \
-write a `tape_handoff` with a summary of what matters so far; the context then \
-restarts from that summary.
+Context: the conversation is kept on a tape. When it grows long, its older part \
+is replaced in your context by a summary (an `auto_handoff/compaction` note); the \
+entries themselves stay on the tape, so search them with `tape_search` when you \
+need what was said exactly. You can also write a `tape_handoff` with a summary \
+yourself when a phase of work ends; the context then restarts from it.
 Tool results that are too long are spilled: you get a preview and a handle to \
 page through with `spill_read`.";
+
+/// How long shutdown waits for compactions under way.
+const SETTLE_AT_SHUTDOWN: Duration = Duration::from_secs(30);
 
 /// A configuration value that could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -112,6 +121,7 @@ impl Setup {
                 });
             }
         };
+        let compaction = compaction_settings(&var)?;
         let idle = parse_var(&var, "BUB_ENVIRONMENT_IDLE_SECONDS", DEFAULT_IDLE.as_secs() as usize)?;
         let environments = Arc::new(Environments::new(
             provider.unwrap_or_else(|| Arc::new(LocalProvider { confined })),
@@ -128,6 +138,8 @@ impl Setup {
             .tools(builtin::session_tools(shells.clone()))
             .tool(codemode::code_mode_tool())
             .tool(agent::subagent_tool())
+            .tool(agent::tape_compact_tool())
+            .compaction(compaction)
             .tool(codemode::run_code_tool())
             .tool(skills::skill_tool(user_home.clone()))
             .environments(environments.clone())
@@ -149,6 +161,37 @@ impl Setup {
         add_prompt_sections(&agent, user_home);
         Ok(Setup { agent, shells, store, environments })
     }
+}
+
+/// `BUB_CONTEXT_WINDOW`, `BUB_COMPACT_AT` and `BUB_KEEP_RECENT_TOKENS`.
+fn compaction_settings(var: &impl Fn(&str) -> Option<String>) -> Result<agent::CompactionSettings, SetupError> {
+    let mut settings = agent::CompactionSettings::default();
+    let tokens = |name: &'static str| -> Result<Option<u64>, SetupError> {
+        let Some(value) = var(name).filter(|v| !v.trim().is_empty()) else { return Ok(None) };
+        match value.trim().parse::<u64>() {
+            Ok(n) if n > 0 => Ok(Some(n)),
+            _ => Err(SetupError::Variable {
+                variable: name,
+                value,
+                reason: "must be a whole number of tokens above 0".into(),
+            }),
+        }
+    };
+    settings.context_window = tokens("BUB_CONTEXT_WINDOW")?;
+    settings.keep_recent_tokens = tokens("BUB_KEEP_RECENT_TOKENS")?;
+    if let Some(value) = var("BUB_COMPACT_AT").filter(|v| !v.trim().is_empty()) {
+        settings.compact_at = match value.trim().parse::<f64>() {
+            Ok(at) if at > 0.0 && at <= 1.0 => at,
+            _ => {
+                return Err(SetupError::Variable {
+                    variable: "BUB_COMPACT_AT",
+                    value,
+                    reason: "must be a fraction of the context window above 0 and at most 1, e.g. 0.75".into(),
+                });
+            }
+        };
+    }
+    Ok(settings)
 }
 
 fn parse_var(var: &impl Fn(&str) -> Option<String>, name: &'static str, default: usize) -> Result<usize, SetupError> {
@@ -198,6 +241,10 @@ fn add_prompt_sections(agent: &Agent, user_home: Option<PathBuf>) {
 impl Setup {
     /// Stops what the sessions left running and closes the database.
     pub async fn shutdown(&self) {
+        // A summary being written is waited for (it was paid for), a while.
+        if tokio::time::timeout(SETTLE_AT_SHUTDOWN, self.agent.settle()).await.is_err() {
+            tracing::warn!("a compaction was still running at shutdown; the next turn tries it again");
+        }
         self.shells.kill_all().await;
         self.environments.close_all().await;
         self.store.close().await;

@@ -32,4 +32,10 @@ impl ToolHost for AgentHost {
     fn command_prefix(&self) -> Option<String> {
         self.0.command_prefix().map(str::to_string)
     }
+
+    fn context_limits(&self, model: &str) -> Option<(u64, u64)> {
+        let settings = self.0.compaction();
+        let window = settings.window_for(model);
+        Some((window, settings.threshold(window)))
+    }
 }

@@ -7,6 +7,7 @@
 //! - [`events`]: the typed loop events; `EventBus`, which they travel on, is
 //!   defined in [`crate::tools::bus`] (tools emit on it too) and re-exported here.
 //! - [`recorder`]: the first handler, writing events to the tape.
+//! - [`compaction`]: summaries before the context fills the window (`auto_handoff/compaction`).
 //! - [`images`]: images that come with a prompt, shown to models that take them.
 //! - [`prompt`]: system prompt sections; `TurnState` is the tools' ([`crate::tools::state`]), re-exported here.
 //! - `host`: what tools may ask of the agent ([`crate::tools::ToolHost`]);
@@ -35,6 +36,7 @@
 //! ```
 
 mod commands;
+pub mod compaction;
 pub mod events;
 mod execute;
 pub mod failure;
@@ -51,10 +53,13 @@ pub mod subagent;
 
 pub use crate::tools::TurnState;
 pub use crate::tools::bus::{AgentEvent, EventBus, HandlerError, HandlerId};
+pub use compaction::{
+    Compaction, CompactionError, CompactionOverrides, CompactionSettings, ContextEstimate, tape_compact_tool,
+};
 pub use failure::FailureKind;
 pub use images::{IMAGE_MEDIA_TYPES, PromptImage, PromptImages};
 pub use prompt::{PromptContext, SectionId, SystemPrompt, ToolSummary};
-pub use run::{CUT_RETRIES, MessageMeta, OVERFLOW_ANCHOR, PinnedModel, RunOptions, RunTools};
+pub use run::{CUT_RETRIES, MessageMeta, OVERFLOW_ANCHOR, PinnedModel, RunCompaction, RunOptions, RunTools};
 pub use runtime::{Agent, AgentBuilder, DEFAULT_MAX_STEPS};
 pub use stream::{AnswerText, RunOutcome, RunStream, StreamEvent};
 pub use subagent::subagent_tool;

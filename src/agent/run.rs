@@ -14,6 +14,7 @@
 //!   timeout) is recorded as an error with its fragment, never as the
 //!   answer; the run yields `Cut` and asks again ([`CUT_RETRIES`]), then fails.
 
+use super::compaction::CompactionOverrides;
 use super::events::*;
 use super::execute::{CallSite, parse_arguments};
 use super::failure::{FailureKind, RunFailure};
@@ -75,6 +76,9 @@ pub struct RunOptions {
     /// (default true). False for prompts that did not come from a person,
     /// such as a subagent's: text the model wrote must never become a command.
     pub commands: bool,
+    /// Compaction settings of this run over the agent's (the gateway sets
+    /// the chat's `context_window` and its `[agent]` table here).
+    pub compaction: CompactionOverrides,
 }
 
 impl RunOptions {
@@ -90,7 +94,15 @@ impl RunOptions {
             allowed_tools: None,
             workspace: None,
             commands: true,
+            compaction: CompactionOverrides::default(),
         }
+    }
+
+    /// The model's context window for this run, over the agent's setting
+    /// and the family default.
+    pub fn context_window(mut self, tokens: u64) -> Self {
+        self.compaction.context_window = Some(tokens);
+        self
     }
 
     pub fn model(mut self, spec: impl Into<String>) -> Self {
@@ -135,6 +147,10 @@ impl RunOptions {
 /// kept on the turn state so a nested run (a subagent) cannot pick another.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PinnedModel(pub String);
+
+/// A run's [`RunOptions::compaction`], kept on the turn state for `,tape.compact`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RunCompaction(pub CompactionOverrides);
 
 /// Extra `meta` for the user messages a run records (its prompt, and what is
 /// steered in): a caller that knows where the text came from puts it here
@@ -220,11 +236,14 @@ impl Agent {
         let unread = active.drain();
         drop(active);
         let merged = if options.merge_back && (options.keep_cancelled || !cancelled) {
-            fork.merge().await.map(|_| ())
+            fork.merge().await.map(Some)
         } else {
             fork.discard();
-            Ok(())
+            Ok(None)
         };
+        if let (Ok(Some(report)), false) = (&merged, cancelled) {
+            self.check_compaction(&parent, &run, &options, report).await;
+        }
         if let Err(failure) = result {
             tracing::warn!(run_id = %run.run_id, kind = %failure.kind, error = %failure.message, "run failed");
             out.send(StreamEvent::Error { kind: failure.kind, message: failure.message }).await;
@@ -240,6 +259,30 @@ impl Agent {
             out.send(StreamEvent::Unread(unread)).await;
         }
         Vec::new()
+    }
+
+    /// Hands what the run left to the compaction check (model runs only: a
+    /// comma command sets no model).
+    async fn check_compaction(
+        &self,
+        parent: &crate::tape::Tape,
+        run: &RunContext,
+        options: &RunOptions,
+        report: &crate::tape::MergeReport,
+    ) {
+        let Some(spec) = run.state.get_str("model") else { return };
+        let system = run.state.extension::<super::settings::LastSystemPrompt>();
+        let system = system.as_ref().and_then(|s| s.0.lock().unwrap_or_else(|p| p.into_inner()).clone());
+        let end = super::compaction::RunEnd {
+            tape: parent,
+            spec: &spec,
+            settings: self.inner.compactions.settings.with(&options.compaction),
+            usage: run.state.extension::<LastCallUsage>().map(|u| u.0),
+            appended: &report.appended,
+            reset: report.reset,
+            system: system.as_deref(),
+        };
+        self.after_run(end).await;
     }
 
     /// A run from its tools to its end: the call site, then either a comma
@@ -289,6 +332,12 @@ impl Agent {
             }
             None => (options.workspace.clone().unwrap_or_else(|| self.inner.workspace.clone()), None),
         };
+        if let Some(pinned) = &options.model {
+            run.state.insert_extension(PinnedModel(pinned.clone()));
+        }
+        if options.compaction != CompactionOverrides::default() {
+            run.state.insert_extension(RunCompaction(options.compaction));
+        }
         run.state.set("session_id", json!(options.tape));
         run.state.set("workspace", json!(workspace.display().to_string()));
         Ok(CallSite { agent: self.clone(), run: run.clone(), tools: Arc::new(tools), workspace, environment })
@@ -342,10 +391,9 @@ impl Agent {
         .await
         .map_err(|e| RunFailure::new(FailureKind::CodeMode, format!("cannot write the code-mode stub: {e}")))?;
         let spec = self.model_spec(switches.model, options)?;
+        let settings = self.inner.compactions.settings.with(&options.compaction);
+        self.wait_if_compacting(&options.tape, &spec, &settings).await;
         run.state.set("model", json!(spec));
-        if let Some(pinned) = &options.model {
-            run.state.insert_extension(PinnedModel(pinned.clone()));
-        }
         run.state.insert_extension(RunTools(site.tools.model_tools().map(|t| t.name().to_string()).collect()));
         // A caller's own `reasoning_effort` on the turn state wins over the session's switch.
         if let Some(effort) = switches.reasoning_effort
@@ -384,8 +432,7 @@ impl Agent {
                 Err(ModelFailure { error: ModelError::ContextOverflow { message, .. }, .. }) if !handed_off => {
                     handed_off = true;
                     self.inner.events.emit(finished(StepStatus::AutoHandoff, Some(message.clone()))).await?;
-                    let reason = json!({"reason": "context_length_exceeded", "error": message});
-                    turn.site.run.tape.handoff(OVERFLOW_ANCHOR, reason).await?;
+                    self.overflow_handoff(turn, &message).await?;
                     pending.push(user_message(turn.prompt.clone()));
                 }
                 Err(ModelFailure { error, partial }) => {
@@ -416,6 +463,22 @@ impl Agent {
             }
         }
         Err(RunFailure::new(FailureKind::MaxSteps, format!("max_steps reached ({})", self.inner.max_steps)))
+    }
+
+    /// The context was refused as too long: a summary of all of it when the
+    /// model gives one (the anchor `auto_handoff/context_overflow` with
+    /// `{summary, covers}`), else the anchor alone with the reason.
+    async fn overflow_handoff(&self, turn: &Turn<'_>, message: &str) -> Result<(), RunFailure> {
+        let tape = &turn.site.run.tape;
+        let settings = self.inner.compactions.settings.with(&turn.options.compaction);
+        match self.compact_tape(tape, &turn.spec, &settings, super::compaction::Trigger::Overflow).await {
+            Ok(Some(_)) => return Ok(()),
+            Ok(None) => {}
+            Err(error) => tracing::warn!(run_id = %turn.site.run.run_id, %error, "no summary for the overflow handoff"),
+        }
+        let reason = json!({"reason": "context_length_exceeded", "error": message});
+        tape.handoff(OVERFLOW_ANCHOR, reason).await?;
+        Ok(())
     }
 
     /// One step's answer: the model is asked again when its answer was cut
@@ -510,6 +573,10 @@ impl Agent {
             error: result.clone().err(),
             elapsed_ms: started.elapsed().as_millis() as u64,
         };
+        if let Some(usage) = answer.usage {
+            token_metrics(&usage);
+            run.state.insert_extension(LastCallUsage(usage));
+        }
         self.inner.events.emit(after).await?;
         out.recorded();
         Ok(match result {
@@ -603,6 +670,9 @@ impl Agent {
         Ok(())
     }
 }
+
+/// The usage of the run's latest model call, for the compaction check.
+struct LastCallUsage(Usage);
 
 #[derive(Default)]
 struct ModelAnswer {
@@ -728,6 +798,15 @@ async fn record_interruption(run: &RunContext, reason: &str, partial: &str) -> R
     entries.push(NewEntry::error("interrupted", message, details));
     let entries = entries.into_iter().map(|e| e.with_meta("run_id", json!(run.run_id))).collect();
     run.tape.append_all(entries).await.map(|_| ())
+}
+
+/// Counts a model call's tokens on `/metrics`: `bub_model_tokens_total`
+/// with `kind` `input` (every prompt token, cached ones included), `cached`
+/// (the part served from the provider's cache) and `output`.
+pub(crate) fn token_metrics(usage: &crate::model::Usage) {
+    metrics::counter!("bub_model_tokens_total", "kind" => "input").increment(usage.prompt_tokens);
+    metrics::counter!("bub_model_tokens_total", "kind" => "cached").increment(usage.cached_tokens.unwrap_or(0));
+    metrics::counter!("bub_model_tokens_total", "kind" => "output").increment(usage.completion_tokens);
 }
 
 /// `run-<UTC date and time with microseconds>Z`, unique enough per process and sortable.

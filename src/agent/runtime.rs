@@ -38,6 +38,7 @@ pub(crate) struct AgentInner {
     pub environments: Option<Arc<Environments>>,
     pub codemode_dir: PathBuf,
     pub steering: Steering,
+    pub compactions: super::compaction::Compactions,
 }
 
 /// Builds an [`Agent`].
@@ -55,6 +56,7 @@ pub struct AgentBuilder {
     workspace: PathBuf,
     environments: Option<Arc<Environments>>,
     codemode_dir: PathBuf,
+    compaction: super::compaction::CompactionSettings,
 }
 
 impl Agent {
@@ -79,12 +81,18 @@ impl Agent {
             workspace: PathBuf::from("."),
             environments: None,
             codemode_dir: PathBuf::new(),
+            compaction: Default::default(),
         }
     }
 
     /// The bus: register handlers here (the tape recorder is already first).
     pub fn events(&self) -> &EventBus {
         &self.inner.events
+    }
+
+    /// The compaction settings (see [`super::compaction`]).
+    pub fn compaction(&self) -> &super::compaction::CompactionSettings {
+        &self.inner.compactions.settings
     }
 
     pub fn system_prompt(&self) -> &SystemPrompt {
@@ -221,6 +229,14 @@ impl AgentBuilder {
         self
     }
 
+    /// When and how much to compact a session's context (see
+    /// [`super::compaction`]); the default compacts at 0.75 of the model's
+    /// family window.
+    pub fn compaction(mut self, settings: super::compaction::CompactionSettings) -> Self {
+        self.compaction = settings;
+        self
+    }
+
     pub fn build(self) -> Agent {
         let events = EventBus::new();
         recorder::register(&events);
@@ -241,6 +257,7 @@ impl AgentBuilder {
                 environments: self.environments,
                 codemode_dir: self.codemode_dir,
                 steering: Steering::default(),
+                compactions: super::compaction::Compactions::new(self.compaction),
             }),
         }
     }

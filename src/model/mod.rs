@@ -7,6 +7,8 @@
 //! - [`images`]: which models take images (by family, `BUB_IMAGE_MODELS` over it).
 //! - [`openai`]: the OpenAI-compatible Chat Completions client.
 //! - [`anthropic`]: the Anthropic Messages client.
+//! - [`window`]: context windows by model family, and the configured override.
+//! - [`tokens`]: token counting (the real tokenizer for OpenAI families, a calibrated estimate otherwise).
 //! - [`retry`]: `Retrying`, retries with backoff and the timeouts, around any client.
 //! - `sse` and `transport` (private): event-stream framing and status mapping
 //!   shared by both clients.
@@ -19,8 +21,10 @@ pub mod openai;
 pub mod retry;
 pub mod spec;
 mod sse;
+pub mod tokens;
 mod transport;
 pub mod types;
+pub mod window;
 
 pub use anthropic::AnthropicClient;
 pub use config::ModelSettings;

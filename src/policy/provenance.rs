@@ -110,7 +110,9 @@ pub(crate) async fn untrusted_context(run: &RunContext) -> Result<Option<String>
     if let Some(known) = run.state.extension::<UntrustedContext>() {
         return Ok(Some(known.0.clone()));
     }
-    let entries = run.tape.read(&TapeQuery::last_anchor()).await?;
+    // The context's scope, with what a compaction kept (and its anchor, which
+    // carries the provenance of what it summarised).
+    let entries = run.tape.scope_entries(TapeQuery::last_anchor()).await?;
     let reason = entries.iter().find_map(|entry| {
         let provenance = Provenance::from_meta(entry.meta.get(META_KEY)?)?;
         (!provenance.is_trusted()).then(|| format!("{} (entry #{})", provenance.describe(), entry.id))

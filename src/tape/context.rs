@@ -2,7 +2,9 @@
 //!
 //! The model context is the last anchor and every entry after it, mapped by
 //! [`default_context`]:
-//! - an anchor becomes an assistant note `[Anchor created: <name>]: <state JSON>`;
+//! - an anchor becomes an assistant note `[Anchor created: <name>]: <state JSON>`,
+//!   or, for a compaction's anchor (state `{summary, covers}`), a note with the
+//!   summary as text and the ids it covers;
 //! - a message passes as it is;
 //! - a tool call becomes an assistant message with empty content and `tool_calls`;
 //! - each tool result becomes a `tool` message carrying the `tool_call_id` and
@@ -14,6 +16,7 @@
 //! message entries are stored in; model clients for other APIs convert from it.
 
 use super::entry::{Entry, EntryKind};
+use crate::model::tokens::{MESSAGE_OVERHEAD, TokenCounter};
 use serde_json::{Value, json};
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -74,10 +77,63 @@ pub fn default_context_owned(entries: Vec<Entry>) -> Vec<ChatMessage> {
     messages
 }
 
+/// The tokens an entry adds to a context.
+pub fn entry_tokens(counter: &TokenCounter, entry: &Entry) -> u64 {
+    if !entry.in_context() {
+        return 0;
+    }
+    match entry.kind {
+        EntryKind::Message => counter.count_message(&entry.payload),
+        EntryKind::ToolCall => {
+            let mut call = serde_json::Map::new();
+            if let Some(calls) = entry.payload.get("calls") {
+                call.insert("tool_calls".into(), calls.clone());
+            }
+            counter.count_message(&call)
+        }
+        EntryKind::ToolResult => {
+            let results = entry.payload.get("results").and_then(Value::as_array);
+            results
+                .into_iter()
+                .flatten()
+                .map(|result| {
+                    MESSAGE_OVERHEAD
+                        + match result {
+                            Value::String(text) => counter.count(text),
+                            other => counter.count(&other.to_string()),
+                        }
+                })
+                .sum()
+        }
+        EntryKind::Anchor => {
+            let state = entry.payload.get("state").cloned().unwrap_or(Value::Null);
+            let text = state.get("summary").and_then(Value::as_str).map_or_else(|| state.to_string(), str::to_string);
+            MESSAGE_OVERHEAD + 40 + counter.count(&text)
+        }
+        EntryKind::System | EntryKind::Event | EntryKind::Error => 0,
+    }
+}
+
 fn anchor_note(entry: &Entry) -> ChatMessage {
     let name = entry.name().unwrap_or("anchor");
     let state = entry.payload.get("state").cloned().unwrap_or(Value::Null);
+    if let Some(note) = summary_note(name, &state) {
+        return json!({"role": "assistant", "content": note});
+    }
     json!({"role": "assistant", "content": format!("[Anchor created: {name}]: {state}")})
+}
+
+/// A compaction's anchor (state `{summary, covers: [first, last]}`) as prose:
+/// the model reads the summary as text, and learns where the entries it
+/// replaces are.
+fn summary_note(name: &str, state: &Value) -> Option<String> {
+    let summary = state.get("summary")?.as_str()?;
+    let covers = state.get("covers")?.as_array()?;
+    let (first, last) = (covers.first()?.as_u64()?, covers.last()?.as_u64()?);
+    Some(format!(
+        "[Anchor created: {name}]: a summary of the conversation so far (tape entries {first} to {last}; \
+         the entries themselves are still on the tape: find them with tape_search).\n\n{summary}"
+    ))
 }
 
 #[cfg(test)]
@@ -101,6 +157,16 @@ mod tests {
             messages,
             vec![json!({"role": "assistant", "content": "[Anchor created: phase/2]: {\"summary\":\"done\"}"})]
         );
+    }
+
+    #[test]
+    fn a_compaction_anchor_reads_as_its_summary() {
+        let state = json!({"summary": "Ada wants weekly reports.", "covers": [3, 80], "keep_from": 81});
+        let messages = context_of(vec![NewEntry::anchor("auto_handoff/compaction", state)]);
+        let note = messages[0]["content"].as_str().unwrap();
+        assert!(note.starts_with("[Anchor created: auto_handoff/compaction]: a summary"), "{note}");
+        assert!(note.contains("entries 3 to 80") && note.contains("tape_search"), "{note}");
+        assert!(note.ends_with("\n\nAda wants weekly reports."), "{note}");
     }
 
     #[test]

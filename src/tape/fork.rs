@@ -237,6 +237,11 @@ pub struct MergeReport {
     pub merged: Vec<(TapeName, usize)>,
     /// The tape is temporary (`temp/…`): nothing was merged.
     pub skipped_temporary: bool,
+    /// The root tape's entries as the parent stored them (with their ids),
+    /// oldest first; empty when nothing was appended there.
+    pub appended: Vec<Entry>,
+    /// The root tape was reset by the fork before its entries were appended.
+    pub reset: bool,
 }
 
 impl Fork {
@@ -283,9 +288,9 @@ impl Fork {
         let (mut rooted, others): (Vec<_>, Vec<_>) = overlays.into_iter().partition(|(name, _)| name == root);
         for (name, overlay) in others {
             match merge_one(parent.as_ref(), &name, &overlay).await {
-                Ok(count) => {
+                Ok(stored) => {
                     self.store.state().overlays.remove(&name);
-                    report.merged.push((name, count));
+                    report.merged.push((name, stored.len()));
                 }
                 Err(error) if name.belongs_to(root) => failures.push(
                     NewEntry::event(
@@ -300,9 +305,11 @@ impl Fork {
         let mut overlay = rooted.pop().map(|(_, overlay)| overlay).unwrap_or_default();
         overlay.entries.extend(failures.into_iter().map(|e| e.into_entry(0)));
         if overlay.reset || !overlay.entries.is_empty() {
-            let count = merge_one(parent.as_ref(), root, &overlay).await?;
+            let stored = merge_one(parent.as_ref(), root, &overlay).await?;
             self.store.state().overlays.remove(root);
-            report.merged.insert(0, (root.clone(), count));
+            report.merged.insert(0, (root.clone(), stored.len()));
+            report.reset = overlay.reset;
+            report.appended = stored;
         }
         Ok(report)
     }
@@ -315,12 +322,10 @@ impl Fork {
     }
 }
 
-async fn merge_one(parent: &dyn TapeStore, name: &TapeName, overlay: &Overlay) -> TapeResult<usize> {
+async fn merge_one(parent: &dyn TapeStore, name: &TapeName, overlay: &Overlay) -> TapeResult<Vec<Entry>> {
     if overlay.reset {
         parent.reset(name).await?;
     }
     let entries: Vec<NewEntry> = overlay.entries.iter().map(Entry::to_new).collect();
-    let count = entries.len();
-    parent.append(name, entries).await?;
-    Ok(count)
+    parent.append(name, entries).await
 }

@@ -18,6 +18,11 @@ use std::sync::Arc;
 /// The anchor every tape gets before its first turn.
 pub const BOOTSTRAP_ANCHOR: &str = "session/start";
 
+/// The anchor a compaction writes (see `bub::agent::compaction`): its state
+/// `{summary, covers, keep_from}` is read by [`Tape::context_entries`] and
+/// rendered as the summary by [`super::context`].
+pub const COMPACTION_ANCHOR: &str = "auto_handoff/compaction";
+
 /// Settings shared by the tapes of one runtime.
 ///
 /// The default names no archive directory: the library writes no file it
@@ -30,6 +35,12 @@ pub struct TapeSettings {
     /// (archiving is refused).
     pub archive_dir: PathBuf,
     pub spill: SpillSettings,
+}
+
+/// The first entry a compaction anchor kept verbatim (`state.keep_from`),
+/// when `anchor` is one.
+pub fn kept_from(anchor: &Entry) -> Option<u64> {
+    anchor.payload.get("state")?.get("keep_from")?.as_u64()
 }
 
 /// A handle on one tape. Cheap to clone; all state lives in the store.
@@ -56,6 +67,8 @@ pub struct TapeInfo {
     pub entries_since_last_anchor: u64,
     /// Total tokens of the latest model call (`run` event with usage).
     pub last_token_usage: Option<u64>,
+    /// The latest compaction: `#<anchor id> <date>, entries <first>-<last> summarised`.
+    pub last_compaction: Option<String>,
 }
 
 impl fmt::Display for TapeInfo {
@@ -66,9 +79,10 @@ impl fmt::Display for TapeInfo {
         writeln!(f, "last_anchor: {}", self.last_anchor.as_deref().unwrap_or("-"))?;
         writeln!(f, "entries_since_last_anchor: {}", self.entries_since_last_anchor)?;
         match self.last_token_usage {
-            Some(tokens) => write!(f, "last_token_usage: {tokens}"),
-            None => write!(f, "last_token_usage: -"),
+            Some(tokens) => writeln!(f, "last_token_usage: {tokens}")?,
+            None => writeln!(f, "last_token_usage: -")?,
         }
+        write!(f, "last_compaction: {}", self.last_compaction.as_deref().unwrap_or("-"))
     }
 }
 
@@ -213,8 +227,19 @@ impl Tape {
 
     pub async fn info(&self) -> TapeResult<TapeInfo> {
         let stats = self.store.stats(&self.name).await?;
-        let last_run = self.last_event_data("run").await?;
-        let last_token_usage = last_run.and_then(|run| run.pointer("/usage/total_tokens")?.as_u64());
+        let run = TapeQuery::all().kinds([EntryKind::Event]).named("run");
+        let compaction = TapeQuery::all().kinds([EntryKind::Anchor]).named(COMPACTION_ANCHOR);
+        let mut found = self.latest(&[run, compaction]).await?.into_iter();
+        let (last_run, compaction) = (found.next().flatten(), found.next().flatten());
+        let last_token_usage = last_run.and_then(|run| run.data()?.pointer("/usage/total_tokens")?.as_u64());
+        let last_compaction = compaction.map(|anchor| {
+            let covers = |i: usize| anchor.payload.get("state")?.get("covers")?.get(i)?.as_u64();
+            let date = super::entry::format_date(&anchor.date);
+            match (covers(0), covers(1)) {
+                (Some(first), Some(last)) => format!("#{} {date}, entries {first}-{last} summarised", anchor.id),
+                _ => format!("#{} {date}", anchor.id),
+            }
+        });
         Ok(TapeInfo {
             name: self.name.to_string(),
             entries: stats.entries,
@@ -222,19 +247,54 @@ impl Tape {
             last_anchor: stats.last_anchor.as_ref().and_then(|a| a.name().map(str::to_string)),
             entries_since_last_anchor: stats.last_anchor.map_or(stats.entries, |a| stats.last_id - a.id),
             last_token_usage,
+            last_compaction,
         })
     }
 
     /// The model context with the default mapping (see [`super::context`]).
     pub async fn context(&self) -> TapeResult<Vec<ChatMessage>> {
-        Ok(default_context_owned(self.read(&TapeQuery::context()).await?))
+        Ok(default_context_owned(self.context_entries().await?))
     }
 
     /// The model context with a custom selector.
     pub async fn context_with(&self, selector: &ContextSelector) -> TapeResult<Vec<ChatMessage>> {
-        let entries: Vec<Entry> =
-            self.read(&TapeQuery::last_anchor()).await?.into_iter().filter(Entry::in_context).collect();
-        Ok(selector(&entries))
+        let entries = self.scope_entries(TapeQuery::last_anchor()).await?;
+        Ok(selector(&entries.into_iter().filter(Entry::in_context).collect::<Vec<_>>()))
+    }
+
+    /// The entries the default context is built from: the last anchor, then
+    /// the messages, tool calls and results after it. When that anchor is a
+    /// compaction's (its state names `keep_from`, see [`kept_from`]), the
+    /// entries it kept verbatim follow it, though they were written before
+    /// it: a compaction appends, it never rewrites. Older anchors among the
+    /// kept entries are left out (the compaction's summary covers them).
+    /// Two indexed reads at most, whatever the tape's length.
+    pub async fn context_entries(&self) -> TapeResult<Vec<Entry>> {
+        self.scope_entries(TapeQuery::context()).await
+    }
+
+    /// `from_anchor` (a last-anchor query) with the entries a compaction
+    /// anchor kept spliced in after it.
+    pub(crate) async fn scope_entries(&self, from_anchor: TapeQuery) -> TapeResult<Vec<Entry>> {
+        let kinds = from_anchor.kinds.clone();
+        let mut entries = self.read(&from_anchor).await?;
+        let Some((anchor_id, keep_from)) =
+            entries.first().filter(|e| e.kind == EntryKind::Anchor).and_then(|a| Some((a.id, kept_from(a)?)))
+        else {
+            return Ok(entries);
+        };
+        if keep_from == 0 || keep_from >= anchor_id {
+            return Ok(entries);
+        }
+        // Ids in a tape are consecutive: at most this many entries lie
+        // between, fewer once kinds are filtered (the rest is dropped below).
+        let between = TapeQuery::all().kinds(kinds).after_id(keep_from - 1).limit((anchor_id - keep_from) as usize);
+        let kept = self.read(&between).await?;
+        let kept = kept.into_iter().filter(|e| e.id < anchor_id && e.kind != EntryKind::Anchor);
+        let after = entries.split_off(1);
+        entries.extend(kept);
+        entries.extend(after);
+        Ok(entries)
     }
 
     /// Clears the tape and its sidecars, optionally archiving each to a JSONL

@@ -51,11 +51,11 @@ pub mod query;
 pub mod spill;
 pub mod store;
 
-pub use context::{ChatMessage, ContextSelector, default_context, default_context_owned};
+pub use context::{ChatMessage, ContextSelector, default_context, default_context_owned, entry_tokens};
 pub use entry::{Entry, EntryKind, JsonObject, NewEntry};
 pub use error::{TapeError, TapeResult};
 pub use fork::{Fork, ForkStore, MergeReport};
-pub use handle::{BOOTSTRAP_ANCHOR, ResetReport, Tape, TapeInfo, TapeSettings};
+pub use handle::{BOOTSTRAP_ANCHOR, COMPACTION_ANCHOR, ResetReport, Tape, TapeInfo, TapeSettings, kept_from};
 pub use memory::InMemoryTapeStore;
 pub use name::TapeName;
 pub use query::{Scope, TapeQuery};

@@ -28,4 +28,10 @@ pub trait ToolHost: Any + Send + Sync {
 
     /// The comma-command prefix (`,`), when the agent takes commands.
     fn command_prefix(&self) -> Option<String>;
+
+    /// The context window of `model` in tokens and where compaction starts
+    /// (for `tape.info`); `None` when the agent does not compact.
+    fn context_limits(&self, _model: &str) -> Option<(u64, u64)> {
+        None
+    }
 }

@@ -23,14 +23,25 @@ pub const SEARCH_MARKER: &str = "[tape.search]";
 pub const ANCHORS_SHOWN: usize = 20;
 
 /// Show facts about this session's tape: entry and anchor counts, the last
-/// anchor, how many entries came after it, and the last model call's token usage.
+/// anchor, how many entries came after it, the last model call's token usage,
+/// the last compaction and the estimated tokens of the context.
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct TapeInfoArgs {}
 
 /// `tape.info`: the `TapeInfo` lines.
 pub fn tape_info_tool() -> Tool {
     Tool::typed("tape.info", |_: TapeInfoArgs, ctx: ToolContext| async move {
-        Ok::<_, ToolError>(ctx.tape.info().await?.to_string())
+        let mut text = ctx.tape.info().await?.to_string();
+        let model = ctx.state.get_str("model").or_else(|| ctx.host.as_ref()?.default_model()).unwrap_or_default();
+        let counter = crate::model::tokens::TokenCounter::for_model(&model);
+        let entries = ctx.tape.context_entries().await?;
+        let tokens: u64 = entries.iter().map(|entry| crate::tape::entry_tokens(&counter, entry)).sum();
+        let how = if counter.is_exact() { "counted" } else { "estimated" };
+        text.push_str(&format!("\ncontext_tokens: {tokens} ({how}, entries only)"));
+        if let Some((window, threshold)) = ctx.host.as_ref().and_then(|host| host.context_limits(&model)) {
+            text.push_str(&format!("\ncontext_window: {window} (compacts at {threshold})"));
+        }
+        Ok::<_, ToolError>(text)
     })
     .with_capabilities([Capability::Read])
 }

@@ -174,14 +174,19 @@ async fn unknown_tools_and_bad_arguments_come_back_to_the_model() {
 async fn a_context_overflow_hands_off_once_and_retries_the_prompt() {
     let (agent, model, store) = scripted_agent(vec![]).await;
     model.error(overflow());
+    model.text("Ada asked for a summary of everything.");
     model.text("short answer");
     let outcome = agent.run("summarise everything", RunOptions::new("chat")).collect().await;
     assert_eq!(outcome.text, "short answer");
     assert!(outcome.error.is_none());
-    let retry = &model.requests()[1];
-    assert!(
-        retry.messages[1]["content"].as_str().unwrap().starts_with("[Anchor created: auto_handoff/context_overflow]")
-    );
+    // The handoff asked for a summary of the refused context, and the retry reads it.
+    let summary_call = &model.requests()[1];
+    assert!(summary_call.tools.is_empty());
+    assert!(summary_call.messages[1]["content"].as_str().unwrap().contains("summarise everything"));
+    let retry = &model.requests()[2];
+    let note = retry.messages[1]["content"].as_str().unwrap();
+    assert!(note.starts_with("[Anchor created: auto_handoff/context_overflow]"), "{note}");
+    assert!(note.ends_with("Ada asked for a summary of everything."), "{note}");
     assert_eq!(retry.messages[2], json!({"role": "user", "content": "summarise everything"}));
     let info = store.tape("chat").info().await.unwrap();
     assert_eq!(info.last_anchor.as_deref(), Some("auto_handoff/context_overflow"));
@@ -193,6 +198,7 @@ async fn a_context_overflow_hands_off_once_and_retries_the_prompt() {
 async fn a_second_overflow_fails_the_run() {
     let (agent, model, _store) = scripted_agent(vec![]).await;
     model.error(overflow());
+    model.text("a summary");
     model.error(overflow());
     let outcome = agent.run("too big", RunOptions::new("chat")).collect().await;
     let (kind, message) = outcome.error.expect("an error");

@@ -56,7 +56,7 @@ async fn info_reports_counts_the_last_anchor_and_the_last_token_usage() {
     assert_eq!(info.last_token_usage, Some(345));
     assert_eq!(
         info.to_string(),
-        "name: chat\nentries: 6\nanchors: 1\nlast_anchor: session/start\nentries_since_last_anchor: 5\nlast_token_usage: 345"
+        "name: chat\nentries: 6\nanchors: 1\nlast_anchor: session/start\nentries_since_last_anchor: 5\nlast_token_usage: 345\nlast_compaction: -"
     );
 }
 

@@ -1,0 +1,246 @@
+//! Proactive compaction: long chats stay under the model's window, nothing
+//! said is lost from the tape, and a failed or interrupted compaction leaves
+//! a valid tape and is tried again.
+
+use async_trait::async_trait;
+use bub::agent::{Agent, CompactionSettings, RunOptions};
+use bub::model::tokens::TokenCounter;
+use bub::model::{ChatRequest, FinishReason, ModelClient, ModelError, ModelEvent, ModelStream, SingleClient, Usage};
+use bub::tape::{
+    COMPACTION_ANCHOR, Entry, EntryKind, InMemoryTapeStore, NewEntry, TapeName, TapeQuery, TapeResult, TapeStats,
+    TapeStore, TapeSummary,
+};
+use futures::StreamExt;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+const WINDOW: u64 = 2_000;
+
+/// A model with a window: a request over it is refused as too long (as
+/// providers do); a summary request (its system prompt is the compaction
+/// prompt) gets a summary naming the lines it saw; a turn gets `ok <n>`.
+#[derive(Default)]
+struct WindowModel {
+    requests: Mutex<Vec<ChatRequest>>,
+    largest: AtomicUsize,
+    overflows: AtomicUsize,
+    summaries: AtomicUsize,
+    /// Summary calls to refuse with a 429 before answering.
+    refuse_summaries: AtomicUsize,
+}
+
+fn request_tokens(request: &ChatRequest) -> u64 {
+    let counter = TokenCounter::estimate();
+    request.messages.iter().map(|m| counter.count_message(m.as_object().unwrap())).sum()
+}
+
+fn is_summary_call(request: &ChatRequest) -> bool {
+    request.messages[0]["content"].as_str().is_some_and(|s| s.starts_with("You are compacting"))
+}
+
+#[async_trait]
+impl ModelClient for WindowModel {
+    fn provider(&self) -> &str {
+        "test"
+    }
+
+    async fn stream(&self, request: &ChatRequest) -> Result<ModelStream, ModelError> {
+        let tokens = request_tokens(request);
+        self.largest.fetch_max(tokens as usize, Ordering::SeqCst);
+        self.requests.lock().unwrap().push(request.clone());
+        if tokens > WINDOW {
+            self.overflows.fetch_add(1, Ordering::SeqCst);
+            return Err(ModelError::ContextOverflow { provider: "test".into(), message: format!("{tokens} tokens") });
+        }
+        let text = if is_summary_call(request) {
+            if self.refuse_summaries.load(Ordering::SeqCst) > 0 {
+                self.refuse_summaries.fetch_sub(1, Ordering::SeqCst);
+                return Err(ModelError::RateLimited {
+                    provider: "test".into(),
+                    message: "slow down".into(),
+                    retry_after: None,
+                });
+            }
+            let n = self.summaries.fetch_add(1, Ordering::SeqCst);
+            format!("Summary {n}: the team talked about the numbered turns.")
+        } else {
+            format!("ok {}", self.requests.lock().unwrap().len())
+        };
+        let usage = Usage {
+            prompt_tokens: tokens,
+            completion_tokens: 4,
+            total_tokens: tokens + 4,
+            cached_tokens: Some(tokens / 2),
+        };
+        let events = vec![
+            Ok(ModelEvent::TextDelta(text)),
+            Ok(ModelEvent::Usage(usage)),
+            Ok(ModelEvent::Finish(FinishReason::Stop)),
+        ];
+        Ok(futures::stream::iter(events).boxed())
+    }
+}
+
+fn agent(store: Arc<dyn TapeStore>, model: Arc<WindowModel>) -> Agent {
+    let settings = CompactionSettings { context_window: Some(WINDOW), ..CompactionSettings::default() };
+    Agent::builder()
+        .store(store)
+        .model(Arc::new(SingleClient(model)), "test:tiny")
+        .system_prompt("You are a test agent.")
+        .compaction(settings)
+        .build()
+}
+
+async fn turn(agent: &Agent, text: &str) {
+    let outcome = agent.run(text, RunOptions::new("chat")).collect().await;
+    assert!(outcome.error.is_none(), "{text}: {:?}", outcome.error);
+    agent.settle().await;
+}
+
+fn prompt(i: usize) -> String {
+    let word = if i == 3 { "pelican" } else { "note" };
+    format!("turn {i}: please remember the {word} about item {i} for the weekly report, thanks")
+}
+
+#[tokio::test]
+async fn three_thousand_turns_never_overflow_and_turn_three_stays_findable() {
+    let store: Arc<dyn TapeStore> = Arc::new(InMemoryTapeStore::new());
+    let model = Arc::new(WindowModel::default());
+    let agent = agent(store.clone(), model.clone());
+    for i in 1..=3_000 {
+        turn(&agent, &prompt(i)).await;
+    }
+    assert_eq!(model.overflows.load(Ordering::SeqCst), 0, "no request passed the window");
+    assert!(model.largest.load(Ordering::SeqCst) as u64 <= WINDOW);
+    let tape = agent.tape("chat").unwrap();
+    let anchors = tape.read(&TapeQuery::all().kinds([EntryKind::Anchor])).await.unwrap();
+    assert!(anchors.iter().all(|a| a.name() != Some(bub::agent::OVERFLOW_ANCHOR)));
+    let compactions = anchors.iter().filter(|a| a.name() == Some(COMPACTION_ANCHOR)).count();
+    assert!(compactions > 20, "{compactions} compactions over 3,000 turns");
+
+    // The last turn's request: system prompt, the summary, recent turns verbatim, the new turn.
+    let requests = model.requests.lock().unwrap().clone();
+    let last = requests.iter().rev().find(|r| !is_summary_call(r)).unwrap();
+    let note = last.messages[1]["content"].as_str().unwrap();
+    assert!(note.starts_with("[Anchor created: auto_handoff/compaction]"), "{note}");
+    assert!(note.contains("Summary"), "{note}");
+    let users: Vec<&str> =
+        last.messages.iter().filter(|m| m["role"] == "user").filter_map(|m| m["content"].as_str()).collect();
+    assert!(users.len() >= 2, "recent turns are kept verbatim: {users:?}");
+    assert_eq!(*users.last().unwrap(), prompt(3_000));
+    let expected: Vec<String> = (3_001 - users.len()..=3_000).map(prompt).collect();
+    assert_eq!(users, expected, "the kept turns are the latest ones, in order");
+
+    // Turn 3 is still on the tape, found by a search.
+    let hits = tape.read(&TapeQuery::search("pelican")).await.unwrap();
+    assert!(hits.iter().any(|e| e.payload["content"] == prompt(3)), "{hits:?}");
+    // Every user message is on the tape once, in order.
+    let said: Vec<String> = tape
+        .read(&TapeQuery::all().kinds([EntryKind::Message]))
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.payload["role"] == "user")
+        .map(|e| e.payload["content"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(said, (1..=3_000).map(prompt).collect::<Vec<_>>());
+    // Late requests are no bigger than early ones once the window is reached.
+    let late = requests.iter().rev().filter(|r| !is_summary_call(r)).take(100).map(request_tokens).max().unwrap();
+    assert!(late <= WINDOW, "{late}");
+}
+
+#[tokio::test]
+async fn a_refused_summary_is_recorded_and_tried_after_the_next_turn() {
+    let store: Arc<dyn TapeStore> = Arc::new(InMemoryTapeStore::new());
+    let model = Arc::new(WindowModel::default());
+    model.refuse_summaries.store(1, Ordering::SeqCst);
+    let agent = agent(store.clone(), model.clone());
+    let tape = agent.tape("chat").unwrap();
+    let mut i = 0;
+    while tape.last_event_data("compaction.failed").await.unwrap().is_none() {
+        i += 1;
+        assert!(i < 200, "no compaction was attempted");
+        turn(&agent, &prompt(i)).await;
+    }
+    let failed = tape.last_event_data("compaction.failed").await.unwrap().unwrap();
+    assert!(failed["error"].as_str().unwrap().contains("slow down"), "{failed}");
+    assert!(tape.info().await.unwrap().last_compaction.is_none(), "no anchor after a failed summary");
+    turn(&agent, &prompt(i + 1)).await;
+    let info = tape.info().await.unwrap();
+    assert!(info.last_compaction.is_some(), "the next turn's end compacted: {info}");
+    let said: Vec<String> = tape
+        .read(&TapeQuery::all().kinds([EntryKind::Message]))
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.payload["role"] == "user")
+        .map(|e| e.payload["content"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(said, (1..=i + 1).map(prompt).collect::<Vec<_>>(), "nothing lost or reordered");
+    // The summary's usage is on the tape.
+    let summary = tape.last_event_data("compaction.summary").await.unwrap().unwrap();
+    assert!(summary["usage"]["prompt_tokens"].as_u64().unwrap() > 0, "{summary}");
+}
+
+/// A store that fails the first append holding a compaction anchor, as a
+/// crash between the summary event and the anchor would leave the tape.
+struct FailingAnchors {
+    inner: InMemoryTapeStore,
+    armed: AtomicBool,
+}
+
+#[async_trait]
+impl TapeStore for FailingAnchors {
+    async fn append(&self, tape: &TapeName, entries: Vec<NewEntry>) -> TapeResult<Vec<Entry>> {
+        let anchor = entries.iter().any(|e| e.kind == EntryKind::Anchor && e.payload["name"] == COMPACTION_ANCHOR);
+        if anchor && self.armed.swap(false, Ordering::SeqCst) {
+            return Err(bub::tape::TapeError::StoreContract { tape: tape.clone(), message: "crashed".into() });
+        }
+        self.inner.append(tape, entries).await
+    }
+    async fn read(&self, tape: &TapeName, query: &TapeQuery) -> TapeResult<Vec<Entry>> {
+        self.inner.read(tape, query).await
+    }
+    async fn stats(&self, tape: &TapeName) -> TapeResult<TapeStats> {
+        self.inner.stats(tape).await
+    }
+    async fn list(&self) -> TapeResult<Vec<TapeSummary>> {
+        self.inner.list().await
+    }
+    async fn reset(&self, tape: &TapeName) -> TapeResult<()> {
+        self.inner.reset(tape).await
+    }
+    fn location(&self) -> String {
+        "failing-anchors".into()
+    }
+}
+
+#[tokio::test]
+async fn a_crash_between_summary_and_anchor_leaves_a_valid_tape_and_the_summary_is_reused() {
+    let store = Arc::new(FailingAnchors { inner: InMemoryTapeStore::new(), armed: AtomicBool::new(false) });
+    let model = Arc::new(WindowModel::default());
+    let settings = CompactionSettings { auto: false, context_window: Some(WINDOW), ..CompactionSettings::default() };
+    let agent = Agent::builder()
+        .store(store.clone())
+        .model(Arc::new(SingleClient(model.clone())), "test:tiny")
+        .compaction(settings)
+        .build();
+    for i in 1..=30 {
+        turn(&agent, &prompt(i)).await;
+    }
+    let tape = agent.tape("chat").unwrap();
+    let before = tape.context().await.unwrap();
+    store.armed.store(true, Ordering::SeqCst);
+    assert!(agent.compact("chat", None).await.is_err(), "the anchor's append failed");
+    // The summary is on the tape, the context is what it was.
+    assert!(tape.last_event_data("compaction.summary").await.unwrap().is_some());
+    assert_eq!(tape.context().await.unwrap(), before);
+    let summaries = model.summaries.load(Ordering::SeqCst);
+    let done = agent.compact("chat", None).await.unwrap().expect("a compaction");
+    assert!(done.reused, "the written summary is used again");
+    assert_eq!(model.summaries.load(Ordering::SeqCst), summaries, "no second summary call");
+    let context = tape.context().await.unwrap();
+    assert!(context[0]["content"].as_str().unwrap().contains(&done.summary));
+    assert!(context.len() < before.len());
+    assert_eq!(context.last(), before.last(), "the latest turn is kept verbatim");
+}

@@ -116,3 +116,30 @@ async fn malformed_commands_get_one_line_errors() {
     }
     assert!(model.requests().is_empty(), "no command reached the model");
 }
+
+#[tokio::test]
+async fn tape_compact_summarises_now_and_tape_info_shows_it() {
+    let tools = vec![bub::agent::tape_compact_tool(), bub::tools::builtin::tape::tape_info_tool()];
+    let (agent, model, store) = scripted_agent(tools).await;
+    let outcome = agent.run(",tape.compact", RunOptions::new("chat")).collect().await;
+    assert_eq!(outcome.text, "nothing to compact yet: the context is only recent turns");
+    for turn in 0..3 {
+        model.text(&format!("answer {turn}"));
+        let outcome =
+            agent.run(format!("question {turn} {}", "words ".repeat(200)), RunOptions::new("chat")).collect().await;
+        assert!(outcome.error.is_none(), "{:?}", outcome.error);
+    }
+    model.text("The team asked three questions.");
+    let calls = model.requests().len();
+    // A small window: the last turn fits the kept part, the first two are summarised.
+    let outcome = agent.run(",tape.compact", RunOptions::new("chat").context_window(2_000)).collect().await;
+    assert!(outcome.text.starts_with("compacted: entries "), "{}", outcome.text);
+    assert!(outcome.text.contains("are kept as they are"), "{}", outcome.text);
+    assert_eq!(model.requests().len(), calls + 1, "one summary call");
+    let context = store.tape("chat").context().await.unwrap();
+    assert!(context[0]["content"].as_str().unwrap().ends_with("The team asked three questions."));
+    assert!(context[1]["content"].as_str().unwrap().starts_with("question 2"), "{:?}", context[1]);
+    let info = agent.run(",tape.info", RunOptions::new("chat")).collect().await.text;
+    assert!(info.contains("last_compaction: #"), "{info}");
+    assert!(info.contains("context_tokens: "), "{info}");
+}

@@ -244,3 +244,26 @@ async fn a_crash_between_summary_and_anchor_leaves_a_valid_tape_and_the_summary_
     assert!(context.len() < before.len());
     assert_eq!(context.last(), before.last(), "the latest turn is kept verbatim");
 }
+
+#[tokio::test]
+async fn consecutive_turns_send_the_same_prefix_and_cached_tokens_reach_the_tape() {
+    let store: Arc<dyn TapeStore> = Arc::new(InMemoryTapeStore::new());
+    let model = Arc::new(WindowModel::default());
+    let agent = agent(store.clone(), model.clone());
+    for i in 1..=5 {
+        turn(&agent, &prompt(i)).await;
+    }
+    let requests = model.requests.lock().unwrap().clone();
+    assert_eq!(requests.len(), 5, "no compaction in five short turns");
+    for pair in requests.windows(2) {
+        let before = serde_json::to_string(&pair[0].messages).unwrap();
+        let after = serde_json::to_string(&pair[1].messages).unwrap();
+        let open = &before[..before.len() - 1]; // without the closing bracket
+        assert!(after.starts_with(open), "the next request repeats the last one byte for byte, then adds");
+        assert_eq!(pair[0].cache_key, pair[1].cache_key);
+        assert_eq!(pair[0].tools, pair[1].tools);
+    }
+    assert!(requests[0].cache_key.as_deref().is_some_and(|k| k.starts_with("bub-") && !k.contains("chat")));
+    let run = agent.tape("chat").unwrap().last_event_data("run").await.unwrap().unwrap();
+    assert!(run["usage"]["cached_tokens"].as_u64().unwrap() > 0, "{run}");
+}

@@ -115,13 +115,15 @@ async fn deny_and_replace_through_events_over_http() {
 #[tokio::test]
 async fn a_context_overflow_from_the_provider_hands_off_and_retries() {
     let fake = FakeModel::start().await;
-    fake.push(Reply::context_overflow()).push(Reply::text("fits now"));
+    fake.push(Reply::context_overflow()).push(Reply::text("A long question was asked.")).push(Reply::text("fits now"));
     let (agent, store) = agent_on(&fake, "openai:gpt-test", 10).await;
     let outcome = agent.run("long question", RunOptions::new("chat")).collect().await;
     assert_eq!(outcome.text, "fits now");
     let anchors = store.tape("chat").anchors(5).await.unwrap();
-    assert_eq!(anchors.last().unwrap().name(), Some("auto_handoff/context_overflow"));
-    let retry = fake.requests()[1]["messages"].as_array().unwrap().clone();
+    let anchor = anchors.last().unwrap();
+    assert_eq!(anchor.name(), Some("auto_handoff/context_overflow"));
+    assert_eq!(anchor.payload["state"]["summary"], "A long question was asked.");
+    let retry = fake.requests()[2]["messages"].as_array().unwrap().clone();
     assert_eq!(retry.last().unwrap(), &json!({"role": "user", "content": "long question"}));
 }
 
@@ -185,7 +187,7 @@ async fn the_same_loop_runs_over_anthropic_messages() {
     let recorded = fake.recorded();
     assert!(recorded.iter().all(|r| r.path == "/v1/messages"));
     let second = &recorded[1].body;
-    assert_eq!(second["system"], "You are bub.");
+    assert_eq!(second["system"][0]["text"], "You are bub.");
     let blocks = second["messages"].as_array().unwrap().last().unwrap()["content"].clone();
     assert_eq!(blocks[0]["type"], "tool_result");
 }

@@ -351,10 +351,12 @@ async fn anthropic_requests_are_converted_from_the_openai_shape() {
             ("reasoning_effort".to_string(), json!("high")),
             ("temperature".to_string(), json!(0.2)),
         ]),
+        cache_key: None,
     };
     answer(&client(&fake.settings(ANTHROPIC), ANTHROPIC), req).await;
     let body = &fake.requests()[0];
-    assert_eq!(body["system"], "You are bub.");
+    assert_eq!(body["system"][0]["text"], "You are bub.");
+    assert_eq!(body["system"][0]["cache_control"], json!({"type": "ephemeral"}));
     assert_eq!(body["max_tokens"], 100);
     assert!(body.get("reasoning_effort").is_none(), "{body}");
     assert_eq!(body["temperature"], 0.2);

@@ -628,6 +628,7 @@ impl Agent {
             tools: visible.iter().map(|t| t.definition()).collect(),
             max_tokens: call.options.max_tokens.or(self.inner.max_tokens),
             options: request_options(call.options, &run.state),
+            cache_key: Some(cache_key(run.tape.name().as_str())),
         })
     }
 
@@ -807,6 +808,15 @@ pub(crate) fn token_metrics(usage: &crate::model::Usage) {
     metrics::counter!("bub_model_tokens_total", "kind" => "input").increment(usage.prompt_tokens);
     metrics::counter!("bub_model_tokens_total", "kind" => "cached").increment(usage.cached_tokens.unwrap_or(0));
     metrics::counter!("bub_model_tokens_total", "kind" => "output").increment(usage.completion_tokens);
+}
+
+/// The prompt-cache key of a session: a hash of its name (the provider
+/// needs a stable key, not the chat's id).
+fn cache_key(session: &str) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    session.hash(&mut hasher);
+    format!("bub-{:016x}", hasher.finish())
 }
 
 /// `run-<UTC date and time with microseconds>Z`, unique enough per process and sortable.

@@ -1,4 +1,4 @@
-//! The whole file ([`GatewayConfig`]): `[http]`, `[policy.defaults]` and one
+//! The whole file ([`GatewayConfig`]): `[http]`, `[agent]`, `[policy.defaults]` and one
 //! `[channels.NAME]` table per channel instance, each with an optional
 //! `[channels.NAME.policy]` and `[channels.NAME.chats."ID".policy]`.
 //!
@@ -12,6 +12,7 @@
 //! Secrets and tokens live in the file (mode 0600 is the admin's job); they
 //! are [`Secret`]s so they never show up in logs or `Debug` output.
 
+use super::agent::AgentConfig;
 use super::channel::{ChannelConfig, ChannelKind, RawChannel, WebhookConfig, check_channel_name};
 use super::error::{ConfigError, Source, closest, friendly_message};
 use super::http::HttpConfig;
@@ -28,6 +29,8 @@ use toml::Spanned;
 #[derive(Debug, Clone)]
 pub struct GatewayConfig {
     pub http: HttpConfig,
+    /// `[agent]`: the context window and compaction of the gateway's agent.
+    pub agent: AgentConfig,
     /// `[policy.defaults]`: the first policy layer, for every channel and chat.
     pub defaults: PolicyLayer,
     /// Channel instances by name, in file order. The name is what `Inbound::channel`
@@ -53,6 +56,8 @@ pub struct ChatConfig {
 struct RawConfig {
     #[serde(default)]
     http: HttpConfig,
+    #[serde(default)]
+    agent: AgentConfig,
     #[serde(default)]
     policy: RawPolicySection,
     #[serde(default)]
@@ -95,7 +100,13 @@ impl GatewayConfig {
             let channel = channel.into_config(&source, name.get_ref())?;
             channels.insert(name.into_inner(), channel);
         }
-        let config = GatewayConfig { http: raw.http, defaults: raw.policy.defaults, channels, source: Some(source) };
+        let config = GatewayConfig {
+            http: raw.http,
+            agent: raw.agent,
+            defaults: raw.policy.defaults,
+            channels,
+            source: Some(source),
+        };
         config.check_layers()?;
         Ok(config)
     }
@@ -112,6 +123,7 @@ impl GatewayConfig {
         };
         GatewayConfig {
             http: HttpConfig::default(),
+            agent: AgentConfig::default(),
             defaults: PolicyLayer::default(),
             channels: IndexMap::from([("webhook".to_string(), channel)]),
             source: None,

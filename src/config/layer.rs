@@ -18,6 +18,8 @@ use toml::Spanned;
 pub enum Layer {
     /// Nothing set it: bub's built-in default.
     BuiltIn,
+    /// `[agent]`, the gateway-wide setting under the policies.
+    Agent,
     /// `[policy.defaults]`.
     Defaults,
     /// `[channels.NAME.policy]`.
@@ -30,6 +32,7 @@ impl fmt::Display for Layer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Layer::BuiltIn => f.write_str("built-in default"),
+            Layer::Agent => f.write_str("agent"),
             Layer::Defaults => f.write_str("policy.defaults"),
             Layer::Channel(channel) => write!(f, "channels.{channel}.policy"),
             Layer::Chat { channel, chat } => write!(f, "channels.{channel}.chats.{chat:?}.policy"),
@@ -57,6 +60,11 @@ pub struct PolicyLayer {
     pub debounce: Option<DebounceLayer>,
     pub rate: Option<RateLayer>,
     pub model: Option<Spanned<String>>,
+    /// The context window of the model here, in tokens (over `[agent]
+    /// context_window` and the model family's): for a `model` whose window
+    /// bub does not know, or a deployment with a smaller one.
+    #[serde(default, deserialize_with = "super::agent::window")]
+    pub context_window: Option<u64>,
     pub confine_fs: Option<bool>,
     pub dm_policy: Option<Spanned<DmPolicy>>,
     pub group_policy: Option<Spanned<GroupPolicy>>,

@@ -4,6 +4,7 @@
 //!
 //! - [`file`](mod@file): the whole file ([`GatewayConfig`]): loading, parsing, the
 //!   checks across tables, and where each policy layer sits in it.
+//! - [`agent`]: `[agent]` ([`AgentConfig`]): the context window and compaction.
 //! - [`http`](mod@http): `[http]` ([`HttpConfig`]) and the server's [`ServeLimits`].
 //! - [`channel`]: `[channels.NAME]` — one settings type per channel kind
 //!   ([`WebhookConfig`], [`TelegramConfig`], [`DiscordConfig`]), each kind in
@@ -37,6 +38,7 @@
 //!
 //! The example file `config/bub.example.toml` documents every key.
 
+pub mod agent;
 pub mod channel;
 pub mod error;
 pub mod file;
@@ -47,6 +49,7 @@ pub mod pattern;
 pub mod rate;
 pub mod value;
 
+pub use agent::AgentConfig;
 pub use bub_channel::Secret;
 pub use channel::{ChannelConfig, ChannelKind, DiscordConfig, TelegramConfig, WebhookConfig};
 pub use error::ConfigError;

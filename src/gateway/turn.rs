@@ -212,7 +212,8 @@ async fn confine(inner: &Inner, session: &str, policy: &crate::policy::Effective
     }
 }
 
-/// The run's options: the policy's tools and model, and the turn's state
+/// The run's options: the policy's tools, model and context window,
+/// `[agent]`'s compaction, and the turn's state
 /// (policy, marker, provenance, and the chat its tools may send files to).
 fn run_options(inner: &Arc<Inner>, share: &TurnShare, input: &TurnInput) -> RunOptions {
     let policy = &input.policy;
@@ -245,6 +246,12 @@ fn run_options(inner: &Arc<Inner>, share: &TurnShare, input: &TurnInput) -> RunO
     if let Some(model) = &policy.model.value {
         options = options.model(model.clone());
     }
+    let agent = inner.config.current().agent;
+    options.compaction = crate::agent::CompactionOverrides {
+        context_window: policy.context_window.value,
+        compact_at: agent.compact_at,
+        keep_recent_tokens: agent.keep_recent_tokens,
+    };
     options
 }
 

@@ -74,6 +74,11 @@ impl OpenAiClient {
             tools: &request.tools,
             max_tokens: request.max_tokens.or(self.default_max_tokens).filter(|_| !given("max_tokens")),
             options: request.options.iter().filter(|(key, _)| !PROTOCOL_FIELDS.contains(&key.as_str())).collect(),
+            // OpenAI's own API takes it; other servers of this dialect may refuse unknown fields.
+            prompt_cache_key: request
+                .cache_key
+                .as_deref()
+                .filter(|_| self.provider == "openai" && !given("prompt_cache_key")),
         }
     }
 }
@@ -89,6 +94,9 @@ struct WireBody<'a> {
     tools: &'a [std::sync::Arc<Value>],
     #[serde(skip_serializing_if = "Option::is_none")]
     max_tokens: Option<u32>,
+    /// Routes requests of one session to the same cache.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prompt_cache_key: Option<&'a str>,
     /// Extra fields, sent as given (protocol fields excluded).
     #[serde(flatten)]
     options: BTreeMap<&'a String, &'a Value>,

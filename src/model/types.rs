@@ -24,6 +24,9 @@ pub struct ChatRequest {
     pub max_tokens: Option<u32>,
     /// Extra request fields (`temperature`, `top_p`, `reasoning_effort`, …), sent as given.
     pub options: Map<String, Value>,
+    /// A stable key per conversation for the provider's prompt cache (the
+    /// agent sets one per session): OpenAI's `prompt_cache_key`.
+    pub cache_key: Option<String>,
 }
 
 /// A tool call the model asked for, assembled from its streamed pieces.

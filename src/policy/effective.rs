@@ -173,6 +173,10 @@ pub struct EffectivePolicy {
     pub outbound_per_channel: Sourced<Option<Rate>>,
     /// `provider:model`; `None`: the agent's default.
     pub model: Sourced<Option<String>>,
+    /// The model's context window in tokens, from this chat's policy or
+    /// `[agent]`; `None`: the model family's known window (see
+    /// `model::window`), or `BUB_CONTEXT_WINDOW`.
+    pub context_window: Sourced<Option<u64>>,
     /// File tools and `cwd` stay inside the session's workspace (default true:
     /// a chat's agent should not wander the host unless the admin says so).
     pub confine_fs: Sourced<bool>,
@@ -275,6 +279,12 @@ impl GatewayConfig {
             outbound_per_chat: resolve(l, None, |p| p.rate.as_ref()?.outbound_per_chat.map(Some)),
             outbound_per_channel: resolve(l, None, |p| p.rate.as_ref()?.outbound_per_channel.map(Some)),
             model: resolve(l, None, |p| p.model.as_ref().map(|m| Some(m.get_ref().clone()))),
+            context_window: match (resolve(l, None, |p| p.context_window.map(Some)), self.agent.context_window) {
+                (Sourced { layer: Layer::BuiltIn, .. }, Some(window)) => {
+                    Sourced { value: Some(window), layer: Layer::Agent }
+                }
+                (window, _) => window,
+            },
             confine_fs: resolve(l, true, |p| p.confine_fs),
             dm_policy: resolve(l, dm, |p| p.dm_policy.as_ref().map(|v| *v.get_ref())),
             group_policy: resolve(l, group, |p| p.group_policy.as_ref().map(|v| *v.get_ref())),
@@ -542,6 +552,7 @@ impl EffectivePolicy {
                 &self.outbound_per_channel.layer,
             ),
             ("model", opt(&self.model.value, "agent default"), &self.model.layer),
+            ("context_window", opt(&self.context_window.value, "the model's known window"), &self.context_window.layer),
             ("confine_fs", self.confine_fs.value.to_string(), &self.confine_fs.layer),
             ("dm_policy", self.dm_policy.value.to_string(), &self.dm_policy.layer),
             ("group_policy", self.group_policy.value.to_string(), &self.group_policy.layer),

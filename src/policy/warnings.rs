@@ -103,7 +103,9 @@ impl GatewayConfig {
     fn chat_platforms_under(&self, layer: &Layer) -> Vec<String> {
         let platform = |name: &String| self.channels.get(name).is_some_and(|c| c.kind.is_chat_platform());
         match layer {
-            Layer::BuiltIn | Layer::Defaults => self.channels.keys().filter(|name| platform(name)).cloned().collect(),
+            Layer::BuiltIn | Layer::Agent | Layer::Defaults => {
+                self.channels.keys().filter(|name| platform(name)).cloned().collect()
+            }
             Layer::Channel(name) | Layer::Chat { channel: name, .. } => {
                 if platform(name) {
                     vec![name.clone()]

@@ -127,6 +127,7 @@ impl Agent {
             tools: Vec::new(),
             max_tokens: Some((max_words * 2) as u32),
             options: Default::default(),
+            cache_key: None,
         };
         let mut stream = client.stream(&request).await?;
         let (mut text, mut usage) = (String::new(), None);

@@ -20,8 +20,9 @@ const OPENAI_ONLY_FIELDS: [&str; 1] = ["reasoning_effort"];
 pub fn to_messages_body(request: &ChatRequest) -> Value {
     let mut system = Vec::new();
     let mut turns: Vec<(&str, Vec<Value>)> = Vec::new();
+    let mut anchor_marked = false;
     for message in &request.messages {
-        let (role, blocks) = match message.get("role").and_then(Value::as_str) {
+        let (role, mut blocks) = match message.get("role").and_then(Value::as_str) {
             Some("system" | "developer") => {
                 system.push(text_of(message.get("content")));
                 continue;
@@ -30,6 +31,14 @@ pub fn to_messages_body(request: &ChatRequest) -> Value {
             Some("tool") => ("user", vec![tool_result(message)]),
             _ => ("user", content_blocks(message.get("content"))),
         };
+        // The context's anchor (a summary) changes only at a compaction: the
+        // second cache breakpoint, after the system prompt's.
+        if !anchor_marked && is_anchor_note(message) {
+            anchor_marked = true;
+            if let Some(Value::Object(last)) = blocks.last_mut() {
+                last.insert("cache_control".into(), json!({"type": "ephemeral"}));
+            }
+        }
         match turns.last_mut() {
             _ if blocks.is_empty() => {}
             Some((last, content)) if *last == role => content.extend(blocks),
@@ -41,7 +50,9 @@ pub fn to_messages_body(request: &ChatRequest) -> Value {
     body.insert("stream".into(), json!(true));
     let system: Vec<String> = system.into_iter().filter(|s| !s.is_empty()).collect();
     if !system.is_empty() {
-        body.insert("system".into(), json!(system.join("\n\n")));
+        // Tools and system prompt are the stable prefix: cached up to here.
+        let block = json!({"type": "text", "text": system.join("\n\n"), "cache_control": {"type": "ephemeral"}});
+        body.insert("system".into(), json!([block]));
     }
     let messages: Vec<Value> =
         turns.into_iter().map(|(role, content)| json!({"role": role, "content": content})).collect();
@@ -56,6 +67,12 @@ pub fn to_messages_body(request: &ChatRequest) -> Value {
         }
     }
     Value::Object(body)
+}
+
+/// Whether `message` is the note an anchor becomes in the context.
+fn is_anchor_note(message: &Value) -> bool {
+    message.get("role").and_then(Value::as_str) == Some("assistant")
+        && message.get("content").and_then(Value::as_str).is_some_and(|c| c.starts_with("[Anchor created: "))
 }
 
 /// The text of an OpenAI `content`: a string, or the text parts of an array.
@@ -153,7 +170,8 @@ mod tests {
             json!({"role": "system", "content": [{"type": "text", "text": "two"}]}),
             json!({"role": "user", "content": "hi"}),
         ]);
-        assert_eq!(b["system"], "one\n\ntwo");
+        assert_eq!(b["system"][0]["text"], "one\n\ntwo");
+        assert_eq!(b["system"][0]["cache_control"]["type"], "ephemeral");
         assert_eq!(b["messages"], json!([{"role": "user", "content": [{"type": "text", "text": "hi"}]}]));
     }
 

@@ -31,7 +31,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 struct Overlay {
     /// Provisional ids continue from here.
     base_id: u64,
-    entries: Vec<Entry>,
+    /// Shared, so a read takes a snapshot without copying every entry (a
+    /// turn reads its tape after each append); an append copies only when a
+    /// reader still holds the old snapshot.
+    entries: Arc<Vec<Entry>>,
     /// The tape was reset inside the fork: the parent's entries are hidden.
     reset: bool,
 }
@@ -75,8 +78,13 @@ impl ForkStore {
 impl TapeStore for ForkStore {
     async fn append(&self, tape: &TapeName, entries: Vec<NewEntry>) -> TapeResult<Vec<Entry>> {
         check_batch(tape, &entries)?;
-        let opened = self.overlay(tape)?.is_some();
-        let known = self.state().parent_last_ids.get(tape).copied();
+        let (opened, known) = {
+            let state = self.state();
+            if let Some(closed) = state.closed {
+                return Err(TapeError::ForkClosed { tape: tape.clone(), state: closed });
+            }
+            (state.overlays.contains_key(tape), state.parent_last_ids.get(tape).copied())
+        };
         // The parent's last id is fetched outside the lock, only for a new overlay.
         let base_id = match (opened, known) {
             (true, _) => 0,
@@ -90,7 +98,7 @@ impl TapeStore for ForkStore {
         let overlay = state.overlays.entry(tape.clone()).or_insert_with(|| Overlay { base_id, ..Overlay::default() });
         let first = overlay.base_id + overlay.entries.len() as u64 + 1;
         let stored: Vec<Entry> = entries.into_iter().enumerate().map(|(i, e)| e.into_entry(first + i as u64)).collect();
-        overlay.entries.extend(stored.iter().cloned());
+        Arc::make_mut(&mut overlay.entries).extend(stored.iter().cloned());
         Ok(stored)
     }
 
@@ -134,7 +142,7 @@ impl TapeStore for ForkStore {
             opening.kinds = query.kinds.clone();
         }
         let mut entries = self.parent.read(tape, &opening).await?;
-        entries.extend(overlay.entries);
+        entries.extend(overlay.entries.iter().cloned());
         query.apply(tape, &entries)
     }
 
@@ -214,7 +222,7 @@ impl TapeStore for ForkStore {
         if let Some(closed) = state.closed {
             return Err(TapeError::ForkClosed { tape: tape.clone(), state: closed });
         }
-        state.overlays.insert(tape.clone(), Overlay { base_id: 0, entries: Vec::new(), reset: true });
+        state.overlays.insert(tape.clone(), Overlay { base_id: 0, entries: Arc::default(), reset: true });
         Ok(())
     }
 
@@ -303,7 +311,7 @@ impl Fork {
             }
         }
         let mut overlay = rooted.pop().map(|(_, overlay)| overlay).unwrap_or_default();
-        overlay.entries.extend(failures.into_iter().map(|e| e.into_entry(0)));
+        Arc::make_mut(&mut overlay.entries).extend(failures.into_iter().map(|e| e.into_entry(0)));
         if overlay.reset || !overlay.entries.is_empty() {
             let stored = merge_one(parent.as_ref(), root, &overlay).await?;
             self.store.state().overlays.remove(root);

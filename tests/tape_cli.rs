@@ -70,6 +70,31 @@ async fn show_since_anchor_prints_what_the_model_would_be_built_from() {
 }
 
 #[tokio::test]
+async fn show_since_anchor_includes_the_turns_a_compaction_kept() {
+    let home = tempfile::tempdir().unwrap();
+    let store = Arc::new(SqliteTapeStore::open(BubHome::at(home.path()).database()).await.unwrap());
+    let tape = Tape::new(store.clone(), TapeName::new("webhook:long").unwrap());
+    tape.ensure_bootstrap_anchor().await.unwrap();
+    tape.append(NewEntry::chat("user", "old question")).await.unwrap();
+    tape.append(NewEntry::chat("assistant", "old answer")).await.unwrap();
+    let kept = tape.append(NewEntry::chat("user", "recent question")).await.unwrap();
+    tape.append(NewEntry::chat("assistant", "recent answer")).await.unwrap();
+    let state = json!({"summary": "They asked twice.", "covers": [2, 3], "keep_from": kept.id});
+    tape.handoff(bub::tape::COMPACTION_ANCHOR, state).await.unwrap();
+    tape.append(NewEntry::chat("user", "newest question")).await.unwrap();
+    store.close().await;
+
+    let text = stdout(&bub(&home, &["tape", "show", "webhook:long", "--since-anchor"]));
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].contains("auto_handoff/compaction"), "{text}");
+    assert!(lines[1].contains("user: recent question") && lines[2].contains("assistant: recent answer"), "{text}");
+    assert!(text.contains("newest question") && !text.contains("old question"), "{text}");
+    let last = stdout(&bub(&home, &["tape", "show", "webhook:long", "--since-anchor", "--limit", "1"]));
+    assert_eq!(last.lines().count(), 1, "{last}");
+    assert!(last.contains("newest question"), "{last}");
+}
+
+#[tokio::test]
 async fn search_finds_newest_first_case_insensitively() {
     let home = seeded_home().await;
     let hits = json_lines(&stdout(&bub(&home, &["tape", "search", "telegram:ops/42", "DEPLOY", "--json"])));

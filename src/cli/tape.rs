@@ -39,7 +39,8 @@ pub enum TapeSubcommand {
         session: String,
         #[command(flatten)]
         lookup: Lookup,
-        /// Only the entries from the last anchor on (what the model sees).
+        /// Only what the model reads: the last anchor, the recent turns a
+        /// compaction kept before it, and what follows.
         #[arg(long)]
         since_anchor: bool,
         /// Only entries of these kinds (message, system, anchor, tool_call, tool_result, error, event).
@@ -136,15 +137,24 @@ async fn run_tape_command(store: Arc<HomeStore>, command: TapeSubcommand) -> Res
         }
         TapeSubcommand::Show { session, lookup, since_anchor, kinds, limit, format } => {
             let tape = open_existing(&store, &session, &lookup).await?;
-            let mut query = if since_anchor { TapeQuery::last_anchor() } else { TapeQuery::all() };
-            query = query.kinds(parse_kinds(&kinds)?);
-            if let Some(limit) = limit {
-                query = query.newest_first().limit(limit);
-            }
-            let mut entries = tape.read(&query).await?;
-            if limit.is_some() {
-                entries.reverse();
-            }
+            let kinds = parse_kinds(&kinds)?;
+            let entries = if since_anchor {
+                // What the model reads: a compaction's kept turns included.
+                let mut entries = tape.scope_entries(TapeQuery::last_anchor().kinds(kinds)).await?;
+                let skip = entries.len().saturating_sub(limit.unwrap_or(usize::MAX));
+                entries.drain(..skip);
+                entries
+            } else {
+                let mut query = TapeQuery::all().kinds(kinds);
+                if let Some(limit) = limit {
+                    query = query.newest_first().limit(limit);
+                }
+                let mut entries = tape.read(&query).await?;
+                if limit.is_some() {
+                    entries.reverse();
+                }
+                entries
+            };
             print_entries(&mut out, &entries, format.json)?;
         }
         TapeSubcommand::Search { session, query, lookup, limit, format } => {

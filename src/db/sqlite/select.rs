@@ -145,15 +145,23 @@ pub(super) fn decode(tape: &TapeName, location: &str, row: &rusqlite::Row<'_>, f
         location: location.to_string(),
         reason,
     };
-    let text = |offset: usize, column: &str| -> TapeResult<String> {
-        row.get::<_, String>(first + offset).map_err(|e| corrupt(format!("{column} is not text: {e}")))
+    // Borrowed from the row: no copy of each column before it is parsed
+    // (every model call decodes its whole context).
+    let text = |offset: usize, column: &str| -> TapeResult<&str> {
+        row.get_ref(first + offset)
+            .map_err(|e| corrupt(format!("{column} is not text: {e}")))?
+            .as_str()
+            .map_err(|e| corrupt(format!("{column} is not text: {e}")))
     };
     let kind_text = text(1, "kind")?;
-    let kind = EntryKind::parse(&kind_text).ok_or_else(|| corrupt(format!("unknown kind {kind_text:?}")))?;
+    let kind = EntryKind::parse(kind_text).ok_or_else(|| corrupt(format!("unknown kind {kind_text:?}")))?;
     let object = |offset: usize, column: &str| -> TapeResult<JsonObject> {
-        serde_json::from_str(&text(offset, column)?).map_err(|e| corrupt(format!("{column} is not a JSON object: {e}")))
+        match text(offset, column)? {
+            "{}" => Ok(JsonObject::new()),
+            json => serde_json::from_str(json).map_err(|e| corrupt(format!("{column} is not a JSON object: {e}"))),
+        }
     };
     let date_text = text(4, "date")?;
-    let date = parse_date(&date_text).ok_or_else(|| corrupt(format!("date {date_text:?} is not RFC 3339")))?;
+    let date = parse_date(date_text).ok_or_else(|| corrupt(format!("date {date_text:?} is not RFC 3339")))?;
     Ok(Entry { id: id as u64, kind, payload: object(2, "payload")?, meta: object(3, "meta")?, date })
 }

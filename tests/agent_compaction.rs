@@ -267,3 +267,49 @@ async fn consecutive_turns_send_the_same_prefix_and_cached_tokens_reach_the_tape
     let run = agent.tape("chat").unwrap().last_event_data("run").await.unwrap().unwrap();
     assert!(run["usage"]["cached_tokens"].as_u64().unwrap() > 0, "{run}");
 }
+
+/// An in-memory store that counts the reads of a last-anchor scope (a
+/// context: each one reads and decodes every entry since the anchor).
+struct CountingStore {
+    inner: InMemoryTapeStore,
+    context_reads: AtomicUsize,
+}
+
+#[async_trait]
+impl TapeStore for CountingStore {
+    async fn append(&self, tape: &TapeName, entries: Vec<NewEntry>) -> TapeResult<Vec<Entry>> {
+        self.inner.append(tape, entries).await
+    }
+    async fn read(&self, tape: &TapeName, query: &TapeQuery) -> TapeResult<Vec<Entry>> {
+        if query.scope == bub::tape::Scope::LastAnchor {
+            self.context_reads.fetch_add(1, Ordering::SeqCst);
+        }
+        self.inner.read(tape, query).await
+    }
+    async fn stats(&self, tape: &TapeName) -> TapeResult<TapeStats> {
+        self.inner.stats(tape).await
+    }
+    async fn list(&self) -> TapeResult<Vec<TapeSummary>> {
+        self.inner.list().await
+    }
+    async fn reset(&self, tape: &TapeName) -> TapeResult<()> {
+        self.inner.reset(tape).await
+    }
+    fn location(&self) -> String {
+        "counting".into()
+    }
+}
+
+#[tokio::test]
+async fn a_turn_reads_its_context_once_and_counts_only_what_it_appended() {
+    let store = Arc::new(CountingStore { inner: InMemoryTapeStore::new(), context_reads: AtomicUsize::new(0) });
+    let model = Arc::new(WindowModel::default());
+    let agent = agent(store.clone(), model.clone());
+    turn(&agent, &prompt(1)).await;
+    for i in 2..=6 {
+        let before = store.context_reads.load(Ordering::SeqCst);
+        turn(&agent, &prompt(i)).await;
+        let reads = store.context_reads.load(Ordering::SeqCst) - before;
+        assert_eq!(reads, 1, "turn {i}: the model's context only; the compaction check adds up the new entries");
+    }
+}

@@ -97,8 +97,8 @@ impl Compactions {
         }
     }
 
-    fn remember(&self, session: &str, entries: &[Entry], counted: Counted) {
-        let Some(last) = entries.iter().map(|e| e.id).max() else { return };
+    fn remember(&self, session: &str, entries: &[Entry], last_id: Option<u64>, counted: Counted) {
+        let Some(last) = entries.iter().map(|e| e.id).chain(last_id).max() else { return };
         let tally = Tally { last_id: last, counted };
         self.tallies.lock().unwrap_or_else(|p| p.into_inner()).insert(session.to_string(), tally);
     }
@@ -155,7 +155,7 @@ impl Agent {
         let counter = TokenCounter::for_model(end.spec);
         let counted = match compactions.extend(&session, &counter, end.appended, end.reset) {
             Some(counted) => counted,
-            None => match self.count_context(end.tape, end.spec, end.system).await {
+            None => match self.count_context(end.tape, end.spec, end.system, end.appended.last().map(|e| e.id)).await {
                 Ok(counted) => counted,
                 Err(error) => {
                     tracing::warn!(session = %session, %error, "cannot count the context for compaction");
@@ -187,7 +187,17 @@ impl Agent {
     }
 
     /// Counts the whole context of `tape` (and remembers it for the next run).
-    pub(crate) async fn count_context(&self, tape: &Tape, spec: &str, system: Option<&str>) -> TapeResult<Counted> {
+    /// `last_id`: the tape's last entry, when the caller knows it (the run just
+    /// appended it): the context's own last entry is often not the tape's (a
+    /// `run` event follows it), and the next run's tally must start where the
+    /// tape ends, or every run would count the whole context again.
+    pub(crate) async fn count_context(
+        &self,
+        tape: &Tape,
+        spec: &str,
+        system: Option<&str>,
+        last_id: Option<u64>,
+    ) -> TapeResult<Counted> {
         let counter = TokenCounter::for_model(spec);
         let entries = tape.context_entries().await?;
         let context = entries.iter().map(|e| entry_tokens(&counter, e)).sum();
@@ -195,7 +205,7 @@ impl Agent {
             self.tools().model_tools().map(|tool| TokenCounter::estimate().count(&tool.definition().to_string())).sum();
         let system = system.map_or(0, |s| counter.count(s) + MESSAGE_OVERHEAD);
         let counted = Counted { context, overhead: tools + system };
-        self.inner.compactions.remember(tape.name().as_str(), &entries, counted);
+        self.inner.compactions.remember(tape.name().as_str(), &entries, last_id, counted);
         Ok(counted)
     }
 

@@ -205,7 +205,7 @@ impl Agent {
         };
         let settings = &self.inner.compactions.settings;
         let window = settings.window_for(&spec);
-        let counted = self.count_context(&handle, &spec, None).await?;
+        let counted = self.count_context(&handle, &spec, None, None).await?;
         Ok(ContextEstimate {
             tokens: counted.total(),
             window,

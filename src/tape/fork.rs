@@ -143,7 +143,7 @@ impl TapeStore for ForkStore {
         }
         let mut entries = self.parent.read(tape, &opening).await?;
         entries.extend(overlay.entries.iter().cloned());
-        query.apply(tape, &entries)
+        query.apply_owned(tape, entries)
     }
 
     async fn latest(&self, tape: &TapeName, queries: &[TapeQuery]) -> TapeResult<Vec<Option<Entry>>> {

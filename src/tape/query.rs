@@ -167,25 +167,47 @@ impl TapeQuery {
         Ok(picked)
     }
 
+    /// [`TapeQuery::apply`] on entries the caller owns: the kept ones are
+    /// moved, not copied (a forked turn reads its whole context this way).
+    pub fn apply_owned(&self, tape: &TapeName, mut entries: Vec<Entry>) -> TapeResult<Vec<Entry>> {
+        let range = self.scope_range(tape, &entries)?;
+        entries.truncate(range.end);
+        entries.drain(..range.start);
+        let matcher = self.text.as_deref().map(TextMatcher::new);
+        let keep = |entry: &Entry| self.keeps(entry) && matcher.as_ref().is_none_or(|m| m.matches(entry));
+        let limit = self.limit.unwrap_or(usize::MAX);
+        Ok(if self.newest_first {
+            entries.into_iter().rev().filter(keep).take(limit).collect()
+        } else {
+            entries.into_iter().filter(keep).take(limit).collect()
+        })
+    }
+
     /// The slice of `entries` inside the scope.
     pub fn scope_slice<'a>(&self, tape: &TapeName, entries: &'a [Entry]) -> TapeResult<&'a [Entry]> {
+        Ok(&entries[self.scope_range(tape, entries)?])
+    }
+
+    /// Where the scope lies in `entries`.
+    fn scope_range(&self, tape: &TapeName, entries: &[Entry]) -> TapeResult<std::ops::Range<usize>> {
         let last_anchor = |name: Option<&str>| {
             entries
                 .iter()
                 .rposition(|e| e.kind == EntryKind::Anchor && name.is_none_or(|n| e.name() == Some(n)))
                 .ok_or_else(|| TapeError::AnchorNotFound { tape: tape.clone(), anchor: name.map(str::to_string) })
         };
+        let end = entries.len();
         Ok(match &self.scope {
-            Scope::All => entries,
-            Scope::LastAnchor => &entries[last_anchor(None)?..],
-            Scope::AfterAnchor(name) => &entries[last_anchor(Some(name))?..],
-            Scope::BetweenAnchors { start, end } => {
+            Scope::All => 0..end,
+            Scope::LastAnchor => last_anchor(None)?..end,
+            Scope::AfterAnchor(name) => last_anchor(Some(name))?..end,
+            Scope::BetweenAnchors { start, end: closing } => {
                 let from = last_anchor(Some(start))?;
                 let to = entries[from + 1..]
                     .iter()
-                    .position(|e| e.kind == EntryKind::Anchor && e.name() == Some(end.as_str()))
-                    .map_or(entries.len(), |offset| from + 1 + offset);
-                &entries[from..to]
+                    .position(|e| e.kind == EntryKind::Anchor && e.name() == Some(closing.as_str()))
+                    .map_or(end, |offset| from + 1 + offset);
+                from..to
             }
         })
     }

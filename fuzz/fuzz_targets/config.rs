@@ -38,7 +38,7 @@ fuzz_target!(|data: &[u8]| {
         match layer {
             Layer::Chat { channel, chat } => chats.push((channel, chat)),
             Layer::Channel(channel) => chats.push((channel, "some-chat".to_string())),
-            Layer::BuiltIn | Layer::Defaults => {}
+            Layer::BuiltIn | Layer::Agent | Layer::Defaults => {}
         }
     }
     for (channel, chat) in chats {

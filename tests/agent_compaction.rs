@@ -182,15 +182,20 @@ async fn a_refused_summary_is_recorded_and_tried_after_the_next_turn() {
     assert!(summary["usage"]["prompt_tokens"].as_u64().unwrap() > 0, "{summary}");
 }
 
-/// A store that fails the first append holding a compaction anchor, as a
-/// crash between the summary event and the anchor would leave the tape.
-struct FailingAnchors {
+/// An in-memory store with two probes: once `armed`, it fails the next
+/// append holding a compaction anchor (as a crash between the summary event
+/// and the anchor would leave the tape); it counts the reads of a
+/// last-anchor scope (a context: each reads and decodes every entry since
+/// the anchor).
+#[derive(Default)]
+struct ProbedStore {
     inner: InMemoryTapeStore,
     armed: AtomicBool,
+    context_reads: AtomicUsize,
 }
 
 #[async_trait]
-impl TapeStore for FailingAnchors {
+impl TapeStore for ProbedStore {
     async fn append(&self, tape: &TapeName, entries: Vec<NewEntry>) -> TapeResult<Vec<Entry>> {
         let anchor = entries.iter().any(|e| e.kind == EntryKind::Anchor && e.payload["name"] == COMPACTION_ANCHOR);
         if anchor && self.armed.swap(false, Ordering::SeqCst) {
@@ -199,6 +204,9 @@ impl TapeStore for FailingAnchors {
         self.inner.append(tape, entries).await
     }
     async fn read(&self, tape: &TapeName, query: &TapeQuery) -> TapeResult<Vec<Entry>> {
+        if query.scope == bub::tape::Scope::LastAnchor {
+            self.context_reads.fetch_add(1, Ordering::SeqCst);
+        }
         self.inner.read(tape, query).await
     }
     async fn stats(&self, tape: &TapeName) -> TapeResult<TapeStats> {
@@ -211,13 +219,13 @@ impl TapeStore for FailingAnchors {
         self.inner.reset(tape).await
     }
     fn location(&self) -> String {
-        "failing-anchors".into()
+        "probed".into()
     }
 }
 
 #[tokio::test]
 async fn a_crash_between_summary_and_anchor_leaves_a_valid_tape_and_the_summary_is_reused() {
-    let store = Arc::new(FailingAnchors { inner: InMemoryTapeStore::new(), armed: AtomicBool::new(false) });
+    let store = Arc::new(ProbedStore::default());
     let model = Arc::new(WindowModel::default());
     let settings = CompactionSettings { auto: false, context_window: Some(WINDOW), ..CompactionSettings::default() };
     let agent = Agent::builder()
@@ -268,41 +276,9 @@ async fn consecutive_turns_send_the_same_prefix_and_cached_tokens_reach_the_tape
     assert!(run["usage"]["cached_tokens"].as_u64().unwrap() > 0, "{run}");
 }
 
-/// An in-memory store that counts the reads of a last-anchor scope (a
-/// context: each one reads and decodes every entry since the anchor).
-struct CountingStore {
-    inner: InMemoryTapeStore,
-    context_reads: AtomicUsize,
-}
-
-#[async_trait]
-impl TapeStore for CountingStore {
-    async fn append(&self, tape: &TapeName, entries: Vec<NewEntry>) -> TapeResult<Vec<Entry>> {
-        self.inner.append(tape, entries).await
-    }
-    async fn read(&self, tape: &TapeName, query: &TapeQuery) -> TapeResult<Vec<Entry>> {
-        if query.scope == bub::tape::Scope::LastAnchor {
-            self.context_reads.fetch_add(1, Ordering::SeqCst);
-        }
-        self.inner.read(tape, query).await
-    }
-    async fn stats(&self, tape: &TapeName) -> TapeResult<TapeStats> {
-        self.inner.stats(tape).await
-    }
-    async fn list(&self) -> TapeResult<Vec<TapeSummary>> {
-        self.inner.list().await
-    }
-    async fn reset(&self, tape: &TapeName) -> TapeResult<()> {
-        self.inner.reset(tape).await
-    }
-    fn location(&self) -> String {
-        "counting".into()
-    }
-}
-
 #[tokio::test]
 async fn a_turn_reads_its_context_once_and_counts_only_what_it_appended() {
-    let store = Arc::new(CountingStore { inner: InMemoryTapeStore::new(), context_reads: AtomicUsize::new(0) });
+    let store = Arc::new(ProbedStore::default());
     let model = Arc::new(WindowModel::default());
     let agent = agent(store.clone(), model.clone());
     turn(&agent, &prompt(1)).await;

@@ -811,12 +811,13 @@ pub(crate) fn token_metrics(usage: &crate::model::Usage) {
 }
 
 /// The prompt-cache key of a session: a hash of its name (the provider
-/// needs a stable key, not the chat's id).
+/// needs a stable key, not the chat's id). SHA-256, not `DefaultHasher`,
+/// whose output may change between Rust releases: replicas and upgrades
+/// keep sending the same key.
 fn cache_key(session: &str) -> String {
-    use std::hash::{Hash, Hasher};
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    session.hash(&mut hasher);
-    format!("bub-{:016x}", hasher.finish())
+    use sha2::{Digest, Sha256};
+    let digest: String = Sha256::digest(session.as_bytes()).iter().take(8).map(|b| format!("{b:02x}")).collect();
+    format!("bub-{digest}")
 }
 
 /// `run-<UTC date and time with microseconds>Z`, unique enough per process and sortable.

@@ -29,6 +29,11 @@ pub struct ChatRequest {
     pub cache_key: Option<String>,
 }
 
+/// How the note an anchor becomes in a context starts (`[Anchor created:
+/// NAME]: …`): rendered by `tape::context`, and found by the Anthropic
+/// client, which puts its second cache breakpoint there.
+pub const ANCHOR_NOTE_PREFIX: &str = "[Anchor created: ";
+
 /// A tool call the model asked for, assembled from its streamed pieces.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolCallRequest {

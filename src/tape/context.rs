@@ -17,6 +17,7 @@
 
 use super::entry::{Entry, EntryKind};
 use crate::model::tokens::{MESSAGE_OVERHEAD, TokenCounter};
+use crate::model::types::ANCHOR_NOTE_PREFIX;
 use serde_json::{Value, json};
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -120,7 +121,7 @@ fn anchor_note(entry: &Entry) -> ChatMessage {
     if let Some(note) = summary_note(name, &state) {
         return json!({"role": "assistant", "content": note});
     }
-    json!({"role": "assistant", "content": format!("[Anchor created: {name}]: {state}")})
+    json!({"role": "assistant", "content": format!("{ANCHOR_NOTE_PREFIX}{name}]: {state}")})
 }
 
 /// A compaction's anchor (state `{summary, covers: [first, last]}`) as prose:
@@ -131,7 +132,7 @@ fn summary_note(name: &str, state: &Value) -> Option<String> {
     let covers = state.get("covers")?.as_array()?;
     let (first, last) = (covers.first()?.as_u64()?, covers.last()?.as_u64()?);
     Some(format!(
-        "[Anchor created: {name}]: a summary of the conversation so far (tape entries {first} to {last}; \
+        "{ANCHOR_NOTE_PREFIX}{name}]: a summary of the conversation so far (tape entries {first} to {last}; \
          the entries themselves are still on the tape: find them with tape_search).\n\n{summary}"
     ))
 }

@@ -78,13 +78,8 @@ impl ForkStore {
 impl TapeStore for ForkStore {
     async fn append(&self, tape: &TapeName, entries: Vec<NewEntry>) -> TapeResult<Vec<Entry>> {
         check_batch(tape, &entries)?;
-        let (opened, known) = {
-            let state = self.state();
-            if let Some(closed) = state.closed {
-                return Err(TapeError::ForkClosed { tape: tape.clone(), state: closed });
-            }
-            (state.overlays.contains_key(tape), state.parent_last_ids.get(tape).copied())
-        };
+        let opened = self.overlay(tape)?.is_some();
+        let known = self.state().parent_last_ids.get(tape).copied();
         // The parent's last id is fetched outside the lock, only for a new overlay.
         let base_id = match (opened, known) {
             (true, _) => 0,

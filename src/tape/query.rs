@@ -156,15 +156,7 @@ impl TapeQuery {
     /// missing is an [`TapeError::AnchorNotFound`].
     pub fn apply(&self, tape: &TapeName, entries: &[Entry]) -> TapeResult<Vec<Entry>> {
         let scoped = self.scope_slice(tape, entries)?;
-        let matcher = self.text.as_deref().map(TextMatcher::new);
-        let keep = |entry: &&Entry| self.keeps(entry) && matcher.as_ref().is_none_or(|m| m.matches(entry));
-        let limit = self.limit.unwrap_or(usize::MAX);
-        let picked = if self.newest_first {
-            scoped.iter().rev().filter(keep).take(limit).cloned().collect()
-        } else {
-            scoped.iter().filter(keep).take(limit).cloned().collect()
-        };
-        Ok(picked)
+        Ok(self.pick(scoped.iter()).into_iter().cloned().collect())
     }
 
     /// [`TapeQuery::apply`] on entries the caller owns: the kept ones are
@@ -173,14 +165,22 @@ impl TapeQuery {
         let range = self.scope_range(tape, &entries)?;
         entries.truncate(range.end);
         entries.drain(..range.start);
+        Ok(self.pick(entries.into_iter()))
+    }
+
+    /// The scoped entries the filters keep, in the query's order, up to its limit.
+    fn pick<T: std::borrow::Borrow<Entry>>(&self, scoped: impl DoubleEndedIterator<Item = T>) -> Vec<T> {
         let matcher = self.text.as_deref().map(TextMatcher::new);
-        let keep = |entry: &Entry| self.keeps(entry) && matcher.as_ref().is_none_or(|m| m.matches(entry));
+        let keep = |entry: &T| {
+            let entry = entry.borrow();
+            self.keeps(entry) && matcher.as_ref().is_none_or(|m| m.matches(entry))
+        };
         let limit = self.limit.unwrap_or(usize::MAX);
-        Ok(if self.newest_first {
-            entries.into_iter().rev().filter(keep).take(limit).collect()
+        if self.newest_first {
+            scoped.rev().filter(keep).take(limit).collect()
         } else {
-            entries.into_iter().filter(keep).take(limit).collect()
-        })
+            scoped.filter(keep).take(limit).collect()
+        }
     }
 
     /// The slice of `entries` inside the scope.

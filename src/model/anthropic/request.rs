@@ -72,7 +72,10 @@ pub fn to_messages_body(request: &ChatRequest) -> Value {
 /// Whether `message` is the note an anchor becomes in the context.
 fn is_anchor_note(message: &Value) -> bool {
     message.get("role").and_then(Value::as_str) == Some("assistant")
-        && message.get("content").and_then(Value::as_str).is_some_and(|c| c.starts_with("[Anchor created: "))
+        && message
+            .get("content")
+            .and_then(Value::as_str)
+            .is_some_and(|c| c.starts_with(crate::model::types::ANCHOR_NOTE_PREFIX))
 }
 
 /// The text of an OpenAI `content`: a string, or the text parts of an array.

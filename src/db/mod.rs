@@ -57,6 +57,7 @@
 //! into a type wrapping either, chosen from the configuration there). The
 //! tape and gateway code does not change.
 
+pub(crate) mod context_cache;
 pub mod durability;
 pub mod error;
 pub mod gateway;

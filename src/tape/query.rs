@@ -168,6 +168,17 @@ impl TapeQuery {
         Ok(self.pick(entries.into_iter()))
     }
 
+    /// [`TapeQuery::apply`] over shared entries (a cache's): only the
+    /// handles are copied.
+    pub(crate) fn apply_shared<T: std::borrow::Borrow<Entry> + Clone>(
+        &self,
+        tape: &TapeName,
+        entries: &[T],
+    ) -> TapeResult<Vec<T>> {
+        let range = self.scope_range(tape, entries)?;
+        Ok(self.pick(entries[range].iter().cloned()))
+    }
+
     /// The scoped entries the filters keep, in the query's order, up to its limit.
     fn pick<T: std::borrow::Borrow<Entry>>(&self, scoped: impl DoubleEndedIterator<Item = T>) -> Vec<T> {
         let matcher = self.text.as_deref().map(TextMatcher::new);
@@ -189,11 +200,19 @@ impl TapeQuery {
     }
 
     /// Where the scope lies in `entries`.
-    fn scope_range(&self, tape: &TapeName, entries: &[Entry]) -> TapeResult<std::ops::Range<usize>> {
+    fn scope_range<T: std::borrow::Borrow<Entry>>(
+        &self,
+        tape: &TapeName,
+        entries: &[T],
+    ) -> TapeResult<std::ops::Range<usize>> {
+        let is_anchor = |e: &T, name: Option<&str>| {
+            let e = e.borrow();
+            e.kind == EntryKind::Anchor && name.is_none_or(|n| e.name() == Some(n))
+        };
         let last_anchor = |name: Option<&str>| {
             entries
                 .iter()
-                .rposition(|e| e.kind == EntryKind::Anchor && name.is_none_or(|n| e.name() == Some(n)))
+                .rposition(|e| is_anchor(e, name))
                 .ok_or_else(|| TapeError::AnchorNotFound { tape: tape.clone(), anchor: name.map(str::to_string) })
         };
         let end = entries.len();
@@ -205,7 +224,7 @@ impl TapeQuery {
                 let from = last_anchor(Some(start))?;
                 let to = entries[from + 1..]
                     .iter()
-                    .position(|e| e.kind == EntryKind::Anchor && e.name() == Some(closing.as_str()))
+                    .position(|e| is_anchor(e, Some(closing.as_str())))
                     .map_or(end, |offset| from + 1 + offset);
                 from..to
             }

@@ -55,6 +55,11 @@ const MIGRATIONS: &[Migration] = &[
         description: "live messages",
         sql: include_str!("../../../migrations/sqlite/0006_live_messages.sql"),
     },
+    Migration {
+        version: 7,
+        description: "tape resets",
+        sql: include_str!("../../../migrations/sqlite/0007_tape_resets.sql"),
+    },
 ];
 
 impl Migration {

@@ -26,6 +26,7 @@ mod open;
 mod pairing;
 mod readers;
 mod select;
+mod tails;
 mod tapes;
 mod writer;
 

@@ -8,8 +8,10 @@
 //! built in `select`.
 
 use super::select::{LAST_ANCHOR_SQL, Sql, decode, latest_select, select_entries, select_from_last_anchor};
+use super::tails;
 use super::writer::Work;
 use super::{DbError, Durability, SqliteDb};
+use crate::db::context_cache::{ContextCache, DEFAULT_BUDGET_BYTES};
 use crate::tape::entry::{Entry, NewEntry, format_date, parse_date};
 use crate::tape::error::{TapeError, TapeResult};
 use crate::tape::name::TapeName;
@@ -28,6 +30,8 @@ pub struct SqliteTapeStore {
     db: SqliteDb,
     location: Arc<str>,
     known_tapes: Arc<Mutex<HashMap<TapeName, i64>>>,
+    /// Busy tapes' context entries, decoded (see `db::context_cache`).
+    contexts: ContextCache,
 }
 
 impl SqliteTapeStore {
@@ -46,7 +50,12 @@ impl SqliteTapeStore {
 
     /// The tapes of an open database.
     pub fn on(db: SqliteDb) -> SqliteTapeStore {
-        SqliteTapeStore { location: format!("sqlite:{}", db.path().display()).into(), db, known_tapes: Arc::default() }
+        SqliteTapeStore {
+            location: format!("sqlite:{}", db.path().display()).into(),
+            db,
+            known_tapes: Arc::default(),
+            contexts: ContextCache::new(DEFAULT_BUDGET_BYTES),
+        }
     }
 
     /// The database the tapes are in (the gateway's tables are in it too).
@@ -117,6 +126,42 @@ impl SqliteTapeStore {
     }
 }
 
+impl SqliteTapeStore {
+    /// A context read ([`ContextCache::answers`]) from the tape's cached
+    /// tail, brought up to date first with one read of what was appended
+    /// since (or loaded whole the first time). `None` when the cache cannot
+    /// answer (no anchor yet, a query reaching before the tail): the caller
+    /// reads the database.
+    async fn read_through_cache(&self, tape: &TapeName, query: &TapeQuery) -> TapeResult<Option<Vec<Entry>>> {
+        // Twice at most: a refresh the tail cannot take (a reset, a race
+        // with another read) drops it, and the second pass loads it anew.
+        for _ in 0..2 {
+            match self.contexts.position(tape) {
+                Some(base) => {
+                    let refresh = self.read_tape(tape, "read", move |conn, id, reading| {
+                        tails::refresh(conn, id, base.last_id, reading)
+                    });
+                    let Some(refresh) = refresh.await?.flatten() else {
+                        self.contexts.forget(tape);
+                        return Ok(None);
+                    };
+                    if !self.contexts.extend(tape, base, refresh) {
+                        continue;
+                    }
+                }
+                None => match self.read_tape(tape, "read", tails::load).await?.flatten() {
+                    Some((position, from, entries)) => self.contexts.install(tape, position, from, entries),
+                    None => return Ok(None),
+                },
+            }
+            let Some(found) = self.contexts.read(tape, query) else { return Ok(None) };
+            // The cache keeps its entries; the caller gets its own copies.
+            return Ok(Some(found?.iter().map(|entry| Entry::clone(entry)).collect()));
+        }
+        Ok(None)
+    }
+}
+
 fn backend_error(tape: &TapeName, operation: &'static str, location: &str) -> impl Fn(DbError) -> TapeError + use<> {
     let (tape, location) = (tape.to_string(), location.to_string());
     move |source| TapeError::Backend {
@@ -128,19 +173,19 @@ fn backend_error(tape: &TapeName, operation: &'static str, location: &str) -> im
 }
 
 /// What a read on a reader thread needs to report errors and decode rows.
-struct Reading {
+pub(super) struct Reading {
     tape: TapeName,
     location: Arc<str>,
     operation: &'static str,
 }
 
 impl Reading {
-    fn failed(&self) -> impl Fn(rusqlite::Error) -> TapeError + use<> {
+    pub(super) fn failed(&self) -> impl Fn(rusqlite::Error) -> TapeError + use<> {
         let to_tape = backend_error(&self.tape, self.operation, &self.location);
         move |error| to_tape(DbError::Sqlite(error))
     }
 
-    fn decode(&self, row: &rusqlite::Row<'_>, first: usize) -> TapeResult<Entry> {
+    pub(super) fn decode(&self, row: &rusqlite::Row<'_>, first: usize) -> TapeResult<Entry> {
         decode(&self.tape, &self.location, row, first)
     }
 
@@ -253,6 +298,11 @@ impl TapeStore for SqliteTapeStore {
     }
 
     async fn read(&self, tape: &TapeName, query: &TapeQuery) -> TapeResult<Vec<Entry>> {
+        if ContextCache::answers(query)
+            && let Some(found) = self.read_through_cache(tape, query).await?
+        {
+            return Ok(found);
+        }
         let owned = query.clone();
         let found = self
             .read_tape(tape, "read", move |conn, tape_id, reading| {
@@ -380,13 +430,17 @@ impl TapeStore for SqliteTapeStore {
         self.write(Box::new(move |conn| {
             if let Some(tape_id) = tape_id(conn, &name)? {
                 conn.prepare_cached("DELETE FROM tape_entries WHERE tape_id = ?1")?.execute([tape_id])?;
-                conn.prepare_cached("UPDATE tapes SET last_entry_id = 0, updated_at = ?1 WHERE id = ?2")?
-                    .execute(params![format_date(&Utc::now()), tape_id])?;
+                conn.prepare_cached(
+                    "UPDATE tapes SET last_entry_id = 0, resets = resets + 1, updated_at = ?1 WHERE id = ?2",
+                )?
+                .execute(params![format_date(&Utc::now()), tape_id])?;
             }
             Ok(())
         }))
         .await
-        .map_err(self.backend_error(tape, "reset"))
+        .map_err(self.backend_error(tape, "reset"))?;
+        self.contexts.forget(tape);
+        Ok(())
     }
 
     fn location(&self) -> String {
@@ -525,6 +579,18 @@ mod tests {
         assert!(plan.contains("USING COVERING INDEX tape_entries_by_kind"), "plan: {plan}");
         assert!(plan.contains("entry_id>?"), "plan: {plan}");
         assert!(!plan.contains("TEMP B-TREE") && !plan.contains("SCAN"), "plan: {plan}");
+    }
+
+    /// The context cache's refresh reads the entries after an id by the
+    /// primary key: its cost is what was appended, not the tape's length.
+    #[tokio::test]
+    async fn the_context_refresh_reads_by_the_primary_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteTapeStore::open(dir.path().join("bub.db")).await.unwrap();
+        let plan = plan_of(&store, &tails::refresh_select(), &[1, 1]).await;
+        assert!(plan.contains("SEARCH t USING INTEGER PRIMARY KEY (rowid=?)"), "plan: {plan}");
+        assert!(plan.contains("SEARCH e USING PRIMARY KEY (tape_id=? AND entry_id>?)"), "plan: {plan}");
+        assert!(!plan.contains("SCAN") && !plan.contains("TEMP B-TREE"), "plan: {plan}");
     }
 
     /// `latest` probes an index per query, whatever is on the tape.

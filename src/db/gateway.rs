@@ -10,7 +10,7 @@
 //! messages or replies: messages, outcomes and replies cross it as JSON text,
 //! times as RFC 3339 text (fixed width, so text order is time order).
 
-use super::DbError;
+use super::{DbError, Flush};
 use async_trait::async_trait;
 
 /// An inbound message to store (see [`GatewayTables::insert_inbound`]).
@@ -177,8 +177,16 @@ pub trait GatewayTables: Send + Sync {
     async fn start_turn(&self, seqs: &[i64], session: &str, turn: &str) -> Result<(), DbError>;
 
     /// Gives the messages `seqs` their outcome (JSON) and queues `replies`
-    /// (a key already queued is kept as it is), in one transaction.
-    async fn finish(&self, seqs: &[i64], outcome: &str, replies: Vec<NewReply>, at: &str) -> Result<(), DbError>;
+    /// (a key already queued is kept as it is), in one transaction, synced
+    /// to disk as `flush` says.
+    async fn finish(
+        &self,
+        seqs: &[i64],
+        outcome: &str,
+        replies: Vec<NewReply>,
+        at: &str,
+        flush: Flush,
+    ) -> Result<(), DbError>;
 
     /// Records the parts of a pending reply already delivered.
     async fn parts_delivered(&self, key: &str, platform_ids: &str) -> Result<(), DbError>;

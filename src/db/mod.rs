@@ -63,7 +63,7 @@ pub mod error;
 pub mod gateway;
 pub mod sqlite;
 
-pub use durability::Durability;
+pub use durability::{Durability, Flush};
 pub use error::{DbError, OpenError};
 pub use gateway::GatewayTables;
 pub use sqlite::{SqliteDb, SqliteTapeStore};

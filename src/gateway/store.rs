@@ -25,10 +25,10 @@
 //!   found by [`GatewayStore::live_message`] until the reply is recorded
 //!   delivered or undeliverable, which forgets it in the same transaction.
 
-use crate::db::GatewayTables;
 use crate::db::gateway::{LiveRow, NewFile, NewInbound, NewReply, ReplyState};
+use crate::db::{Flush, GatewayTables};
 use crate::gateway::outbound::{LiveMessage, LiveMessages};
-use bub_channel::{Inbound, Outbound, Outcome};
+use bub_channel::{Inbound, Outbound, Outcome, OutcomeStatus};
 use chrono::Utc;
 use std::sync::Arc;
 
@@ -150,8 +150,19 @@ impl GatewayStore {
     }
 
     /// Gives messages their final outcome and queues `replies`, atomically.
+    ///
+    /// A replied turn's outcome with no reply to queue (its answer went to
+    /// a waiting caller) does not wait for the disk: the turn's marker is on
+    /// its tape, synced when the fork merged, and a restart after a power
+    /// cut rebuilds the outcome from it (see `recovery`). Everything else
+    /// (a queued reply, which must not be sent twice, a refusal or failure
+    /// with no marker) is synced before this returns.
     pub async fn finish(&self, seqs: &[i64], outcome: &Outcome, replies: &[PendingReply]) -> StoreResult<()> {
-        let outcome = serde_json::to_string(outcome).map_err(failed("encode outcome"))?;
+        let flush = match (replies.is_empty(), outcome.status) {
+            (true, OutcomeStatus::Replied) => Flush::WithNext,
+            _ => Flush::Now,
+        };
+        let outcome_json = serde_json::to_string(outcome).map_err(failed("encode outcome"))?;
         let mut rows = Vec::with_capacity(replies.len());
         for reply in replies {
             let json = serde_json::to_string(&reply.outbound).map_err(failed("encode reply"))?;
@@ -161,7 +172,7 @@ impl GatewayStore {
                 outbound: json,
             });
         }
-        self.tables.finish(seqs, &outcome, rows, &now()).await.map_err(failed("finish turn"))
+        self.tables.finish(seqs, &outcome_json, rows, &now(), flush).await.map_err(failed("finish turn"))
     }
 
     /// Records that a reply reached the platform.

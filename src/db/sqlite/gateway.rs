@@ -4,11 +4,12 @@
 
 use super::SqliteDb;
 use super::pairing;
-use crate::db::DbError;
+use super::writer::Work;
 use crate::db::gateway::{
     GatewayTables, InboxRow, LiveRow, NewFile, NewInbound, NewReply, OutboxRow, PairingApproval, PairingRequest,
     PairingRequested, PairingRow, ReplyState,
 };
+use crate::db::{DbError, Flush};
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, params};
 
@@ -74,9 +75,16 @@ impl GatewayTables for SqliteDb {
         .await
     }
 
-    async fn finish(&self, seqs: &[i64], outcome: &str, replies: Vec<NewReply>, at: &str) -> Result<(), DbError> {
+    async fn finish(
+        &self,
+        seqs: &[i64],
+        outcome: &str,
+        replies: Vec<NewReply>,
+        at: &str,
+        flush: Flush,
+    ) -> Result<(), DbError> {
         let (seqs, outcome, at) = (seqs.to_vec(), outcome.to_string(), at.to_string());
-        self.write(Box::new(move |conn| {
+        let work: Work<()> = Box::new(move |conn| {
             let mut done = conn.prepare_cached(
                 "UPDATE gateway_inbox SET state = 'done', outcome = ?1, finished_at = ?2 WHERE seq = ?3",
             )?;
@@ -91,8 +99,8 @@ impl GatewayTables for SqliteDb {
                 queue.execute(params![reply.key, reply.channel, reply.outbound, at])?;
             }
             Ok(())
-        }))
-        .await
+        });
+        self.write_with(work, flush).await
     }
 
     async fn parts_delivered(&self, key: &str, platform_ids: &str) -> Result<(), DbError> {

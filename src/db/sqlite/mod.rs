@@ -32,7 +32,7 @@ mod writer;
 
 pub use tapes::SqliteTapeStore;
 
-use super::{DbError, Durability, GatewayTables, OpenError};
+use super::{DbError, Durability, Flush, GatewayTables, OpenError};
 use readers::Readers;
 use rusqlite::Connection;
 use std::path::{Path, PathBuf};
@@ -95,6 +95,12 @@ impl SqliteDb {
     /// once; its effects are committed exactly when this returns `Ok`.
     async fn write<T: Send + 'static>(&self, work: Work<T>) -> Result<T, DbError> {
         self.writer.write(work).await
+    }
+
+    /// [`SqliteDb::write`] whose sync to disk may wait for the next write
+    /// that syncs (see [`Flush`]).
+    async fn write_with<T: Send + 'static>(&self, work: Work<T>, flush: Flush) -> Result<T, DbError> {
+        self.writer.write_with(work, flush).await
     }
 
     /// Runs `work` on a read-only connection.

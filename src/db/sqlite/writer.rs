@@ -30,6 +30,7 @@
 
 use super::DbError;
 use super::checkpoint;
+use crate::db::Flush;
 use rusqlite::Connection;
 use std::sync::mpsc;
 use tokio::sync::oneshot;
@@ -49,12 +50,15 @@ trait Job: Send {
     fn run(&mut self, conn: &Connection) -> rusqlite::Result<()>;
     /// Tells the caller: the kept output if `committed`, else `error`.
     fn finish(self: Box<Self>, outcome: rusqlite::Result<()>);
+    /// Whether the write may reach the disk with a later one.
+    fn deferred(&self) -> bool;
 }
 
 struct Pending<T> {
     work: Work<T>,
     output: Option<T>,
     reply: oneshot::Sender<Result<T, DbError>>,
+    flush: Flush,
 }
 
 impl<T: Send + 'static> Job for Pending<T> {
@@ -89,6 +93,10 @@ impl<T: Send + 'static> Job for Pending<T> {
         };
         let _ = self.reply.send(result);
     }
+
+    fn deferred(&self) -> bool {
+        self.flush == Flush::WithNext
+    }
 }
 
 enum Request {
@@ -114,8 +122,14 @@ impl Writer {
     /// with other writes (see the module's guarantees);
     /// `Err(DbError::Closed)` after [`Writer::close`].
     pub(crate) async fn write<T: Send + 'static>(&self, work: Work<T>) -> Result<T, DbError> {
+        self.write_with(work, Flush::Now).await
+    }
+
+    /// [`Writer::write`], its sync to disk deferred when `flush` says so:
+    /// a group of deferred writes only commits (see [`Flush`]).
+    pub(crate) async fn write_with<T: Send + 'static>(&self, work: Work<T>, flush: Flush) -> Result<T, DbError> {
         let (reply, answer) = oneshot::channel();
-        let job = Box::new(Pending { work, output: None, reply });
+        let job = Box::new(Pending { work, output: None, reply, flush });
         self.requests.send(Request::Write(job)).map_err(|_| DbError::Closed)?;
         answer.await.map_err(|_| DbError::Closed)?
     }
@@ -131,6 +145,10 @@ impl Writer {
 
 fn serve(conn: Connection, inbox: mpsc::Receiver<Request>) {
     checkpoint::watch(&conn);
+    // Deferring a flush means committing with `synchronous = NORMAL`, which
+    // only changes anything on a connection that syncs every commit.
+    let syncs_each_commit =
+        conn.query_row("PRAGMA synchronous", [], |row| row.get::<_, i64>(0)).is_ok_and(|level| level >= 2);
     let mut group: Vec<Box<dyn Job>> = Vec::new();
     let mut closing = None;
     // A request taken while looking for an idle moment, served next.
@@ -155,7 +173,14 @@ fn serve(conn: Connection, inbox: mpsc::Receiver<Request>) {
             }
         }
         group.retain(|job| !job.abandoned());
+        let defer = syncs_each_commit && !group.is_empty() && group.iter().all(|job| job.deferred());
+        if defer {
+            set_synchronous(&conn, "NORMAL");
+        }
         commit_group(&conn, std::mem::take(&mut group));
+        if defer {
+            set_synchronous(&conn, "FULL");
+        }
         if let Some(done) = closing {
             // Writes queued behind the close are answered `Closed` by the drop.
             drop(inbox);
@@ -176,6 +201,15 @@ fn serve(conn: Connection, inbox: mpsc::Receiver<Request>) {
                 Err(_) => checkpoint::run(&conn),
             }
         }
+    }
+}
+
+/// Sets how commits sync (outside a transaction, where SQLite takes it).
+/// Should that fail, commits go on syncing as they did: a failure to
+/// defer costs a sync, and one to restore `FULL` is logged loudly.
+fn set_synchronous(conn: &Connection, level: &str) {
+    if let Err(error) = conn.execute_batch(&format!("PRAGMA synchronous = {level}")) {
+        tracing::error!(%error, level, "cannot set how the database syncs its commits");
     }
 }
 
@@ -342,5 +376,52 @@ mod tests {
         assert_eq!(queued.await.unwrap().unwrap(), 1);
         assert!(matches!(writer.write(insert(2)).await, Err(DbError::Closed)));
         assert_eq!(stored(&reader), vec![1]);
+    }
+
+    /// How the commit of the group a write runs in syncs, seen from inside
+    /// the write (SQLite's `synchronous`: 2 is FULL, 1 NORMAL).
+    fn sync_level() -> Work<i64> {
+        Box::new(|conn| conn.query_row("PRAGMA synchronous", [], |row| row.get(0)))
+    }
+
+    /// A deferred write commits without a sync of its own; a write that
+    /// needs its sync gets it, also when deferred writes share its group;
+    /// and the connection syncs every commit again afterwards.
+    #[tokio::test]
+    async fn only_a_group_of_deferred_writes_skips_its_sync() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.db");
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL").unwrap();
+        let writer = Writer::spawn(conn).unwrap();
+        assert_eq!(writer.write_with(sync_level(), Flush::WithNext).await.unwrap(), 1);
+        assert_eq!(writer.write(sync_level()).await.unwrap(), 2);
+
+        // A write that holds the thread (it says when it runs) until the next
+        // two are queued behind it: they are then one group.
+        let (started_tx, started) = std::sync::mpsc::channel::<()>();
+        let (release, gate) = std::sync::mpsc::channel::<()>();
+        let gate = std::sync::Mutex::new(gate);
+        let hold: Work<()> = Box::new(move |_| {
+            let _ = started_tx.send(());
+            let _ = gate.lock().unwrap().recv_timeout(std::time::Duration::from_secs(5));
+            Ok(())
+        });
+        let blocker = tokio::spawn({
+            let writer = writer.clone();
+            async move { writer.write_with(hold, Flush::WithNext).await }
+        });
+        tokio::task::spawn_blocking(move || started.recv_timeout(std::time::Duration::from_secs(5)))
+            .await
+            .unwrap()
+            .unwrap();
+        let (deferred, synced) = (writer.write_with(sync_level(), Flush::WithNext), writer.write(sync_level()));
+        let (levels, ()) = tokio::join!(futures::future::join(deferred, synced), async {
+            release.send(()).unwrap();
+        });
+        blocker.await.unwrap().unwrap();
+        assert_eq!((levels.0.unwrap(), levels.1.unwrap()), (2, 2), "a group with a synced write syncs");
+        assert_eq!(writer.write_with(sync_level(), Flush::WithNext).await.unwrap(), 1);
+        assert_eq!(writer.write(sync_level()).await.unwrap(), 2, "FULL is restored");
     }
 }

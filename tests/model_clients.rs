@@ -36,7 +36,7 @@ fn config_error(vars: &[(&str, &str)], spec: Option<&str>) -> String {
 fn request(model: &str) -> ChatRequest {
     ChatRequest {
         model: model.into(),
-        messages: vec![json!({"role": "user", "content": "hi"})],
+        messages: vec![json!({"role": "user", "content": "hi"}).into()],
         ..ChatRequest::default()
     }
 }
@@ -341,7 +341,10 @@ async fn anthropic_requests_are_converted_from_the_openai_shape() {
             json!({"role": "assistant", "content": "", "tool_calls": [call("t1", "{\"path\":\"a\"}"), call("t2", "{broken")]}),
             json!({"role": "tool", "tool_call_id": "t1", "content": "A"}),
             json!({"role": "tool", "tool_call_id": "t2", "content": "B"}),
-        ],
+        ]
+        .into_iter()
+        .map(Into::into)
+        .collect(),
         tools: vec![std::sync::Arc::new(
             json!({"type": "function", "function": {"name": "fs_read", "description": "Read a file", "parameters": {"type": "object"}}}),
         )],

@@ -4,7 +4,11 @@
 //! process (a `bub tape reset` beside the gateway) show on the next read,
 //! and a compaction's kept turns are spliced in as without the cache.
 
+mod support;
+
+use bub::agent::RunOptions;
 use bub::db::SqliteTapeStore;
+use bub::model::RequestMessage;
 use bub::tape::{Entry, NewEntry, Tape, TapeName, TapeQuery, TapeStore};
 use serde_json::json;
 use std::sync::Arc;
@@ -118,4 +122,24 @@ async fn a_later_read_decodes_only_the_new_entries() {
     assert_eq!(texts[1..], ["first".to_string(), "second".to_string()]);
     assert_eq!(expected_context(&path).await[1].1, "rewritten", "the database did change");
     gateway.close().await;
+}
+
+/// A model request carries the tape's messages as the store keeps them:
+/// the same message in two consecutive calls is one allocation, not a copy
+/// made per call (on a long chat, copying the context was a third of a
+/// turn's CPU).
+#[tokio::test]
+async fn consecutive_requests_share_the_cached_messages() {
+    let (agent, model, _store) = support::scripted_agent(Vec::new()).await;
+    for (prompt, answer) in [("first question", "one"), ("second question", "two"), ("third question", "three")] {
+        model.text(answer);
+        agent.run(prompt, RunOptions::new("chat")).collect().await;
+    }
+    let requests = model.requests();
+    let first_question = |request: &bub::model::ChatRequest| {
+        let message = request.messages.iter().find(|m| m["content"] == "first question").expect("in the context");
+        assert!(matches!(message, RequestMessage::Shared(_)), "a copy: {message:?}");
+        message.as_object().unwrap() as *const _
+    };
+    assert_eq!(first_question(&requests[1]), first_question(&requests[2]), "copied between calls");
 }

@@ -10,6 +10,7 @@
 //! prompt's text, which names the files by path: no image data is stored,
 //! and a context rebuilt by a later turn costs no image tokens.
 
+use crate::model::RequestMessage;
 use base64::Engine;
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -36,12 +37,17 @@ pub const IMAGE_MEDIA_TYPES: [&str; 4] = ["image/jpeg", "image/png", "image/gif"
 impl PromptImages {
     /// Gives the prompt's user message (the last user message whose text is
     /// the prompt) its images; nothing changes when it is not in `messages`.
-    pub fn attach(&self, messages: &mut [Value]) {
+    pub fn attach(&self, messages: &mut [RequestMessage]) {
         if self.images.is_empty() {
             return;
         }
-        let is_prompt = |m: &Value| m["role"] == "user" && m["content"].as_str() == Some(self.prompt.as_str());
+        let is_prompt = |m: &RequestMessage| {
+            m.get("role").and_then(Value::as_str) == Some("user")
+                && m.get("content").and_then(Value::as_str) == Some(self.prompt.as_str())
+        };
         let Some(message) = messages.iter_mut().rev().find(|m| is_prompt(m)) else { return };
+        // The prompt's entry stays text on the tape: the images go into this request's copy.
+        let message = message.to_mut();
         let mut parts = vec![json!({"type": "text", "text": self.prompt})];
         for image in &self.images {
             let data = base64::engine::general_purpose::STANDARD.encode(&image.data);
@@ -62,22 +68,25 @@ mod tests {
             prompt: "what is this?".into(),
             images: vec![PromptImage { media_type: "image/png".into(), data: Arc::from(&b"\x89PNG"[..]) }],
         };
-        let mut messages = vec![
-            json!({"role": "system", "content": "what is this?"}),
-            json!({"role": "user", "content": "earlier"}),
-            json!({"role": "user", "content": "what is this?"}),
-            json!({"role": "assistant", "content": "a tool call"}),
+        // The prompt as a request holds it: its tape entry, shared.
+        let prompt = Arc::new(crate::tape::NewEntry::chat("user", "what is this?").into_entry(3));
+        let mut messages: Vec<RequestMessage> = vec![
+            json!({"role": "system", "content": "what is this?"}).into(),
+            json!({"role": "user", "content": "earlier"}).into(),
+            RequestMessage::Shared(prompt.clone()),
+            json!({"role": "assistant", "content": "a tool call"}).into(),
         ];
         images.attach(&mut messages);
         assert_eq!(
-            messages[2]["content"],
-            json!([
+            messages[2].get("content").unwrap(),
+            &json!([
                 {"type": "text", "text": "what is this?"},
                 {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw=="}}
             ])
         );
-        assert_eq!(messages[0]["content"], "what is this?", "only a user message");
-        assert_eq!(messages[1]["content"], "earlier");
+        assert_eq!(prompt.payload["content"], "what is this?", "the entry stays text");
+        assert_eq!(messages[0].get("content").unwrap(), "what is this?", "only a user message");
+        assert_eq!(messages[1].get("content").unwrap(), "earlier");
     }
 
     #[test]
@@ -86,7 +95,7 @@ mod tests {
             prompt: "and this?".into(),
             images: vec![PromptImage { media_type: "image/jpeg".into(), data: Arc::from(&b"jpeg"[..]) }],
         };
-        let mut messages = vec![json!({"role": "user", "content": "and this?"})];
+        let mut messages = vec![json!({"role": "user", "content": "and this?"}).into()];
         images.attach(&mut messages);
         let request = crate::model::ChatRequest { model: "claude-sonnet-4-5".into(), messages, ..Default::default() };
         let body = crate::model::anthropic::to_messages_body(&request);

@@ -115,8 +115,8 @@ async fn llm_call_entries(event: &AfterLlmCall) -> Result<Vec<NewEntry>, Handler
         .request
         .messages
         .first()
-        .filter(|m| m["role"] == "system")
-        .and_then(|m| m["content"].as_str())
+        .filter(|m| m.get("role").and_then(Value::as_str) == Some("system"))
+        .and_then(|m| m.get("content")?.as_str())
         .unwrap_or_default();
     if !system.is_empty() {
         let changed = match event.run.state.extension::<LastSystemPrompt>() {

@@ -23,7 +23,7 @@ use super::runtime::Agent;
 use super::steering::ActiveRun;
 use super::stream::{Interruption, Output, RunStream, StreamEvent};
 use crate::codemode::{self, CodeModeRun};
-use crate::model::{ChatRequest, ModelError, ModelEvent, ModelSpec, ToolCallRequest, Usage};
+use crate::model::{ChatRequest, ModelError, ModelEvent, ModelSpec, RequestMessage, ToolCallRequest, Usage};
 use crate::tools::ToolRegistry;
 use crate::tools::TurnState;
 use futures::StreamExt;
@@ -608,13 +608,13 @@ impl Agent {
         if let Some(block) = codemode::prompt_block(&run.state) {
             system = if system.is_empty() { block } else { format!("{system}\n\n{block}") };
         }
-        let history = match &self.inner.context {
-            Some(selector) => run.tape.context_with(selector).await?,
-            None => run.tape.context().await?,
+        let history: Vec<RequestMessage> = match &self.inner.context {
+            Some(selector) => run.tape.context_with(selector).await?.into_iter().map(Into::into).collect(),
+            None => run.tape.request_context().await?,
         };
         let mut messages = Vec::with_capacity(history.len() + 1);
         if !system.is_empty() {
-            messages.push(json!({"role": "system", "content": system}));
+            messages.push(json!({"role": "system", "content": system}).into());
         }
         messages.extend(history);
         if let Some(images) = run.state.extension::<super::images::PromptImages>()

@@ -32,7 +32,10 @@ pub use error::ModelError;
 pub use openai::OpenAiClient;
 pub use retry::{RetryPolicy, Retrying};
 pub use spec::ModelSpec;
-pub use types::{ChatRequest, FinishReason, ModelClient, ModelEvent, ModelStream, ToolCallRequest, Usage};
+pub use types::{
+    ChatRequest, FinishReason, ModelClient, ModelEvent, ModelStream, RequestMessage, SharedObject, ToolCallRequest,
+    Usage,
+};
 
 use std::sync::Arc;
 

@@ -11,7 +11,9 @@
 use super::error::ModelError;
 use super::sse::{self, EventParser, Progress, SseEvent};
 use super::transport;
-use super::types::{ChatRequest, FinishReason, ModelClient, ModelEvent, ModelStream, ToolCallRequest, Usage};
+use super::types::{
+    ChatRequest, FinishReason, ModelClient, ModelEvent, ModelStream, RequestMessage, ToolCallRequest, Usage,
+};
 use async_trait::async_trait;
 use bub_channel::Secret;
 use serde_json::Value;
@@ -86,7 +88,7 @@ impl OpenAiClient {
 #[derive(serde::Serialize)]
 struct WireBody<'a> {
     model: &'a str,
-    messages: &'a [Value],
+    messages: &'a [RequestMessage],
     stream: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     stream_options: Option<StreamOptions>,

@@ -16,8 +16,9 @@ use std::sync::Arc;
 pub struct ChatRequest {
     /// The model id at the provider (the part after `provider:`).
     pub model: String,
-    /// Chat messages, system prompt first, in OpenAI shape.
-    pub messages: Vec<Value>,
+    /// Chat messages, system prompt first, in OpenAI shape. The tape's
+    /// messages are shared with the store's cache, not copied per call.
+    pub messages: Vec<RequestMessage>,
     /// Tool definitions in OpenAI shape: `{type: "function", function: {name, description, parameters}}`.
     /// Shared, not owned: a tool's definition is built once and every request points at it.
     pub tools: Vec<Arc<Value>>,
@@ -27,6 +28,101 @@ pub struct ChatRequest {
     /// A stable key per conversation for the provider's prompt cache (the
     /// agent sets one per session): OpenAI's `prompt_cache_key`.
     pub cache_key: Option<String>,
+}
+
+/// A JSON object kept elsewhere and shared by every request that sends it:
+/// a message entry of a tape, held by the store's context cache, goes into
+/// each model call of a long chat without being copied.
+pub trait SharedObject: Send + Sync + std::fmt::Debug {
+    fn object(&self) -> &Map<String, Value>;
+}
+
+/// One message of a [`ChatRequest`], in OpenAI shape.
+#[derive(Debug, Clone)]
+pub enum RequestMessage {
+    /// Built for this request (the system prompt, a tool result, a note).
+    Built(Value),
+    /// Kept elsewhere (a message entry of the tape), sent as it is.
+    Shared(Arc<dyn SharedObject>),
+}
+
+impl RequestMessage {
+    /// The message's fields; `None` for a built message that is not an object.
+    pub fn as_object(&self) -> Option<&Map<String, Value>> {
+        match self {
+            RequestMessage::Built(Value::Object(map)) => Some(map),
+            RequestMessage::Built(_) => None,
+            RequestMessage::Shared(shared) => Some(shared.object()),
+        }
+    }
+
+    /// A field of the message.
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.as_object()?.get(key)
+    }
+
+    /// The message as a value of its own (a shared one is copied).
+    pub fn to_value(&self) -> Value {
+        match self {
+            RequestMessage::Built(value) => value.clone(),
+            RequestMessage::Shared(shared) => Value::Object(shared.object().clone()),
+        }
+    }
+
+    /// The message, to change: a shared one is copied into this request first.
+    pub fn to_mut(&mut self) -> &mut Value {
+        if let RequestMessage::Shared(shared) = self {
+            *self = RequestMessage::Built(Value::Object(shared.object().clone()));
+        }
+        match self {
+            RequestMessage::Built(value) => value,
+            RequestMessage::Shared(_) => unreachable!("a shared message was replaced by its copy above"),
+        }
+    }
+}
+
+/// `message["role"]` as on a [`Value`]: `Null` for a missing field.
+impl std::ops::Index<&str> for RequestMessage {
+    type Output = Value;
+
+    fn index(&self, key: &str) -> &Value {
+        static NULL: Value = Value::Null;
+        self.get(key).unwrap_or(&NULL)
+    }
+}
+
+impl From<Value> for RequestMessage {
+    fn from(value: Value) -> RequestMessage {
+        RequestMessage::Built(value)
+    }
+}
+
+/// Messages are equal when they say the same, shared or not.
+impl PartialEq for RequestMessage {
+    fn eq(&self, other: &RequestMessage) -> bool {
+        match (self.as_object(), other.as_object()) {
+            (Some(mine), Some(theirs)) => mine == theirs,
+            _ => self.to_value() == other.to_value(),
+        }
+    }
+}
+
+impl PartialEq<Value> for RequestMessage {
+    fn eq(&self, other: &Value) -> bool {
+        match (self.as_object(), other.as_object()) {
+            (Some(mine), Some(theirs)) => mine == theirs,
+            _ => self.to_value() == *other,
+        }
+    }
+}
+
+impl Serialize for RequestMessage {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            RequestMessage::Built(value) => value.serialize(serializer),
+            RequestMessage::Shared(shared) => shared.object().serialize(serializer),
+        }
+    }
 }
 
 /// How the note an anchor becomes in a context starts (`[Anchor created:

@@ -17,8 +17,9 @@
 
 use super::entry::{Entry, EntryKind};
 use crate::model::tokens::{MESSAGE_OVERHEAD, TokenCounter};
-use crate::model::types::ANCHOR_NOTE_PREFIX;
+use crate::model::types::{ANCHOR_NOTE_PREFIX, RequestMessage, SharedObject};
 use serde_json::{Value, json};
+use std::borrow::Borrow;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -35,17 +36,42 @@ pub fn default_context(entries: &[Entry]) -> Vec<ChatMessage> {
 }
 
 /// [`default_context`] taking the entries, so message payloads move into the
-/// context instead of being copied (the context is rebuilt every model call).
+/// context instead of being copied.
 pub fn default_context_owned(entries: Vec<Entry>) -> Vec<ChatMessage> {
-    let mut messages = Vec::with_capacity(entries.len());
+    map_context(entries, |mut entry| Value::Object(std::mem::take(&mut entry.payload)), |built| built)
+}
+
+/// [`default_context`] for a model request over entries shared with the
+/// store's cache: message entries go into the request as they are kept
+/// (shared, not copied: every model call of a long chat sends thousands);
+/// the rest is mapped as in [`default_context`].
+pub fn default_request_context(entries: &[Arc<Entry>]) -> Vec<RequestMessage> {
+    map_context(
+        entries.iter().cloned(),
+        |entry| RequestMessage::Shared(entry as Arc<dyn SharedObject>),
+        RequestMessage::Built,
+    )
+}
+
+/// The mapping of the module docs over entries given as `T` (owned or
+/// shared): `message` makes a message entry the caller's message, `built`
+/// wraps what is rendered here.
+fn map_context<T: Borrow<Entry>, M>(
+    entries: impl IntoIterator<Item = T>,
+    message: impl Fn(T) -> M,
+    built: impl Fn(Value) -> M,
+) -> Vec<M> {
+    let entries = entries.into_iter();
+    let mut messages = Vec::with_capacity(entries.size_hint().0);
     // Calls waiting for their results, oldest first: results match by position.
     let mut pending: VecDeque<(Value, Value)> = VecDeque::new();
-    for mut entry in entries.into_iter().filter(Entry::in_context) {
-        match entry.kind {
-            EntryKind::Anchor => messages.push(anchor_note(&entry)),
-            EntryKind::Message => messages.push(Value::Object(std::mem::take(&mut entry.payload))),
+    for entry in entries.filter(|entry| entry.borrow().in_context()) {
+        let payload = &entry.borrow().payload;
+        match entry.borrow().kind {
+            EntryKind::Anchor => messages.push(built(anchor_note(entry.borrow()))),
+            EntryKind::Message => messages.push(message(entry)),
             EntryKind::ToolCall => {
-                let calls = entry.payload.remove("calls").unwrap_or_else(|| json!([]));
+                let calls = payload.get("calls").cloned().unwrap_or_else(|| json!([]));
                 pending = calls
                     .as_array()
                     .into_iter()
@@ -56,20 +82,17 @@ pub fn default_context_owned(entries: Vec<Entry>) -> Vec<ChatMessage> {
                         (id, name)
                     })
                     .collect();
-                messages.push(json!({"role": "assistant", "content": "", "tool_calls": calls}));
+                messages.push(built(json!({"role": "assistant", "content": "", "tool_calls": calls})));
             }
             EntryKind::ToolResult => {
-                let results = match entry.payload.remove("results") {
-                    Some(Value::Array(results)) => results,
-                    _ => Vec::new(),
-                };
+                let results = payload.get("results").and_then(Value::as_array).map_or(&[][..], Vec::as_slice);
                 for result in results {
                     let (id, name) = pending.pop_front().unwrap_or((Value::Null, Value::Null));
                     let content = match result {
-                        Value::String(text) => text,
+                        Value::String(text) => text.clone(),
                         other => other.to_string(),
                     };
-                    messages.push(json!({"role": "tool", "content": content, "tool_call_id": id, "name": name}));
+                    messages.push(built(json!({"role": "tool", "content": content, "tool_call_id": id, "name": name})));
                 }
             }
             EntryKind::System | EntryKind::Event | EntryKind::Error => {}

@@ -81,6 +81,15 @@ pub struct Entry {
     pub date: DateTime<Utc>,
 }
 
+/// A message entry's payload is the message a model request sends: shared
+/// with the store's cache instead of copied (see
+/// [`crate::tape::default_request_context`]).
+impl crate::model::SharedObject for Entry {
+    fn object(&self) -> &JsonObject {
+        &self.payload
+    }
+}
+
 /// An entry on its way into a store; it gets its id when appended.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewEntry {

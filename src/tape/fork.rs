@@ -65,6 +65,19 @@ impl ForkStore {
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// Whether the scope of `query` starts in the overlay (its anchor is
+    /// there), so the parent has nothing to add.
+    fn parent_hidden(&self, query: &TapeQuery, overlay: &Overlay) -> bool {
+        let has_anchor = |name: Option<&str>| {
+            overlay.entries.iter().any(|e| e.kind == EntryKind::Anchor && name.is_none_or(|n| e.name() == Some(n)))
+        };
+        match &query.scope {
+            Scope::All => false,
+            Scope::LastAnchor => has_anchor(None),
+            Scope::AfterAnchor(name) | Scope::BetweenAnchors { start: name, .. } => has_anchor(Some(name)),
+        }
+    }
+
     fn overlay(&self, tape: &TapeName) -> TapeResult<Option<Overlay>> {
         let state = self.state();
         if let Some(closed) = state.closed {
@@ -98,27 +111,29 @@ impl TapeStore for ForkStore {
     }
 
     async fn read(&self, tape: &TapeName, query: &TapeQuery) -> TapeResult<Vec<Entry>> {
-        let Some(overlay) = self.overlay(tape)? else {
+        if self.overlay(tape)?.is_none() {
             return self.parent.read(tape, query).await;
+        }
+        // Entries nobody else holds are unwrapped without a copy.
+        Ok(self.read_shared(tape, query).await?.into_iter().map(Arc::unwrap_or_clone).collect())
+    }
+
+    async fn read_shared(&self, tape: &TapeName, query: &TapeQuery) -> TapeResult<Vec<Arc<Entry>>> {
+        let Some(overlay) = self.overlay(tape)? else {
+            return self.parent.read_shared(tape, query).await;
         };
-        let has_anchor = |name: Option<&str>| {
-            overlay.entries.iter().any(|e| e.kind == EntryKind::Anchor && name.is_none_or(|n| e.name() == Some(n)))
+        // Only what the query keeps of the overlay is copied.
+        let own = |query: &TapeQuery| -> TapeResult<Vec<Arc<Entry>>> {
+            Ok(query.apply(tape, &overlay.entries)?.into_iter().map(Arc::new).collect())
         };
-        let parent_hidden = overlay.reset
-            || match &query.scope {
-                Scope::All => false,
-                Scope::LastAnchor => has_anchor(None),
-                Scope::AfterAnchor(name) | Scope::BetweenAnchors { start: name, .. } => has_anchor(Some(name)),
-            };
-        if parent_hidden {
-            return query.apply(tape, &overlay.entries);
+        if overlay.reset || self.parent_hidden(query, &overlay) {
+            return own(query);
         }
         if query.scope == Scope::All {
             // Filter each side, then combine in the query's order and cut at the limit.
-            let unscoped = TapeQuery { limit: query.limit, ..query.clone() };
-            let parent = self.parent.read(tape, &unscoped).await?;
-            let own = query.apply(tape, &overlay.entries)?;
-            let combined: Vec<Entry> = if query.newest_first {
+            let parent = self.parent.read_shared(tape, query).await?;
+            let own = own(query)?;
+            let combined: Vec<Arc<Entry>> = if query.newest_first {
                 own.into_iter().chain(parent).collect()
             } else {
                 parent.into_iter().chain(own).collect()
@@ -136,9 +151,9 @@ impl TapeStore for ForkStore {
             // The opening anchor survives the filter: the parent reads only what the query keeps.
             opening.kinds = query.kinds.clone();
         }
-        let mut entries = self.parent.read(tape, &opening).await?;
-        entries.extend(overlay.entries.iter().cloned());
-        query.apply_owned(tape, entries)
+        let mut entries = self.parent.read_shared(tape, &opening).await?;
+        entries.extend(overlay.entries.iter().cloned().map(Arc::new));
+        query.apply_shared(tape, &entries)
     }
 
     async fn latest(&self, tape: &TapeName, queries: &[TapeQuery]) -> TapeResult<Vec<Option<Entry>>> {

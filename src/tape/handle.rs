@@ -2,7 +2,7 @@
 //! handoff, bootstrap anchor, info, reset with archive, context, sidecars, forks.
 
 use super::archive;
-use super::context::{ChatMessage, ContextSelector, default_context_owned};
+use super::context::{ChatMessage, ContextSelector, default_context_owned, default_request_context};
 use super::entry::{Entry, EntryKind, NewEntry};
 use super::error::{TapeError, TapeResult};
 use super::fork::Fork;
@@ -10,6 +10,7 @@ use super::name::TapeName;
 use super::query::TapeQuery;
 use super::spill::SpillSettings;
 use super::store::TapeStore;
+use crate::model::RequestMessage;
 use serde_json::{Value, json};
 use std::fmt;
 use std::path::PathBuf;
@@ -273,11 +274,24 @@ impl Tape {
         self.scope_entries(TapeQuery::context()).await
     }
 
+    /// The model context of a request: [`Tape::context`] with the message
+    /// entries shared with the store's cache (see
+    /// [`super::default_request_context`]), not copied.
+    pub async fn request_context(&self) -> TapeResult<Vec<RequestMessage>> {
+        Ok(default_request_context(&self.scope_shared(TapeQuery::context()).await?))
+    }
+
     /// `from_anchor` (a last-anchor query) with the entries a compaction
     /// anchor kept spliced in after it.
     pub(crate) async fn scope_entries(&self, from_anchor: TapeQuery) -> TapeResult<Vec<Entry>> {
+        // Entries the store does not keep are unwrapped without a copy.
+        Ok(self.scope_shared(from_anchor).await?.into_iter().map(Arc::unwrap_or_clone).collect())
+    }
+
+    /// [`Tape::scope_entries`] as the store's shared entries.
+    async fn scope_shared(&self, from_anchor: TapeQuery) -> TapeResult<Vec<Arc<Entry>>> {
         let kinds = from_anchor.kinds.clone();
-        let mut entries = self.read(&from_anchor).await?;
+        let mut entries = self.store.read_shared(&self.name, &from_anchor).await?;
         let Some((anchor_id, keep_from)) =
             entries.first().filter(|e| e.kind == EntryKind::Anchor).and_then(|a| Some((a.id, kept_from(a)?)))
         else {
@@ -289,7 +303,7 @@ impl Tape {
         // Ids in a tape are consecutive: at most this many entries lie
         // between, fewer once kinds are filtered (the rest is dropped below).
         let between = TapeQuery::all().kinds(kinds).after_id(keep_from - 1).limit((anchor_id - keep_from) as usize);
-        let kept = self.read(&between).await?;
+        let kept = self.store.read_shared(&self.name, &between).await?;
         let kept = kept.into_iter().filter(|e| e.id < anchor_id && e.kind != EntryKind::Anchor);
         let after = entries.split_off(1);
         entries.extend(kept);

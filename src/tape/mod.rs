@@ -51,7 +51,9 @@ pub mod query;
 pub mod spill;
 pub mod store;
 
-pub use context::{ChatMessage, ContextSelector, default_context, default_context_owned, entry_tokens};
+pub use context::{
+    ChatMessage, ContextSelector, default_context, default_context_owned, default_request_context, entry_tokens,
+};
 pub use entry::{Entry, EntryKind, JsonObject, NewEntry};
 pub use error::{TapeError, TapeResult};
 pub use fork::{Fork, ForkStore, MergeReport};

@@ -17,6 +17,7 @@ use super::name::TapeName;
 use super::query::TapeQuery;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use std::sync::Arc;
 
 /// One tape as a listing shows it.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -45,6 +46,14 @@ pub trait TapeStore: Send + Sync + 'static {
 
     /// Reads the entries the query selects.
     async fn read(&self, tape: &TapeName, query: &TapeQuery) -> TapeResult<Vec<Entry>>;
+
+    /// [`TapeStore::read`] as shared entries: a store that keeps entries
+    /// (the SQLite store's context cache) hands out its own instead of
+    /// copies; every model call reads its context this way. The default
+    /// wraps what `read` returns.
+    async fn read_shared(&self, tape: &TapeName, query: &TapeQuery) -> TapeResult<Vec<Arc<Entry>>> {
+        Ok(self.read(tape, query).await?.into_iter().map(Arc::new).collect())
+    }
 
     /// The newest entry each query selects (each read as `newest_first`,
     /// `limit 1`), in the queries' order: a run's settings (model and

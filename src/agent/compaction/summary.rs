@@ -126,8 +126,8 @@ impl Agent {
         let request = ChatRequest {
             model: ModelSpec::parse(spec).map_or_else(|_| spec.to_string(), |spec| spec.model),
             messages: vec![
-                json!({"role": "system", "content": PROMPT.replace("{max_words}", &max_words.to_string())}),
-                json!({"role": "user", "content": transcript(previous, &plan.old, counter, window / 2)}),
+                json!({"role": "system", "content": PROMPT.replace("{max_words}", &max_words.to_string())}).into(),
+                json!({"role": "user", "content": transcript(previous, &plan.old, counter, window / 2)}).into(),
             ],
             tools: Vec::new(),
             max_tokens: Some((max_words * 2) as u32),

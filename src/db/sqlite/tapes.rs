@@ -127,12 +127,46 @@ impl SqliteTapeStore {
 }
 
 impl SqliteTapeStore {
+    /// A read of the database, whatever the cache holds.
+    async fn read_database(&self, tape: &TapeName, query: &TapeQuery) -> TapeResult<Vec<Entry>> {
+        let owned = query.clone();
+        let found = self
+            .read_tape(tape, "read", move |conn, tape_id, reading| {
+                let query = owned;
+                if query.scope == Scope::All {
+                    // One statement is consistent on its own: no transaction.
+                    return reading.entries(conn, &query, select_entries(tape_id, None, None, &query)).map(Some);
+                }
+                if query.scope == Scope::LastAnchor && query.keeps_its_anchor() {
+                    // Every model call reads this: one statement, the anchor found by a
+                    // subquery. The anchor is its first row, so no rows means no anchor.
+                    let rows = reading.entries(conn, &query, select_from_last_anchor(tape_id, &query.kinds))?;
+                    return Ok((!rows.is_empty()).then_some(rows));
+                }
+                // The scope's bounds and the entries between them, from one snapshot.
+                let snapshot = conn.unchecked_transaction().map_err(reading.failed())?;
+                let Some((from, to)) = resolve_scope(conn, tape_id, &query.scope).map_err(reading.failed())? else {
+                    return Ok(None);
+                };
+                let rows = reading.entries(conn, &query, select_entries(tape_id, from, to, &query))?;
+                snapshot.commit().map_err(reading.failed())?;
+                Ok(Some(rows))
+            })
+            .await?;
+        match found {
+            Some(Some(rows)) => Ok(rows),
+            // An empty tape: anchor scopes fail the same way as on a tape without anchors.
+            None => query.apply(tape, &[]),
+            Some(None) => Err(anchor_not_found(tape, &query.scope)),
+        }
+    }
+
     /// A context read ([`ContextCache::answers`]) from the tape's cached
     /// tail, brought up to date first with one read of what was appended
     /// since (or loaded whole the first time). `None` when the cache cannot
     /// answer (no anchor yet, a query reaching before the tail): the caller
     /// reads the database.
-    async fn read_through_cache(&self, tape: &TapeName, query: &TapeQuery) -> TapeResult<Option<Vec<Entry>>> {
+    async fn read_through_cache(&self, tape: &TapeName, query: &TapeQuery) -> TapeResult<Option<Vec<Arc<Entry>>>> {
         // Twice at most: a refresh the tail cannot take (a reset, a race
         // with another read) drops it, and the second pass loads it anew.
         for _ in 0..2 {
@@ -155,8 +189,7 @@ impl SqliteTapeStore {
                 },
             }
             let Some(found) = self.contexts.read(tape, query) else { return Ok(None) };
-            // The cache keeps its entries; the caller gets its own copies.
-            return Ok(Some(found?.iter().map(|entry| Entry::clone(entry)).collect()));
+            return found.map(Some);
         }
         Ok(None)
     }
@@ -301,38 +334,19 @@ impl TapeStore for SqliteTapeStore {
         if ContextCache::answers(query)
             && let Some(found) = self.read_through_cache(tape, query).await?
         {
+            // The cache keeps its entries; the caller gets its own copies.
+            return Ok(found.iter().map(|entry| Entry::clone(entry)).collect());
+        }
+        self.read_database(tape, query).await
+    }
+
+    async fn read_shared(&self, tape: &TapeName, query: &TapeQuery) -> TapeResult<Vec<Arc<Entry>>> {
+        if ContextCache::answers(query)
+            && let Some(found) = self.read_through_cache(tape, query).await?
+        {
             return Ok(found);
         }
-        let owned = query.clone();
-        let found = self
-            .read_tape(tape, "read", move |conn, tape_id, reading| {
-                let query = owned;
-                if query.scope == Scope::All {
-                    // One statement is consistent on its own: no transaction.
-                    return reading.entries(conn, &query, select_entries(tape_id, None, None, &query)).map(Some);
-                }
-                if query.scope == Scope::LastAnchor && query.keeps_its_anchor() {
-                    // Every model call reads this: one statement, the anchor found by a
-                    // subquery. The anchor is its first row, so no rows means no anchor.
-                    let rows = reading.entries(conn, &query, select_from_last_anchor(tape_id, &query.kinds))?;
-                    return Ok((!rows.is_empty()).then_some(rows));
-                }
-                // The scope's bounds and the entries between them, from one snapshot.
-                let snapshot = conn.unchecked_transaction().map_err(reading.failed())?;
-                let Some((from, to)) = resolve_scope(conn, tape_id, &query.scope).map_err(reading.failed())? else {
-                    return Ok(None);
-                };
-                let rows = reading.entries(conn, &query, select_entries(tape_id, from, to, &query))?;
-                snapshot.commit().map_err(reading.failed())?;
-                Ok(Some(rows))
-            })
-            .await?;
-        match found {
-            Some(Some(rows)) => Ok(rows),
-            // An empty tape: anchor scopes fail the same way as on a tape without anchors.
-            None => query.apply(tape, &[]),
-            Some(None) => Err(anchor_not_found(tape, &query.scope)),
-        }
+        Ok(self.read_database(tape, query).await?.into_iter().map(Arc::new).collect())
     }
 
     async fn latest(&self, tape: &TapeName, queries: &[TapeQuery]) -> TapeResult<Vec<Option<Entry>>> {

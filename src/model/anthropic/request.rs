@@ -6,7 +6,7 @@
 //! well as it can be rather than refused, so one bad tape entry never blocks a
 //! session.
 
-use crate::model::types::ChatRequest;
+use crate::model::types::{ChatRequest, RequestMessage};
 use serde_json::{Map, Value, json};
 
 /// Body fields the client owns: request options never replace them.
@@ -70,7 +70,7 @@ pub fn to_messages_body(request: &ChatRequest) -> Value {
 }
 
 /// Whether `message` is the note an anchor becomes in the context.
-fn is_anchor_note(message: &Value) -> bool {
+fn is_anchor_note(message: &RequestMessage) -> bool {
     message.get("role").and_then(Value::as_str) == Some("assistant")
         && message
             .get("content")
@@ -121,7 +121,7 @@ fn image_block(part: &Value) -> Option<Value> {
     Some(json!({"type": "image", "source": source}))
 }
 
-fn assistant_blocks(message: &Value) -> Vec<Value> {
+fn assistant_blocks(message: &RequestMessage) -> Vec<Value> {
     let mut blocks = content_blocks(message.get("content"));
     let calls = message.get("tool_calls").and_then(Value::as_array);
     for call in calls.into_iter().flatten() {
@@ -140,7 +140,7 @@ fn assistant_blocks(message: &Value) -> Vec<Value> {
     blocks
 }
 
-fn tool_result(message: &Value) -> Value {
+fn tool_result(message: &RequestMessage) -> Value {
     let id = message.get("tool_call_id").and_then(Value::as_str).unwrap_or("");
     json!({"type": "tool_result", "tool_use_id": id, "content": text_of(message.get("content"))})
 }
@@ -163,6 +163,7 @@ mod tests {
     use super::*;
 
     fn body(messages: Vec<Value>) -> Value {
+        let messages = messages.into_iter().map(Into::into).collect();
         to_messages_body(&ChatRequest { model: "c".into(), messages, ..ChatRequest::default() })
     }
 

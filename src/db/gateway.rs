@@ -160,8 +160,9 @@ pub struct PairingRow {
 #[async_trait]
 pub trait GatewayTables: Send + Sync {
     /// Stores a message unless its channel already stored its message id;
-    /// its sequence number when it was stored now.
-    async fn insert_inbound(&self, message: NewInbound) -> Result<Option<i64>, DbError>;
+    /// its sequence number when it was stored now. Synced to disk as
+    /// `flush` says.
+    async fn insert_inbound(&self, message: NewInbound, flush: Flush) -> Result<Option<i64>, DbError>;
 
     /// The stored message (JSON) `message_id` of `channel`, whatever its state.
     async fn inbound(&self, channel: &str, message_id: &str) -> Result<Option<String>, DbError>;

@@ -28,7 +28,7 @@
 use crate::db::gateway::{LiveRow, NewFile, NewInbound, NewReply, ReplyState};
 use crate::db::{Flush, GatewayTables};
 use crate::gateway::outbound::{LiveMessage, LiveMessages};
-use bub_channel::{Inbound, Outbound, Outcome, OutcomeStatus};
+use bub_channel::{Delivery, Inbound, Outbound, Outcome, OutcomeStatus};
 use chrono::Utc;
 use std::sync::Arc;
 
@@ -88,6 +88,28 @@ pub(crate) fn now() -> String {
     Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
 }
 
+/// When a received message must be on the disk. A message answered to the
+/// caller that waits for it (webhook `sync`, `sse`) has been acknowledged to
+/// nobody yet: if a power cut takes it, the caller has no answer (or was told
+/// to send it again) and sends it again, and the turn's first synced write
+/// (its fork's merge, or a refusal's outcome) carries it to the disk first.
+/// Any other message was acknowledged to its platform, and is synced before
+/// the gateway goes on.
+fn receive_flush(delivery: Delivery) -> Flush {
+    match delivery {
+        Delivery::Caller => Flush::WithNext,
+        Delivery::Channel => Flush::Now,
+    }
+}
+
+/// When a turn's outcome must be on the disk (see [`GatewayStore::finish`]).
+fn finish_flush(status: OutcomeStatus, queues_replies: bool) -> Flush {
+    match (queues_replies, status) {
+        (false, OutcomeStatus::Replied) => Flush::WithNext,
+        _ => Flush::Now,
+    }
+}
+
 impl GatewayStore {
     /// The gateway tables of this database (created by its migrations): a
     /// `SqliteTapeStore` or `SqliteDb` gives those of its SQLite file.
@@ -112,7 +134,11 @@ impl GatewayStore {
             session: session.to_string(),
             received_at: now(),
         };
-        let inserted = self.tables.insert_inbound(message).await.map_err(failed("store inbound"))?;
+        let inserted = self
+            .tables
+            .insert_inbound(message, receive_flush(inbound.delivery))
+            .await
+            .map_err(failed("store inbound"))?;
         if let Some(seq) = inserted {
             return Ok(Received::New(seq));
         }
@@ -158,10 +184,7 @@ impl GatewayStore {
     /// (a queued reply, which must not be sent twice, a refusal or failure
     /// with no marker) is synced before this returns.
     pub async fn finish(&self, seqs: &[i64], outcome: &Outcome, replies: &[PendingReply]) -> StoreResult<()> {
-        let flush = match (replies.is_empty(), outcome.status) {
-            (true, OutcomeStatus::Replied) => Flush::WithNext,
-            _ => Flush::Now,
-        };
+        let flush = finish_flush(outcome.status, !replies.is_empty());
         let outcome_json = serde_json::to_string(outcome).map_err(failed("encode outcome"))?;
         let mut rows = Vec::with_capacity(replies.len());
         for reply in replies {
@@ -321,5 +344,24 @@ impl LiveMessages for GatewayStore {
         };
         self.tables.remember_live(key, row, &now()).await?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Only what a power cut cannot lose or double waits for the next sync:
+    /// a caller's message before its answer, a replied turn's outcome
+    /// without a queued reply (rebuilt from the turn's marker).
+    #[test]
+    fn only_writes_that_can_be_rebuilt_or_resent_defer_their_sync() {
+        assert_eq!(receive_flush(Delivery::Caller), Flush::WithNext);
+        assert_eq!(receive_flush(Delivery::Channel), Flush::Now);
+        assert_eq!(finish_flush(OutcomeStatus::Replied, false), Flush::WithNext);
+        assert_eq!(finish_flush(OutcomeStatus::Replied, true), Flush::Now, "a queued reply must not be sent twice");
+        for status in [OutcomeStatus::Refused, OutcomeStatus::Failed, OutcomeStatus::Recorded, OutcomeStatus::Dropped] {
+            assert_eq!(finish_flush(status, false), Flush::Now, "{status:?} has no marker to rebuild it from");
+        }
     }
 }

@@ -15,8 +15,8 @@ use rusqlite::{OptionalExtension, params};
 
 #[async_trait]
 impl GatewayTables for SqliteDb {
-    async fn insert_inbound(&self, message: NewInbound) -> Result<Option<i64>, DbError> {
-        self.write(Box::new(move |conn| {
+    async fn insert_inbound(&self, message: NewInbound, flush: Flush) -> Result<Option<i64>, DbError> {
+        let work: Work<Option<i64>> = Box::new(move |conn| {
             let NewInbound { channel, message_id, inbound, session, received_at } = &message;
             conn.prepare_cached(
                 "INSERT INTO gateway_inbox (channel, message_id, inbound, state, session, received_at) \
@@ -25,8 +25,8 @@ impl GatewayTables for SqliteDb {
             )?
             .query_row(params![channel, message_id, inbound, session, received_at], |row| row.get(0))
             .optional()
-        }))
-        .await
+        });
+        self.write_with(work, flush).await
     }
 
     async fn inbound(&self, channel: &str, message_id: &str) -> Result<Option<String>, DbError> {

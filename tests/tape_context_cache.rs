@@ -41,6 +41,11 @@ fn text_of(entry: &Entry) -> String {
     entry.payload.get("content").and_then(|c| c.as_str()).unwrap_or(entry.kind.as_str()).to_string()
 }
 
+/// Appends `n` short messages in one batch.
+async fn fill(tape: &Tape, n: usize) {
+    tape.append_all((0..n).map(|i| NewEntry::chat("user", format!("filler {i}"))).collect()).await.unwrap();
+}
+
 async fn context_of(tape: &Tape) -> Vec<(u64, String)> {
     tape.context_entries().await.unwrap().iter().map(|e| (e.id, text_of(e))).collect()
 }
@@ -52,6 +57,8 @@ async fn appends_and_resets_from_another_process_show_on_the_next_read() {
     let gateway = SqliteTapeStore::open(&path).await.unwrap();
     let tape = tape_on(&gateway);
     tape.handoff("session/start", json!({})).await.unwrap();
+    // Long enough to be kept (a short context is read whole every time).
+    fill(&tape, 300).await;
     for n in 0..5 {
         tape.append(NewEntry::chat("user", format!("turn {n}"))).await.unwrap();
         tape.append_event("run", json!({"n": n})).await.unwrap();
@@ -70,11 +77,11 @@ async fn appends_and_resets_from_another_process_show_on_the_next_read() {
     // last saw: nothing of the old tape may come back.
     beside.reset(false).await.unwrap();
     beside.handoff("session/start", json!({})).await.unwrap();
-    for n in 0..20 {
-        beside.append(NewEntry::chat("user", format!("after reset {n}"))).await.unwrap();
-    }
+    let refill = (0..400).map(|n| NewEntry::chat("user", format!("after reset {n}"))).collect();
+    beside.append_all(refill).await.unwrap();
     let seen = context_of(&tape).await;
-    assert!(seen.iter().all(|(_, text)| !text.starts_with("turn ")), "old entries after a reset: {seen:?}");
+    let old = seen.iter().find(|(_, text)| !text.starts_with("after reset") && text != "anchor");
+    assert!(old.is_none(), "an entry from before the reset: {old:?}");
     assert_eq!(seen, expected_context(&path).await);
 
     // A compaction written elsewhere: its anchor, then the kept turns, then what follows.
@@ -109,7 +116,9 @@ async fn a_later_read_decodes_only_the_new_entries() {
     let tape = tape_on(&gateway);
     tape.handoff("session/start", json!({})).await.unwrap();
     tape.append(NewEntry::chat("user", "first")).await.unwrap();
-    assert_eq!(context_of(&tape).await.last().unwrap().1, "first");
+    // Long enough to be kept (a short context is read whole every time).
+    fill(&tape, 300).await;
+    assert_eq!(context_of(&tape).await.last().unwrap().1, "filler 299");
 
     let raw = rusqlite::Connection::open(&path).unwrap();
     raw.execute(
@@ -119,7 +128,7 @@ async fn a_later_read_decodes_only_the_new_entries() {
     .unwrap();
     tape.append(NewEntry::chat("user", "second")).await.unwrap();
     let texts: Vec<String> = context_of(&tape).await.into_iter().map(|(_, text)| text).collect();
-    assert_eq!(texts[1..], ["first".to_string(), "second".to_string()]);
+    assert_eq!((texts[1].as_str(), texts.last().unwrap().as_str()), ("first", "second"));
     assert_eq!(expected_context(&path).await[1].1, "rewritten", "the database did change");
     gateway.close().await;
 }
@@ -130,7 +139,10 @@ async fn a_later_read_decodes_only_the_new_entries() {
 /// turn's CPU).
 #[tokio::test]
 async fn consecutive_requests_share_the_cached_messages() {
-    let (agent, model, _store) = support::scripted_agent(Vec::new()).await;
+    let (agent, model, store) = support::scripted_agent(Vec::new()).await;
+    let tape = store.tape("chat");
+    tape.handoff("session/start", json!({})).await.unwrap();
+    fill(&tape, 300).await;
     for (prompt, answer) in [("first question", "one"), ("second question", "two"), ("third question", "three")] {
         model.text(answer);
         agent.run(prompt, RunOptions::new("chat")).collect().await;

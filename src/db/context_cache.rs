@@ -18,22 +18,30 @@
 //! the first entry it kept (`keep_from`). A new anchor among the appended
 //! entries moves `from` forward (the entries before it are dropped).
 //!
-//! Memory is bounded by an estimate of the decoded size: past the budget the
+//! Memory is bounded by the decoded entries' heap (see [`heap_bytes`]),
+//! reported as the gauge `bub_context_cache_bytes`: past the budget the
 //! least recently read tapes are dropped (they are read again from the
 //! database when their chat speaks next). A tape whose tail alone is larger
-//! than the budget is served but not kept.
+//! than the budget is served but not kept, and so is a short one (under
+//! [`MIN_KEPT_ENTRIES`]): it is cheap to read whole.
 
-use crate::tape::entry::{Entry, EntryKind};
+use crate::tape::entry::{Entry, EntryKind, JsonObject};
 use crate::tape::error::TapeResult;
 use crate::tape::handle::kept_from;
 use crate::tape::name::TapeName;
 use crate::tape::query::{CONTEXT_KINDS, Scope, TapeQuery};
+use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// The default budget: enough for the contexts of a few dozen busy long
 /// chats, small beside the rest of a gateway's memory.
 pub const DEFAULT_BUDGET_BYTES: usize = 16 * 1024 * 1024;
+
+/// Contexts shorter than this are not kept: decoding them costs a turn
+/// little (about a tenth of a fresh turn's CPU at this size), and a gateway
+/// with thousands of short chats keeps its memory for other things.
+pub const MIN_KEPT_ENTRIES: usize = 256;
 
 /// A tape's position as the database last showed it: what a refresh asks
 /// for the entries after.
@@ -45,7 +53,7 @@ pub struct Position {
     pub last_id: u64,
 }
 
-/// An entry with the estimate of its decoded size.
+/// An entry with the heap it takes.
 pub struct Sized {
     pub entry: Entry,
     pub bytes: usize,
@@ -63,6 +71,7 @@ pub struct Refresh {
 #[derive(Clone)]
 pub struct ContextCache {
     budget: usize,
+    min_entries: usize,
     state: Arc<Mutex<State>>,
 }
 
@@ -95,12 +104,19 @@ impl Tail {
 }
 
 impl ContextCache {
-    pub fn new(budget: usize) -> ContextCache {
-        ContextCache { budget, state: Arc::default() }
+    /// A cache of at most `budget` bytes that keeps tails of at least
+    /// `min_entries` entries.
+    pub fn new(budget: usize, min_entries: usize) -> ContextCache {
+        ContextCache { budget, min_entries, state: Arc::default() }
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// `bub_context_cache_bytes`: what the cache holds now.
+    fn report(state: &State) {
+        metrics::gauge!("bub_context_cache_bytes").set(state.bytes as f64);
     }
 
     /// Whether the cache can answer `query` once its tape's tail is fresh:
@@ -133,6 +149,7 @@ impl ContextCache {
         if let Some(old) = state.tails.insert(tape.clone(), tail) {
             state.bytes -= old.bytes;
         }
+        Self::report(&state);
     }
 
     /// Adds what a refresh from `base` found. Returns false when the tail
@@ -166,6 +183,7 @@ impl ContextCache {
         push_all(tail, refresh.entries.into_iter().filter(|e| e.entry.id >= from));
         tail.position = refresh.position;
         *bytes = *bytes - before + tail.bytes;
+        Self::report(&state);
         true
     }
 
@@ -182,7 +200,15 @@ impl ContextCache {
         }
         tail.used = clock;
         let found = query.apply_shared(tape, &tail.entries);
-        self.evict(&mut state);
+        if tail.entries.len() < self.min_entries {
+            // Answered from what was just loaded, then let go.
+            let bytes = tail.bytes;
+            state.tails.remove(tape);
+            state.bytes -= bytes;
+            Self::report(&state);
+        } else if self.evict(&mut state) {
+            Self::report(&state);
+        }
         Some(found)
     }
 
@@ -191,6 +217,7 @@ impl ContextCache {
         let mut state = self.state();
         if let Some(tail) = state.tails.remove(tape) {
             state.bytes -= tail.bytes;
+            Self::report(&state);
         }
     }
 
@@ -200,23 +227,25 @@ impl ContextCache {
         self.state().bytes
     }
 
-    fn evict(&self, state: &mut State) {
+    /// Drops the least recently read tails while past the budget; whether it did.
+    fn evict(&self, state: &mut State) -> bool {
         if state.bytes <= self.budget {
-            return;
+            return false;
         }
-        let mut by_age: Vec<(u64, TapeName)> =
-            state.tails.iter().map(|(name, tail)| (tail.used, name.clone())).collect();
-        by_age.sort_unstable_by_key(|(used, _)| *used);
-        // Down to three quarters, so the next few reads do not evict again.
-        let target = self.budget / 4 * 3;
-        for (_, name) in by_age {
-            if state.bytes <= target {
-                break;
-            }
-            if let Some(tail) = state.tails.remove(&name) {
-                state.bytes -= tail.bytes;
-            }
-        }
+        // Down to three quarters, so the next few reads do not evict again:
+        // the oldest tails whose bytes make up the excess go, in one pass.
+        let excess = state.bytes - self.budget / 4 * 3;
+        let mut by_age: Vec<(u64, usize)> = state.tails.values().map(|tail| (tail.used, tail.bytes)).collect();
+        by_age.sort_unstable();
+        let mut freed = 0;
+        let cutoff = by_age.iter().find_map(|&(used, bytes)| {
+            freed += bytes;
+            (freed >= excess).then_some(used)
+        });
+        let cutoff = cutoff.unwrap_or(u64::MAX);
+        state.tails.retain(|_, tail| tail.used > cutoff);
+        state.bytes = state.tails.values().map(|tail| tail.bytes).sum();
+        true
     }
 }
 
@@ -238,11 +267,37 @@ pub fn tail_start(anchor: &Entry) -> u64 {
     }
 }
 
-/// The estimated decoded size of an entry whose payload and meta took
-/// `json_bytes` as text: a parsed JSON object takes about twice its text
-/// (string headers, map slots), plus the entry's own fields.
-pub fn estimate(json_bytes: usize) -> usize {
-    2 * json_bytes + 160
+impl Sized {
+    /// `entry` with the heap it takes (see [`heap_bytes`]).
+    pub fn new(entry: Entry) -> Sized {
+        let bytes = heap_bytes(&entry);
+        Sized { entry, bytes }
+    }
+}
+
+/// The heap a decoded entry takes, near enough to budget by: its `Arc`
+/// and struct, each string's buffer, each array's slots, and each object's
+/// fields (an ordered map: a bucket of hash, key and value per field, and
+/// a table of indices).
+pub fn heap_bytes(entry: &Entry) -> usize {
+    use std::mem::size_of;
+    fn value(item: &Value) -> usize {
+        match item {
+            Value::String(text) => text.capacity(),
+            Value::Array(items) => items.capacity() * size_of::<Value>() + items.iter().map(value).sum::<usize>(),
+            Value::Object(map) => object(map),
+            Value::Null | Value::Bool(_) | Value::Number(_) => 0,
+        }
+    }
+    fn object(map: &JsonObject) -> usize {
+        if map.is_empty() {
+            return 0;
+        }
+        let bucket = size_of::<u64>() + size_of::<String>() + size_of::<Value>();
+        let index = 2 * size_of::<usize>();
+        map.len() * (bucket + index) + map.iter().map(|(key, item)| key.capacity() + value(item)).sum::<usize>()
+    }
+    2 * size_of::<usize>() + size_of::<Entry>() + object(&entry.payload) + object(&entry.meta)
 }
 
 #[cfg(test)]
@@ -265,7 +320,7 @@ mod tests {
 
     #[test]
     fn a_new_anchor_moves_the_tail_and_a_compaction_keeps_its_turns() {
-        let cache = ContextCache::new(1 << 20);
+        let cache = ContextCache::new(1 << 20, 1);
         let t = tape("t");
         let at = |last_id| Position { resets: 0, last_id };
         cache.install(
@@ -286,7 +341,7 @@ mod tests {
 
     #[test]
     fn a_reset_or_a_stale_base_drops_the_tail() {
-        let cache = ContextCache::new(1 << 20);
+        let cache = ContextCache::new(1 << 20, 1);
         let t = tape("t");
         cache.install(&t, Position { resets: 0, last_id: 1 }, 1, vec![sized(NewEntry::anchor("a", json!({})), 1)]);
         let reset = Refresh { position: Position { resets: 1, last_id: 4 }, entries: Vec::new() };
@@ -297,7 +352,7 @@ mod tests {
 
     #[test]
     fn past_the_budget_the_least_recently_read_tape_goes() {
-        let cache = ContextCache::new(2500);
+        let cache = ContextCache::new(2500, 1);
         let (a, b, c) = (tape("a"), tape("b"), tape("c"));
         for name in [&a, &b, &c] {
             cache.install(

@@ -135,13 +135,6 @@ pub(super) fn select_from_last_anchor(tape_id: i64, kinds: &[EntryKind]) -> Sql 
 pub(super) const LAST_ANCHOR_SQL: &str =
     "SELECT entry_id FROM tape_entries WHERE tape_id = ?1 AND kind = 'anchor' ORDER BY entry_id DESC LIMIT 1";
 
-/// The text length of the payload and meta of the entry in `row` (columns
-/// from `first` as in [`decode`]): what its decoded size is estimated from.
-pub(super) fn json_len(row: &rusqlite::Row<'_>, first: usize) -> usize {
-    let len = |offset: usize| row.get_ref(first + offset).map_or(0, |value| value.as_bytes().map_or(0, <[u8]>::len));
-    len(2) + len(3)
-}
-
 /// The entry in `row`, whose columns start at `first` in [`ENTRY_COLUMNS`]'
 /// order; a row that does not decode is reported as [`TapeError::Corrupt`].
 pub(super) fn decode(tape: &TapeName, location: &str, row: &rusqlite::Row<'_>, first: usize) -> TapeResult<Entry> {

@@ -1,9 +1,9 @@
 //! The statements of the context cache (`db::context_cache`): loading a
 //! tape's tail and asking for what was appended after it.
 
-use super::select::{ENTRY_COLUMNS, Sql, json_len, select_entries, select_from_last_anchor};
+use super::select::{ENTRY_COLUMNS, Sql, select_entries, select_from_last_anchor};
 use super::tapes::Reading;
-use crate::db::context_cache::{Position, Refresh, Sized, estimate, tail_start};
+use crate::db::context_cache::{Position, Refresh, Sized, tail_start};
 use crate::tape::error::TapeResult;
 use crate::tape::query::{CONTEXT_KINDS, TapeQuery};
 use rusqlite::{Connection, params, params_from_iter};
@@ -58,7 +58,7 @@ pub(super) fn refresh(conn: &Connection, tape_id: i64, last_id: u64, reading: &R
             }
         };
         if row.get::<_, Option<i64>>(2).map_err(&failed)?.is_some() {
-            refresh.entries.push(Sized { entry: reading.decode(row, 2)?, bytes: estimate(json_len(row, 2)) });
+            refresh.entries.push(Sized::new(reading.decode(row, 2)?));
         }
     }
     Ok(found)
@@ -83,7 +83,7 @@ fn sized(conn: &Connection, reading: &Reading, select: Sql) -> TapeResult<Vec<Si
     let mut rows = statement.query(params_from_iter(select.params.iter())).map_err(&failed)?;
     let mut found = Vec::new();
     while let Some(row) = rows.next().map_err(&failed)? {
-        found.push(Sized { entry: reading.decode(row, 0)?, bytes: estimate(json_len(row, 0)) });
+        found.push(Sized::new(reading.decode(row, 0)?));
     }
     Ok(found)
 }

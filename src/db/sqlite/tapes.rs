@@ -11,7 +11,7 @@ use super::select::{LAST_ANCHOR_SQL, Sql, decode, latest_select, select_entries,
 use super::tails;
 use super::writer::Work;
 use super::{DbError, Durability, SqliteDb};
-use crate::db::context_cache::{ContextCache, DEFAULT_BUDGET_BYTES};
+use crate::db::context_cache::{ContextCache, DEFAULT_BUDGET_BYTES, MIN_KEPT_ENTRIES};
 use crate::tape::entry::{Entry, NewEntry, format_date, parse_date};
 use crate::tape::error::{TapeError, TapeResult};
 use crate::tape::name::TapeName;
@@ -54,7 +54,7 @@ impl SqliteTapeStore {
             location: format!("sqlite:{}", db.path().display()).into(),
             db,
             known_tapes: Arc::default(),
-            contexts: ContextCache::new(DEFAULT_BUDGET_BYTES),
+            contexts: ContextCache::new(DEFAULT_BUDGET_BYTES, MIN_KEPT_ENTRIES),
         }
     }
 

@@ -288,6 +288,17 @@ impl Tape {
         Ok(self.scope_shared(from_anchor).await?.into_iter().map(Arc::unwrap_or_clone).collect())
     }
 
+    /// [`Tape::scope_entries`], or on a tape without an anchor (one no run
+    /// has opened: a library's own tape, a fresh name) the whole tape, with
+    /// the query's kinds: what a compaction or a context estimate reads.
+    pub(crate) async fn scope_or_whole(&self, from_anchor: TapeQuery) -> TapeResult<Vec<Entry>> {
+        let kinds = from_anchor.kinds.clone();
+        match self.scope_entries(from_anchor).await {
+            Err(TapeError::AnchorNotFound { .. }) => self.read(&TapeQuery::all().kinds(kinds)).await,
+            scope => scope,
+        }
+    }
+
     /// [`Tape::scope_entries`] as the store's shared entries.
     async fn scope_shared(&self, from_anchor: TapeQuery) -> TapeResult<Vec<Arc<Entry>>> {
         let kinds = from_anchor.kinds.clone();

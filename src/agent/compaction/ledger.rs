@@ -199,7 +199,7 @@ impl Agent {
         last_id: Option<u64>,
     ) -> TapeResult<Counted> {
         let counter = TokenCounter::for_model(spec);
-        let entries = tape.context_entries().await?;
+        let entries = tape.scope_or_whole(crate::tape::TapeQuery::context()).await?;
         let context = entries.iter().map(|e| entry_tokens(&counter, e)).sum();
         let tools: u64 =
             self.tools().model_tools().map(|tool| TokenCounter::estimate().count(&tool.definition().to_string())).sum();

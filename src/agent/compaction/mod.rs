@@ -196,7 +196,20 @@ impl Agent {
     }
 
     /// How full `tape`'s context is for `model` (else the session's model),
-    /// counted afresh.
+    /// counted afresh (on a tape no run has opened, all of it).
+    ///
+    /// ```
+    /// use bub::agent::Agent;
+    /// use bub::tape::NewEntry;
+    ///
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let agent = Agent::builder().build();
+    /// let fresh = agent.context_estimate("team-chat", Some("any:model")).await.unwrap();
+    /// agent.tape("team-chat").unwrap().append(NewEntry::chat("user", "a long question ".repeat(50))).await.unwrap();
+    /// let grown = agent.context_estimate("team-chat", Some("any:model")).await.unwrap();
+    /// assert!(grown.tokens > fresh.tokens + 100);
+    /// # });
+    /// ```
     pub async fn context_estimate(&self, tape: &str, model: Option<&str>) -> Result<ContextEstimate, TapeError> {
         let handle = self.tape(tape)?;
         let spec = match model {

@@ -7,7 +7,7 @@ use crate::model::tokens::TokenCounter;
 use crate::model::{ChatRequest, ModelEvent, ModelSpec, Usage};
 use crate::policy::provenance::{META_KEY, Provenance};
 use crate::tape::query::CONTEXT_KINDS;
-use crate::tape::{Entry, EntryKind, NewEntry, Tape, TapeError, TapeQuery, entry_tokens};
+use crate::tape::{Entry, EntryKind, NewEntry, Tape, TapeQuery, entry_tokens};
 use futures::StreamExt;
 use serde_json::{Value, json};
 use std::time::Instant;
@@ -51,12 +51,7 @@ impl Agent {
         trigger: Trigger,
     ) -> Result<Option<Compaction>, CompactionError> {
         let window = settings.window_for(spec);
-        let scope = match tape.scope_entries(TapeQuery::last_anchor()).await {
-            // A tape no run has opened yet (a library's own tape, a fresh name):
-            // everything on it is the scope.
-            Err(TapeError::AnchorNotFound { .. }) => tape.read(&TapeQuery::all()).await?,
-            scope => scope?,
-        };
+        let scope = tape.scope_or_whole(TapeQuery::last_anchor()).await?;
         let keep = match trigger {
             Trigger::Overflow => 0,
             _ => settings.keep_budget(window),

@@ -146,9 +146,11 @@ impl Writer {
 fn serve(conn: Connection, inbox: mpsc::Receiver<Request>) {
     checkpoint::watch(&conn);
     // Deferring a flush means committing with `synchronous = NORMAL`, which
-    // only changes anything on a connection that syncs every commit.
+    // only changes anything on a connection that syncs every commit; the
+    // level set now (`None`: the connection's own, never changed).
     let syncs_each_commit =
         conn.query_row("PRAGMA synchronous", [], |row| row.get::<_, i64>(0)).is_ok_and(|level| level >= 2);
+    let mut level = syncs_each_commit.then_some(FULL);
     let mut group: Vec<Box<dyn Job>> = Vec::new();
     let mut closing = None;
     // A request taken while looking for an idle moment, served next.
@@ -173,13 +175,22 @@ fn serve(conn: Connection, inbox: mpsc::Receiver<Request>) {
             }
         }
         group.retain(|job| !job.abandoned());
-        let defer = syncs_each_commit && !group.is_empty() && group.iter().all(|job| job.deferred());
-        if defer {
-            set_synchronous(&conn, "NORMAL");
-        }
-        commit_group(&conn, std::mem::take(&mut group));
-        if defer {
-            set_synchronous(&conn, "FULL");
+        let group = std::mem::take(&mut group);
+        match level {
+            Some(now) if !group.is_empty() => {
+                let wanted = if group.iter().all(|job| job.deferred()) { NORMAL } else { FULL };
+                match set_synchronous(&conn, now, wanted) {
+                    Ok(()) => {
+                        level = Some(wanted);
+                        commit_group(&conn, group);
+                    }
+                    // Writes that must sync are refused rather than committed
+                    // without their sync; a deferred group commits synced.
+                    Err(error) if wanted == FULL => refuse_group(group, error),
+                    Err(_) => commit_group(&conn, group),
+                }
+            }
+            _ => commit_group(&conn, group),
         }
         if let Some(done) = closing {
             // Writes queued behind the close are answered `Closed` by the drop.
@@ -204,12 +215,28 @@ fn serve(conn: Connection, inbox: mpsc::Receiver<Request>) {
     }
 }
 
-/// Sets how commits sync (outside a transaction, where SQLite takes it).
-/// Should that fail, commits go on syncing as they did: a failure to
-/// defer costs a sync, and one to restore `FULL` is logged loudly.
-fn set_synchronous(conn: &Connection, level: &str) {
-    if let Err(error) = conn.execute_batch(&format!("PRAGMA synchronous = {level}")) {
-        tracing::error!(%error, level, "cannot set how the database syncs its commits");
+const FULL: &str = "FULL";
+const NORMAL: &str = "NORMAL";
+
+/// Sets how commits sync, from `now` to `wanted` (outside a transaction,
+/// where SQLite takes it). Tried again for the next group when it fails.
+fn set_synchronous(conn: &Connection, now: &str, wanted: &'static str) -> rusqlite::Result<()> {
+    if now == wanted {
+        return Ok(());
+    }
+    conn.execute_batch(&format!("PRAGMA synchronous = {wanted}")).inspect_err(|error| {
+        tracing::error!(%error, wanted, "cannot set how the database syncs its commits");
+    })
+}
+
+/// Answers every write of `group` with `error`, none of them run.
+fn refuse_group(group: Vec<Box<dyn Job>>, error: rusqlite::Error) {
+    let message = format!("the database cannot sync its commits: {error}");
+    for job in group {
+        job.finish(Err(rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_IOERR),
+            Some(message.clone()),
+        )));
     }
 }
 

@@ -793,8 +793,7 @@ async fn long_chats(gateway: &GatewayProcess, home: &Path, model: &ModelTimes) {
     let tapes = tape_entries(home).await;
     let Some(probe_entries) = chat_entries(&tapes, "long-probe").filter(|n| *n > 0) else {
         let names: Vec<&String> = tapes.keys().take(5).collect();
-        eprintln!("long chats: no tape found for chat long-probe (some tapes: {names:?}); phase skipped");
-        return;
+        panic!("long chats: no tape found for chat long-probe (some tapes: {names:?}): the phase cannot measure");
     };
     let per_turn = probe_entries as f64 / probe.len().max(1) as f64;
     println!("long chats: one turn writes {per_turn:.2} entries ({probe_entries} after {} turns)", probe.len());

@@ -92,6 +92,16 @@ struct Tail {
     used: u64,
 }
 
+impl State {
+    /// Drops the tail of `tape`; whether there was one.
+    fn drop_tail(&mut self, tape: &TapeName) -> bool {
+        let Some(tail) = self.tails.remove(tape) else { return false };
+        self.bytes -= tail.bytes;
+        ContextCache::report(self);
+        true
+    }
+}
+
 impl Tail {
     /// Drops the entries before `from`.
     fn trim(&mut self, from: u64) {
@@ -156,34 +166,28 @@ impl ContextCache {
     /// cannot take it (gone, moved on by another read, reset, or a new
     /// anchor that keeps entries from before the tail): the caller reloads.
     pub fn extend(&self, tape: &TapeName, base: Position, refresh: Refresh) -> bool {
-        let mut state = self.state();
-        let State { tails, bytes, .. } = &mut *state;
-        let Some(tail) = tails.get_mut(tape) else { return false };
+        let mut guard = self.state();
+        let state = &mut *guard;
+        let Some(tail) = state.tails.get_mut(tape) else { return false };
         let (now, seen) = (tail.position, refresh.position);
         if now.resets == seen.resets && now.last_id >= seen.last_id {
             return true; // another read brought it this far already
         }
-        if tail.position != base || refresh.position.resets != base.resets {
-            let old = tail.bytes;
-            tails.remove(tape);
-            *bytes -= old;
+        let anchor = refresh.entries.iter().rev().find(|e| e.entry.kind == EntryKind::Anchor);
+        let start = anchor.map(|anchor| tail_start(&anchor.entry));
+        if now != base || seen.resets != base.resets || start.is_some_and(|from| from < tail.from) {
+            state.drop_tail(tape);
             return false;
         }
         let before = tail.bytes;
-        if let Some(anchor) = refresh.entries.iter().rev().find(|e| e.entry.kind == EntryKind::Anchor) {
-            let from = tail_start(&anchor.entry);
-            if from < tail.from {
-                tails.remove(tape);
-                *bytes -= before;
-                return false;
-            }
+        if let Some(from) = start {
             tail.trim(from);
         }
         let from = tail.from;
         push_all(tail, refresh.entries.into_iter().filter(|e| e.entry.id >= from));
-        tail.position = refresh.position;
-        *bytes = *bytes - before + tail.bytes;
-        Self::report(&state);
+        tail.position = seen;
+        state.bytes = state.bytes - before + tail.bytes;
+        Self::report(state);
         true
     }
 
@@ -195,17 +199,14 @@ impl ContextCache {
         state.clock += 1;
         let clock = state.clock;
         let tail = state.tails.get_mut(tape)?;
-        if query.after_id.is_some_and(|after| after + 1 < tail.from) {
+        if query.after_id.is_some_and(|after| after.saturating_add(1) < tail.from) {
             return None;
         }
         tail.used = clock;
         let found = query.apply_shared(tape, &tail.entries);
         if tail.entries.len() < self.min_entries {
             // Answered from what was just loaded, then let go.
-            let bytes = tail.bytes;
-            state.tails.remove(tape);
-            state.bytes -= bytes;
-            Self::report(&state);
+            state.drop_tail(tape);
         } else if self.evict(&mut state) {
             Self::report(&state);
         }
@@ -214,11 +215,7 @@ impl ContextCache {
 
     /// Forgets the tail of `tape` (after this process reset it).
     pub fn forget(&self, tape: &TapeName) {
-        let mut state = self.state();
-        if let Some(tail) = state.tails.remove(tape) {
-            state.bytes -= tail.bytes;
-            Self::report(&state);
-        }
+        self.state().drop_tail(tape);
     }
 
     /// The estimated bytes held.
@@ -337,6 +334,15 @@ mod tests {
         assert_eq!(ids(cache.read(&t, &TapeQuery::all().kinds(CONTEXT_KINDS).after_id(2))), vec![3, 5, 6]);
         assert!(cache.read(&t, &TapeQuery::all().kinds(CONTEXT_KINDS).after_id(1)).is_none(), "1 was dropped");
         assert_eq!(cache.bytes(), 3000);
+    }
+
+    #[test]
+    fn a_query_after_the_largest_id_finds_nothing() {
+        let cache = ContextCache::new(1 << 20, 1);
+        let t = tape("t");
+        cache.install(&t, Position { resets: 0, last_id: 1 }, 1, vec![sized(NewEntry::anchor("a", json!({})), 1)]);
+        let query = TapeQuery::all().kinds(CONTEXT_KINDS).after_id(u64::MAX);
+        assert_eq!(ids(cache.read(&t, &query)), Vec::<u64>::new());
     }
 
     #[test]

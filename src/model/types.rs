@@ -100,18 +100,19 @@ impl From<Value> for RequestMessage {
 /// Messages are equal when they say the same, shared or not.
 impl PartialEq for RequestMessage {
     fn eq(&self, other: &RequestMessage) -> bool {
-        match (self.as_object(), other.as_object()) {
-            (Some(mine), Some(theirs)) => mine == theirs,
-            _ => self.to_value() == other.to_value(),
+        match other {
+            RequestMessage::Built(value) => *self == *value,
+            RequestMessage::Shared(shared) => self.as_object() == Some(shared.object()),
         }
     }
 }
 
 impl PartialEq<Value> for RequestMessage {
     fn eq(&self, other: &Value) -> bool {
-        match (self.as_object(), other.as_object()) {
-            (Some(mine), Some(theirs)) => mine == theirs,
-            _ => self.to_value() == *other,
+        match (self, other.as_object()) {
+            (RequestMessage::Built(value), _) => value == other,
+            (RequestMessage::Shared(shared), Some(theirs)) => shared.object() == theirs,
+            (RequestMessage::Shared(_), None) => false,
         }
     }
 }

@@ -65,25 +65,28 @@ impl ForkStore {
         self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Whether the scope of `query` starts in the overlay (its anchor is
-    /// there), so the parent has nothing to add.
-    fn parent_hidden(&self, query: &TapeQuery, overlay: &Overlay) -> bool {
-        let has_anchor = |name: Option<&str>| {
-            overlay.entries.iter().any(|e| e.kind == EntryKind::Anchor && name.is_none_or(|n| e.name() == Some(n)))
-        };
-        match &query.scope {
-            Scope::All => false,
-            Scope::LastAnchor => has_anchor(None),
-            Scope::AfterAnchor(name) | Scope::BetweenAnchors { start: name, .. } => has_anchor(Some(name)),
-        }
-    }
-
     fn overlay(&self, tape: &TapeName) -> TapeResult<Option<Overlay>> {
         let state = self.state();
         if let Some(closed) = state.closed {
             return Err(TapeError::ForkClosed { tape: tape.clone(), state: closed });
         }
         Ok(state.overlays.get(tape).cloned())
+    }
+}
+
+impl Overlay {
+    /// Whether the parent has nothing to add to `query`: the tape was reset
+    /// in the fork, or the query's scope starts at an anchor in the overlay.
+    fn hides_parent(&self, query: &TapeQuery) -> bool {
+        let has_anchor = |name: Option<&str>| {
+            self.entries.iter().any(|e| e.kind == EntryKind::Anchor && name.is_none_or(|n| e.name() == Some(n)))
+        };
+        self.reset
+            || match &query.scope {
+                Scope::All => false,
+                Scope::LastAnchor => has_anchor(None),
+                Scope::AfterAnchor(name) | Scope::BetweenAnchors { start: name, .. } => has_anchor(Some(name)),
+            }
     }
 }
 
@@ -126,7 +129,7 @@ impl TapeStore for ForkStore {
         let own = |query: &TapeQuery| -> TapeResult<Vec<Arc<Entry>>> {
             Ok(query.apply(tape, &overlay.entries)?.into_iter().map(Arc::new).collect())
         };
-        if overlay.reset || self.parent_hidden(query, &overlay) {
+        if overlay.hides_parent(query) {
             return own(query);
         }
         if query.scope == Scope::All {

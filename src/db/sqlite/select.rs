@@ -71,7 +71,7 @@ pub(super) fn select_entries(tape_id: i64, from: Option<i64>, to: Option<i64>, q
 
 /// The kinds as a list of SQL literals: the kinds are ours, and the statement
 /// stays one cached text.
-fn kind_list(kinds: &[EntryKind]) -> String {
+pub(super) fn kind_list(kinds: &[EntryKind]) -> String {
     kinds.iter().map(|kind| format!("'{}'", kind.as_str())).collect::<Vec<_>>().join(", ")
 }
 

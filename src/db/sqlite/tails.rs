@@ -1,7 +1,7 @@
 //! The statements of the context cache (`db::context_cache`): loading a
 //! tape's tail and asking for what was appended after it.
 
-use super::select::{ENTRY_COLUMNS, Sql, select_entries, select_from_last_anchor};
+use super::select::{ENTRY_COLUMNS, Sql, kind_list, select_entries, select_from_last_anchor};
 use super::tapes::Reading;
 use crate::db::context_cache::{Position, Refresh, Sized, tail_start};
 use crate::tape::error::TapeResult;
@@ -43,7 +43,7 @@ pub(super) fn load(
 /// one statement (so one snapshot); `None` when the tape's row is gone.
 pub(super) fn refresh(conn: &Connection, tape_id: i64, last_id: u64, reading: &Reading) -> TapeResult<Option<Refresh>> {
     let failed = reading.failed();
-    let mut statement = conn.prepare_cached(&refresh_select()).map_err(&failed)?;
+    let mut statement = conn.prepare_cached(refresh_select()).map_err(&failed)?;
     let mut rows = statement.query(params![tape_id, last_id as i64]).map_err(&failed)?;
     let mut found: Option<Refresh> = None;
     while let Some(row) = rows.next().map_err(&failed)? {
@@ -65,15 +65,19 @@ pub(super) fn refresh(conn: &Connection, tape_id: i64, last_id: u64, reading: &R
 }
 
 /// The statement of [`refresh`]: the tape's row by its id, its entries by
-/// the primary key from `?2` on (`?1` the tape's id).
-pub(super) fn refresh_select() -> String {
-    let kinds = CONTEXT_KINDS.iter().map(|kind| format!("'{}'", kind.as_str())).collect::<Vec<_>>().join(", ");
-    let columns = ENTRY_COLUMNS.split(", ").map(|column| format!("e.{column}")).collect::<Vec<_>>().join(", ");
-    format!(
-        "SELECT t.resets, t.last_entry_id, {columns} FROM tapes t \
-         LEFT JOIN tape_entries e ON e.tape_id = t.id AND e.entry_id > ?2 AND e.kind IN ({kinds}) \
-         WHERE t.id = ?1 ORDER BY e.entry_id"
-    )
+/// the primary key from `?2` on (`?1` the tape's id). Built once: every
+/// model call runs it.
+pub(super) fn refresh_select() -> &'static str {
+    static TEXT: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        let columns = ENTRY_COLUMNS.split(", ").map(|column| format!("e.{column}")).collect::<Vec<_>>().join(", ");
+        format!(
+            "SELECT t.resets, t.last_entry_id, {columns} FROM tapes t \
+             LEFT JOIN tape_entries e ON e.tape_id = t.id AND e.entry_id > ?2 AND e.kind IN ({}) \
+             WHERE t.id = ?1 ORDER BY e.entry_id",
+            kind_list(&CONTEXT_KINDS)
+        )
+    });
+    &TEXT
 }
 
 /// Every row of `select`, decoded with its size.

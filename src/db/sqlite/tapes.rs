@@ -601,7 +601,7 @@ mod tests {
     async fn the_context_refresh_reads_by_the_primary_key() {
         let dir = tempfile::tempdir().unwrap();
         let store = SqliteTapeStore::open(dir.path().join("bub.db")).await.unwrap();
-        let plan = plan_of(&store, &tails::refresh_select(), &[1, 1]).await;
+        let plan = plan_of(&store, tails::refresh_select(), &[1, 1]).await;
         assert!(plan.contains("SEARCH t USING INTEGER PRIMARY KEY (rowid=?)"), "plan: {plan}");
         assert!(plan.contains("SEARCH e USING PRIMARY KEY (tape_id=? AND entry_id>?)"), "plan: {plan}");
         assert!(!plan.contains("SCAN") && !plan.contains("TEMP B-TREE"), "plan: {plan}");

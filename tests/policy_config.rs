@@ -322,6 +322,7 @@ async fn policy_explain_says_which_rule_decides() {
          model call with untrusted text in the context: denied — bash can exec and is denied while untrusted \
          text is in the context (add \"bash\" to channels.hooks.chats.\"room-1\".policy.allow_with_untrusted_context \
          to allow it)\n  \
+         context now: nothing untrusted since the last anchor\n  \
          command: denied — hooks:eve is not an operator here: commands are limited to channels.hooks.policy.operators"
     );
     let show = f.say(",policy show", "hooks:alice", ChatKind::Group).await.text;

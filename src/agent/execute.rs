@@ -70,8 +70,13 @@ impl CallSite {
     }
 
     fn context(&self, call: &ToolCall) -> ToolContext {
+        // Anchors the tool writes carry what the run's context held.
+        let tape = match self.run.state.extension::<super::CarriedMeta>() {
+            Some(carried) => self.run.tape.clone().with_anchor_meta(carried.0.clone()),
+            None => self.run.tape.clone(),
+        };
         ToolContext {
-            tape: self.run.tape.clone(),
+            tape,
             state: self.run.state.clone(),
             run_id: self.run.run_id.clone(),
             call_id: call.call_id.clone(),

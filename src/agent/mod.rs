@@ -59,7 +59,9 @@ pub use compaction::{
 pub use failure::FailureKind;
 pub use images::{IMAGE_MEDIA_TYPES, PromptImage, PromptImages};
 pub use prompt::{PromptContext, SectionId, SystemPrompt, ToolSummary};
-pub use run::{CUT_RETRIES, MessageMeta, OVERFLOW_ANCHOR, PinnedModel, RunCompaction, RunOptions, RunTools};
+pub use run::{
+    CUT_RETRIES, CarriedMeta, MessageMeta, OVERFLOW_ANCHOR, PinnedModel, RunCompaction, RunOptions, RunTools,
+};
 pub use runtime::{Agent, AgentBuilder, DEFAULT_MAX_STEPS};
 pub use stream::{AnswerText, RunOutcome, RunStream, StreamEvent};
 pub use subagent::subagent_tool;

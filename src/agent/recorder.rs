@@ -50,13 +50,13 @@ pub fn register(bus: &EventBus) {
         Ok(event)
     });
     bus.on(|event: AfterLlmCall| async move {
-        write(&event.run, llm_call_entries(&event).await?).await?;
+        write(&event.run, carried(&event.run, llm_call_entries(&event).await?)).await?;
         Ok(event)
     });
     bus.on(|event: ChatCompleted| async move {
         if !event.results.is_empty() {
             let results = event.results.iter().cloned().map(Value::String).collect();
-            write(&event.run, vec![NewEntry::tool_result(results)]).await?;
+            write(&event.run, carried(&event.run, vec![NewEntry::tool_result(results)])).await?;
         }
         Ok(event)
     });
@@ -85,6 +85,26 @@ pub fn register(bus: &EventBus) {
         }
         Ok(event)
     });
+}
+
+/// `entries` with the run's [`CarriedMeta`](super::CarriedMeta), where the
+/// entry does not say otherwise: the model's words and the tools' results
+/// of a run whose context held untrusted text carry its origin.
+fn carried(run: &RunContext, entries: Vec<NewEntry>) -> Vec<NewEntry> {
+    let Some(carried) = run.state.extension::<super::CarriedMeta>() else { return entries };
+    entries
+        .into_iter()
+        .map(|mut entry| {
+            if matches!(entry.kind, EntryKind::Message | EntryKind::ToolCall | EntryKind::ToolResult) {
+                for (key, value) in &carried.0 {
+                    if !entry.meta.contains_key(key) {
+                        entry = entry.with_meta(key.clone(), value.clone());
+                    }
+                }
+            }
+            entry
+        })
+        .collect()
 }
 
 /// The call and result of one tool call made from code (see the module docs).

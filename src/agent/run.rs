@@ -158,6 +158,14 @@ pub struct RunCompaction(pub CompactionOverrides);
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct MessageMeta(pub serde_json::Map<String, Value>);
 
+/// Extra `meta` for what a run writes that carries its context's text on:
+/// the anchors its tools write (a handoff's summary, a reset), the model's
+/// messages and calls, the tool results. A handler that finds the context's
+/// text of doubtful origin puts it here (the policy writes `provenance`), so
+/// that text keeps its origin past the next anchor and in `tape.search`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CarriedMeta(pub serde_json::Map<String, Value>);
+
 /// The tools the model of the current run may call, by registry name, kept on
 /// the turn state so a nested run (a subagent) gets at most these.
 #[derive(Debug, Clone, PartialEq, Eq)]

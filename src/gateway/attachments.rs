@@ -28,8 +28,7 @@ use bub_channel::{Attachment, FetchError, Inbound};
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// The workspace folder files are saved under.
-pub const ATTACHMENTS_DIR: &str = "attachments";
+pub use crate::policy::carried::ATTACHMENTS_DIR;
 /// Longest saved file name, in characters (file systems take 255 bytes).
 const MAX_NAME_CHARS: usize = 100;
 
@@ -59,7 +58,7 @@ pub(crate) async fn receive(inner: &Inner, session: &str, messages: &[Inbound], 
             match fetch_and_save(inner, session, inbound, attachment, &path, max_bytes).await {
                 Ok(bytes) => {
                     files.saved += 1;
-                    notes.push(format!("[file {described}, saved in the workspace as {path}]"));
+                    notes.push(crate::policy::carried::attachment_note(&described, &path));
                     let media_type = attachment.media_type.as_deref().unwrap_or_default();
                     if IMAGE_MEDIA_TYPES.contains(&media_type) {
                         files.images.push(PromptImage { media_type: media_type.to_string(), data: Arc::from(bytes) });

@@ -40,7 +40,9 @@ pub fn policy_tool() -> Tool {
                 let Some(tool) = args.tool.filter(|t| !t.trim().is_empty()) else {
                     return Err(ToolError::invalid_input("usage: policy explain TOOL [USER]"));
                 };
-                Ok(explain(&session, &ctx, tool.trim(), args.user.as_deref().unwrap_or(&session.user)))
+                let context = super::provenance::first_untrusted(&ctx.tape).await?.map(|(_, reason)| reason);
+                let user = args.user.as_deref().unwrap_or(&session.user);
+                Ok(explain(&session, &ctx, tool.trim(), user, context.as_deref()))
             }
             other => Err(ToolError::invalid_input(format!("unknown action `{other}`: use `show` or `explain`"))),
         }
@@ -49,8 +51,10 @@ pub fn policy_tool() -> Tool {
     .with_capabilities([Capability::Read])
 }
 
-/// Two verdicts, model call and command, for one tool and user.
-fn explain(session: &SessionPolicy, ctx: &ToolContext, tool: &str, user: &str) -> String {
+/// Two verdicts, model call and command, for one tool and user; for a tool
+/// the provenance rule guards, also what the chat's context holds now
+/// (`untrusted`: why it is untrusted).
+fn explain(session: &SessionPolicy, ctx: &ToolContext, tool: &str, user: &str, untrusted: Option<&str>) -> String {
     // Accept model names (`fs_write`) the way tool lookups do.
     let found = ctx.host.as_ref().and_then(|host| {
         let catalogue = host.catalogue();
@@ -63,9 +67,21 @@ fn explain(session: &SessionPolicy, ctx: &ToolContext, tool: &str, user: &str) -
     let as_model = policy.tool_verdict(&tool, capabilities, Some(user), shared, false);
     let as_command = policy.tool_verdict(&tool, capabilities, Some(user), shared, true);
     let word = |allowed: bool| if allowed { "allowed" } else { "denied" };
-    let untrusted = match policy.untrusted_context_verdict(&tool, capabilities) {
-        Some(rule) if as_model.allowed => {
-            format!("\n  model call with untrusted text in the context: {} — {}", word(rule.allowed), rule.rule)
+    let untrusted = match (policy.untrusted_context_verdict(&tool, capabilities), untrusted) {
+        (Some(rule), now) if as_model.allowed => {
+            let now = match now {
+                Some(reason) if !rule.allowed => format!(
+                    "the context holds {reason}, so the model's calls of {tool} are denied now, until an \
+                     operator writes an anchor (`,tape.handoff`; an anchor the model writes keeps the origin)"
+                ),
+                Some(reason) => format!("the context holds {reason}"),
+                None => "nothing untrusted since the last anchor".to_string(),
+            };
+            format!(
+                "\n  model call with untrusted text in the context: {} — {}\n  context now: {now}",
+                word(rule.allowed),
+                rule.rule
+            )
         }
         _ => String::new(),
     };

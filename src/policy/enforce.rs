@@ -11,11 +11,17 @@
 //! The same handler applies the provenance rule ([`super::provenance`]): a
 //! model's call (direct or from code) of a tool that can exec, write or
 //! reach the network is denied while untrusted text is in the context,
-//! unless `allow_with_untrusted_context` names it.
+//! unless `allow_with_untrusted_context` names it. Before a model's call of a
+//! tool that changes the session (`tape.handoff`, `tape.reset`: capability
+//! `session`) it reads the context's origin, so the anchor that call writes
+//! carries the untrusted text it closes, and the calls of the same step are
+//! judged with what the step saw, not with the new anchor. After each
+//! model's call, a second handler marks the untrusted text the result
+//! carried in ([`super::carried`]).
 
 use super::effective::{EffectivePolicy, Verdict};
-use super::provenance;
-use crate::agent::events::{BeforeToolCall, ToolCallDecision};
+use super::{carried, provenance};
+use crate::agent::events::{AfterToolCall, BeforeToolCall, ToolCallDecision};
 use crate::agent::{Agent, HandlerId};
 use crate::config::GatewayConfig;
 use crate::tools::Capability;
@@ -46,41 +52,45 @@ impl SessionPolicy {
     }
 }
 
-/// Registers the policy handler on `agent`'s bus. Register it before
-/// handlers that replace results, so a denied call never reaches them.
+/// Registers the policy handlers on `agent`'s bus (the returned id is the
+/// `BeforeToolCall` one). Register them before handlers that replace
+/// results, so a denied call never reaches them.
 pub fn enforce(agent: &Agent) -> HandlerId {
+    agent.events().on(|event: AfterToolCall| async move {
+        if event.call.command || event.run.state.extension::<SessionPolicy>().is_none() {
+            return Ok(event);
+        }
+        carried::follow(&event).await?;
+        Ok(event)
+    });
     agent.events().on(|mut event: BeforeToolCall| async move {
         let Some(session) = event.run.state.extension::<SessionPolicy>() else { return Ok(event) };
         let call = &event.call;
         let shared = session.chat_kind.is_shared();
         let mut verdict =
             session.policy.tool_verdict(&call.tool, event.capabilities, Some(&session.user), shared, call.command);
-        // The provenance rule: not for commands (an operator typed them).
-        let guarded = match (
-            verdict.allowed && !call.command,
-            session.policy.untrusted_context_verdict(&call.tool, event.capabilities),
-        ) {
-            (true, Some(rule)) => Some(rule),
-            _ => None,
-        };
-        if let Some(rule) = guarded {
-            match provenance::untrusted_context(&event.run).await {
-                Ok(Some(reason)) if !rule.allowed => {
+        // The provenance rule: not for commands (an operator typed them). A
+        // model's anchor carries what the context it closes held, so that is
+        // read before a tool that changes the session writes one.
+        let model_call = verdict.allowed && !call.command;
+        let guarded = session.policy.untrusted_context_verdict(&call.tool, event.capabilities).filter(|_| model_call);
+        if guarded.is_some() || (model_call && event.capabilities.contains(Capability::Session)) {
+            let unreadable = |error: crate::tape::TapeError| Verdict {
+                allowed: false,
+                rule: format!(
+                    "{} is denied: where this conversation's text came from cannot be read ({error})",
+                    call.tool
+                ),
+            };
+            match (provenance::untrusted_context(&event.run).await, guarded) {
+                (Err(error), _) => verdict = unreadable(error),
+                (Ok(Some(reason)), Some(rule)) if !rule.allowed => {
                     verdict = Verdict { allowed: false, rule: format!("the context holds {reason}: {}", rule.rule) };
                 }
-                Ok(_) => {}
-                Err(error) => {
-                    verdict = Verdict {
-                        allowed: false,
-                        rule: format!(
-                            "{} is denied: where this conversation's text came from cannot be read ({error})",
-                            call.tool
-                        ),
-                    };
+                (Ok(_), Some(_)) if event.capabilities.contains(Capability::Network) => {
+                    provenance::outside_text_enters(&event.run, &call.tool).await?;
                 }
-            }
-            if verdict.allowed && event.capabilities.contains(Capability::Network) {
-                provenance::outside_text_enters(&event.run, &call.tool).await?;
+                (Ok(_), _) => {}
             }
         }
         if !verdict.allowed {

@@ -14,12 +14,15 @@
 //!   messages a group policy keeps as context (Telegram's privacy mode).
 //! - [`provenance`]: where text came from, and the rule that keeps exec,
 //!   write and network tools away from untrusted text.
+//! - [`carried`]: text a tool's result brings back (a tape search's hits, a
+//!   sender's saved file) keeps its origin.
 //! - [`warnings`]: where a valid file opens access wider than the closed
 //!   defaults (`GatewayConfig::warnings`).
 //!
 //! The file itself — its keys, parsing, errors and reload — is
 //! [`crate::config`]; policy reads it and decides.
 
+pub mod carried;
 pub mod command;
 pub mod effective;
 pub mod enforce;

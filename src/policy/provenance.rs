@@ -18,8 +18,9 @@
 //!   a tool (most turns call none), and kept on the turn state.
 //! - Comma commands are exempt: an operator typed them, no model chose them.
 
+use crate::agent::CarriedMeta;
 use crate::agent::events::RunContext;
-use crate::tape::{NewEntry, TapeError, TapeQuery};
+use crate::tape::{Entry, EntryKind, NewEntry, Tape, TapeError, TapeQuery};
 use serde_json::{Value, json};
 use std::fmt;
 
@@ -69,7 +70,7 @@ impl Provenance {
     }
 
     /// How the denial names it.
-    fn describe(self) -> &'static str {
+    pub(crate) fn describe(self) -> &'static str {
         match self {
             Provenance::Operator => "an operator's message",
             Provenance::User => "a user's message",
@@ -105,34 +106,82 @@ pub fn least_trusted(all: impl IntoIterator<Item = Provenance>) -> Provenance {
 pub(crate) struct UntrustedContext(pub String);
 
 /// Why this run's context is untrusted, if it is: the first untrusted entry
-/// since the last anchor, read once per turn.
+/// since the last anchor, read once per turn. An anchor counts as the text it
+/// carries over: one written by a turn that held untrusted text keeps that
+/// text's origin (see [`mark_untrusted`]).
 pub(crate) async fn untrusted_context(run: &RunContext) -> Result<Option<String>, TapeError> {
     if let Some(known) = run.state.extension::<UntrustedContext>() {
         return Ok(Some(known.0.clone()));
     }
-    // The context's scope, with what a compaction kept (and its anchor, which
-    // carries the provenance of what it summarised).
-    let entries = run.tape.scope_entries(TapeQuery::last_anchor()).await?;
-    let reason = entries.iter().find_map(|entry| {
-        let provenance = Provenance::from_meta(entry.meta.get(META_KEY)?)?;
-        (!provenance.is_trusted()).then(|| format!("{} (entry #{})", provenance.describe(), entry.id))
-    });
-    if let Some(reason) = &reason {
-        run.state.insert_extension(UntrustedContext(reason.clone()));
+    match first_untrusted(&run.tape).await? {
+        Some((provenance, reason)) => Ok(Some(mark_untrusted(run, provenance, reason))),
+        // A call of the same step may have found untrusted text, and moved the
+        // anchor, while this one read: the step saw what that call saw.
+        None => Ok(run.state.extension::<UntrustedContext>().map(|known| known.0.clone())),
     }
-    Ok(reason)
+}
+
+/// The first untrusted entry of `tape`'s context, with how a denial names
+/// it. The context's scope includes what a compaction kept, and its anchor,
+/// which carries the provenance of what it summarised or closed.
+pub(crate) async fn first_untrusted(tape: &Tape) -> Result<Option<(Provenance, String)>, TapeError> {
+    let entries = tape.scope_entries(TapeQuery::last_anchor()).await?;
+    Ok(entries.iter().find_map(|entry| {
+        let provenance = Provenance::from_meta(entry.meta.get(META_KEY)?)?;
+        (!provenance.is_trusted()).then(|| (provenance, describe_entry(provenance, entry)))
+    }))
+}
+
+/// How a denial names the untrusted `entry`.
+fn describe_entry(provenance: Provenance, entry: &Entry) -> String {
+    if entry.kind == EntryKind::Anchor {
+        let name = entry.name().unwrap_or("anchor");
+        format!("the anchor `{name}` (entry #{}), written while the context held {}", entry.id, provenance.describe())
+    } else {
+        format!("{} (entry #{})", provenance.describe(), entry.id)
+    }
+}
+
+/// Records on the turn state that its context holds untrusted text (the
+/// first reason found is kept), and that what the run writes from now on —
+/// anchors above all — carries the least trusted origin seen. Returns the
+/// reason a denial gives.
+pub(crate) fn mark_untrusted(run: &RunContext, provenance: Provenance, reason: String) -> String {
+    let carried = run.state.extension::<CarriedMeta>();
+    let carried_provenance = carried.as_ref().and_then(|c| Provenance::from_meta(c.0.get(META_KEY)?));
+    if carried_provenance.is_none_or(|known| provenance > known) {
+        run.state.insert_extension(CarriedMeta(provenance.meta()));
+    }
+    match run.state.extension::<UntrustedContext>() {
+        Some(known) => known.0.clone(),
+        None => {
+            run.state.insert_extension(UntrustedContext(reason.clone()));
+            reason
+        }
+    }
+}
+
+/// Untrusted text entered the context through a tool's result (`source`
+/// names it: `tool:web.fetch`, `file:attachments/…`, `tape.search`): it is
+/// in the context from now on (this turn, and later ones until an anchor an
+/// operator writes), so an event with its provenance goes on the tape.
+pub(crate) async fn untrusted_text_enters(
+    run: &RunContext,
+    provenance: Provenance,
+    source: &str,
+    reason: String,
+) -> Result<(), TapeError> {
+    let entry = NewEntry::event(META_KEY, json!({"source": source})).with_meta(META_KEY, json!(provenance.as_str()));
+    run.tape.append(entry).await?;
+    mark_untrusted(run, provenance, reason);
+    Ok(())
 }
 
 /// A tool that reads the outside world was allowed: its result is untrusted
-/// text in the context from now on (this turn, and later ones until an anchor).
+/// text in the context from now on.
 pub(crate) async fn outside_text_enters(run: &RunContext, tool: &str) -> Result<(), TapeError> {
-    let entry = NewEntry::event(META_KEY, json!({"source": format!("tool:{tool}")}))
-        .with_meta(META_KEY, json!(Provenance::Outside.as_str()));
-    run.tape.append(entry).await?;
-    if run.state.extension::<UntrustedContext>().is_none() {
-        run.state.insert_extension(UntrustedContext(format!("{} ({tool})", Provenance::Outside.describe())));
-    }
-    Ok(())
+    let reason = format!("{} ({tool})", Provenance::Outside.describe());
+    untrusted_text_enters(run, Provenance::Outside, &format!("tool:{tool}"), reason).await
 }
 
 #[cfg(test)]

@@ -50,6 +50,9 @@ pub struct Tape {
     store: Arc<dyn TapeStore>,
     name: TapeName,
     settings: Arc<TapeSettings>,
+    /// `meta` every anchor written through this handle carries (see
+    /// [`Tape::with_anchor_meta`]).
+    anchor_meta: Option<Arc<serde_json::Map<String, Value>>>,
 }
 
 impl fmt::Debug for Tape {
@@ -99,11 +102,21 @@ pub struct ResetReport {
 impl Tape {
     /// A handle on `name` in `store`, with settings from the environment.
     pub fn new(store: Arc<dyn TapeStore>, name: TapeName) -> Tape {
-        Tape { store, name, settings: Arc::new(TapeSettings::default()) }
+        Tape { store, name, settings: Arc::new(TapeSettings::default()), anchor_meta: None }
     }
 
     pub fn with_settings(mut self, settings: TapeSettings) -> Tape {
         self.settings = Arc::new(settings);
+        self
+    }
+
+    /// This handle, with `meta` stamped on every anchor written through it
+    /// (a handoff's, a reset's bootstrap anchor). An anchor starts the context
+    /// the model reads next, so what it carries over must keep the origin of
+    /// the text it closes: the agent stamps the anchors a run's tools write
+    /// with the provenance of the untrusted text that run held.
+    pub fn with_anchor_meta(mut self, meta: serde_json::Map<String, Value>) -> Tape {
+        self.anchor_meta = Some(Arc::new(meta));
         self
     }
 
@@ -121,12 +134,17 @@ impl Tape {
 
     /// The same tape name on another store (a fork shares settings this way).
     pub(crate) fn on_store(&self, store: Arc<dyn TapeStore>) -> Tape {
-        Tape { store, name: self.name.clone(), settings: self.settings.clone() }
+        Tape { store, name: self.name.clone(), settings: self.settings.clone(), anchor_meta: self.anchor_meta.clone() }
     }
 
     /// The sidecar tape `<name>__sidecar__<sidecar>`, in the same store.
     pub fn sidecar(&self, sidecar: &str) -> Tape {
-        Tape { store: self.store.clone(), name: self.name.sidecar(sidecar), settings: self.settings.clone() }
+        Tape {
+            store: self.store.clone(),
+            name: self.name.sidecar(sidecar),
+            settings: self.settings.clone(),
+            anchor_meta: None,
+        }
     }
 
     pub async fn append(&self, entry: NewEntry) -> TapeResult<Entry> {
@@ -160,12 +178,12 @@ impl Tape {
 
     /// Writes an anchor and a `handoff` event, so the next context starts here.
     pub async fn handoff(&self, name: &str, state: Value) -> TapeResult<Entry> {
-        let stored = self
-            .append_all(vec![
-                NewEntry::anchor(name, state.clone()),
-                NewEntry::event("handoff", json!({"name": name, "state": state})),
-            ])
-            .await?;
+        let mut anchor = NewEntry::anchor(name, state.clone());
+        for (key, value) in self.anchor_meta.iter().flat_map(|meta| meta.iter()) {
+            anchor = anchor.with_meta(key.clone(), value.clone());
+        }
+        let stored =
+            self.append_all(vec![anchor, NewEntry::event("handoff", json!({"name": name, "state": state}))]).await?;
         stored.into_iter().next().ok_or_else(|| self.broken_contract("an append of two entries returned none"))
     }
 
@@ -343,7 +361,7 @@ impl Tape {
         self.handoff(BOOTSTRAP_ANCHOR, state).await?;
 
         for name in sidecars {
-            let sidecar = Tape { store: self.store.clone(), name, settings: self.settings.clone() };
+            let sidecar = Tape { name, anchor_meta: None, ..self.clone() };
             let archived = match archive {
                 true => match archive::archive(&sidecar, &self.settings.archive_dir).await {
                     Ok(path) => Some(path),

@@ -4,10 +4,26 @@
 //! [`super::host`]).
 
 use crate::environment::{Environment, LocalEnvironment};
-use crate::tape::Tape;
+use crate::tape::{Entry, Tape};
 use crate::tools::{EventBus, ToolError, ToolHost, TurnState};
+use serde_json::{Map, Value};
+use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+
+/// The `meta` of stored entries whose text a call's result repeats (the hits
+/// of a `tape.search`), by call id: recorded by the tool, taken by the
+/// handlers after the call, so text read back from the tape keeps its origin
+/// (the policy's provenance rule reads `meta.provenance`).
+#[derive(Debug, Default)]
+pub struct RepeatedEntries(Mutex<HashMap<String, Vec<Map<String, Value>>>>);
+
+impl RepeatedEntries {
+    /// Takes what the call `call_id` recorded.
+    pub fn take(&self, call_id: &str) -> Vec<Map<String, Value>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(call_id).unwrap_or_default()
+    }
+}
 
 /// Handed to every tool call.
 #[derive(Clone)]
@@ -51,6 +67,17 @@ impl ToolContext {
             host: None,
             environment: None,
         }
+    }
+
+    /// Records that this call's result repeats the text of `entries` (see
+    /// [`RepeatedEntries`]).
+    pub fn repeats<'a>(&self, entries: impl IntoIterator<Item = &'a Entry>) {
+        let metas: Vec<_> = entries.into_iter().map(|entry| entry.meta.clone()).filter(|m| !m.is_empty()).collect();
+        if metas.is_empty() {
+            return;
+        }
+        let repeated = self.state.extension_or_insert_with(RepeatedEntries::default);
+        repeated.0.lock().unwrap_or_else(|p| p.into_inner()).entry(self.call_id.clone()).or_default().extend(metas);
     }
 
     /// Where the call's processes run and files live: the session's

@@ -65,6 +65,18 @@ impl TurnState {
         self.lock().extensions.insert(TypeId::of::<T>(), Arc::new(value));
     }
 
+    /// The typed value of type `T`, stored first by `make` when there is none
+    /// (at once: two calls of one step never replace each other's).
+    pub fn extension_or_insert_with<T: Any + Send + Sync>(&self, make: impl FnOnce() -> T) -> Arc<T> {
+        let mut inner = self.lock();
+        if let Some(value) = inner.extensions.get(&TypeId::of::<T>()).cloned().and_then(|v| v.downcast::<T>().ok()) {
+            return value;
+        }
+        let value = Arc::new(make());
+        inner.extensions.insert(TypeId::of::<T>(), value.clone());
+        value
+    }
+
     /// Removes the typed value of type `T`, returning it if there was one.
     pub fn remove_extension<T: Any + Send + Sync>(&self) -> Option<Arc<T>> {
         let value = self.lock().extensions.remove(&TypeId::of::<T>())?;

@@ -98,6 +98,7 @@ pub fn tape_search_tool() -> Tool {
             fetch = fetch.saturating_mul(4);
         };
         tracing::debug!(tool = "tape.search", session = %ctx.tape.name(), hits = hits.len(), filtered, "search");
+        ctx.repeats(&hits);
         let mut text = format!("{SEARCH_MARKER} {} matches", hits.len());
         if filtered > 0 {
             text.push_str(&format!(" ({filtered} earlier search results left out)"));

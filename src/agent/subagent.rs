@@ -107,13 +107,19 @@ pub fn subagent_tool() -> Tool {
             (Some(pinned), _) => Some(pinned),
             (None, asked) => asked.or_else(|| ctx.state.get_str("model")),
         };
+        let state = ctx.state.fork();
         let mut options = RunOptions::new(tape)
-            .state(ctx.state.fork())
+            .state(state.clone())
             .allowed_tools(allowed)
             .workspace(ctx.workspace.clone())
             .no_commands();
         options.model = model;
         let outcome = agent.run(args.prompt, options).collect().await;
+        // The answer carries what the subagent read: untrusted text it saw
+        // is untrusted in the caller's context too.
+        if let Some(carried) = state.extension::<super::CarriedMeta>() {
+            ctx.carries(carried.0.clone());
+        }
         let mut text = outcome.text;
         if let Some((_, message)) = outcome.error {
             text.push_str(&format!("[Error: {message}]"));

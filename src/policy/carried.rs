@@ -51,7 +51,7 @@ pub(crate) async fn follow(event: &AfterToolCall) -> Result<(), TapeError> {
             .into_iter()
             .filter_map(|meta| Provenance::from_meta(meta.get(provenance::META_KEY)?).filter(|p| !p.is_trusted()));
         if let Some(worst) = origins.max() {
-            let reason = format!("{} repeated by {}", worst.describe(), event.call.tool);
+            let reason = format!("{}, carried in by {}", worst.describe(), event.call.tool);
             provenance::untrusted_text_enters(run, worst, &format!("tool:{}", event.call.tool), reason).await?;
         }
     }

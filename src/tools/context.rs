@@ -72,12 +72,19 @@ impl ToolContext {
     /// Records that this call's result repeats the text of `entries` (see
     /// [`RepeatedEntries`]).
     pub fn repeats<'a>(&self, entries: impl IntoIterator<Item = &'a Entry>) {
-        let metas: Vec<_> = entries.into_iter().map(|entry| entry.meta.clone()).filter(|m| !m.is_empty()).collect();
-        if metas.is_empty() {
+        for entry in entries {
+            self.carries(entry.meta.clone());
+        }
+    }
+
+    /// Records that this call's result carries text whose entry would have
+    /// had `meta` (a subagent's answer carries what its run read).
+    pub fn carries(&self, meta: Map<String, Value>) {
+        if meta.is_empty() {
             return;
         }
         let repeated = self.state.extension_or_insert_with(RepeatedEntries::default);
-        repeated.0.lock().unwrap_or_else(|p| p.into_inner()).entry(self.call_id.clone()).or_default().extend(metas);
+        repeated.0.lock().unwrap_or_else(|p| p.into_inner()).entry(self.call_id.clone()).or_default().push(meta);
     }
 
     /// Where the call's processes run and files live: the session's

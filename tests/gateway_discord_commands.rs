@@ -105,7 +105,7 @@ async fn a_command_the_user_may_not_run_is_refused_in_its_answer_and_an_operator
     let gateway = start(home.path(), &fake, &config(&discord, &format!("operators = [\"dc:{OPERATOR}\"]"))).await;
     registered(&discord).await;
 
-    let refused = discord.user_runs_command(DM_CHANNEL, None, USER, "tape_info", Some("release"));
+    let refused = discord.user_runs_command(DM_CHANNEL, None, USER, "tape_handoff", Some("release"));
     let refusal = answer(&discord, refused).await;
     assert!(refusal.contains(&format!("dc:{USER} is not an operator here")), "{refusal}");
 

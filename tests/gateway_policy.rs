@@ -55,12 +55,27 @@ fn tool_names(request: &Value) -> Vec<String> {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_non_operators_comma_command_is_refused_with_the_reason() {
+async fn a_non_operator_keeps_the_read_only_commands_and_is_told_why_others_are_refused() {
     let home = tempfile::tempdir().unwrap();
     let fake = FakeModel::start_answering("hi").await;
     let receiver = CallbackReceiver::start().await;
     let gateway = start(home.path(), &fake, &config(&receiver.url(), "")).await;
-    let refused = say(&gateway, "n1", "room", "mallory", ",tape.info").await;
+    // Naming an operator (alice) leaves everyone the read-only commands.
+    let info = say(&gateway, "n0", "room", "mallory", ",tape.info").await;
+    assert_eq!(info["status"], "replied", "{info}");
+    assert!(info["text"].as_str().unwrap().contains("name: webhook:room"), "{info}");
+    // `,help` lists what each may run, not the whole catalogue.
+    let help = say(&gateway, "n00", "room", "mallory", ",help").await;
+    assert_eq!(help["status"], "replied", "{help}");
+    let listed = help["text"].as_str().unwrap();
+    assert!(listed.contains(",tape.info") && listed.contains(",policy"), "{listed}");
+    for hidden in [",bash", ",tape.handoff", ",fs.write", "runs in the shell"] {
+        assert!(!listed.contains(hidden), "{hidden} listed for a non-operator: {listed}");
+    }
+    // The operator's list: their commands, without the shell in this group.
+    let operators = say(&gateway, "n01", "room", "alice", ",help").await["text"].as_str().unwrap().to_string();
+    assert!(operators.contains(",tape.handoff") && !operators.contains(",bash"), "{operators}");
+    let refused = say(&gateway, "n1", "room", "mallory", ",tape.handoff").await;
     assert_eq!(refused["status"], "refused", "{refused}");
     let reason = refused["text"].as_str().unwrap();
     assert!(reason.contains("webhook:mallory") && reason.contains("operator"), "{reason}");

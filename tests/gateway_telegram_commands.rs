@@ -139,9 +139,9 @@ async fn a_command_the_user_may_not_run_is_refused_the_same_way_as_its_comma_for
     let gateway = start(home.path(), &fake, &config(&telegram, &policy)).await;
 
     let chat = json!({"id": 2, "type": "private", "first_name": "Bob"});
-    telegram.push_message(chat.clone(), 2, "/tape_info", command("/tape_info"));
+    telegram.push_message(chat.clone(), 2, "/tape_handoff", command("/tape_handoff"));
     let slash = nth_reply(&telegram, 1).await;
-    telegram.push_message(chat, 2, ",tape.info", json!({}));
+    telegram.push_message(chat, 2, ",tape.handoff", json!({}));
     let comma = nth_reply(&telegram, 2).await;
     assert_eq!(slash, comma);
     assert!(slash.contains("tg:2 is not an operator here"), "{slash}");
@@ -170,7 +170,11 @@ async fn the_command_menu_lists_what_each_user_may_run_and_is_sent_once() {
 
     let default = telegram.wait_until(ANSWER_TIMEOUT, |fake| !menus_for(fake, "default", None).is_empty()).await;
     assert!(default, "no default menu was set at start: {:?}", telegram.menus());
-    assert_eq!(menus_for(&telegram, "default", None)[0].names(), ["help"], "a plain user may run no command here");
+    assert_eq!(
+        menus_for(&telegram, "default", None)[0].names(),
+        ["help", "tape_info", "tape_search", "tape_anchors", "policy"],
+        "a plain user may run the read-only commands here"
+    );
 
     // The operator writes twice in their direct chat, a plain user once.
     telegram.user_says(1, "hi");

@@ -293,7 +293,8 @@ async fn a_non_operator_is_told_why_their_command_is_refused() {
     let outcome = f.say(",ls", "hooks:eve", ChatKind::Direct).await;
     assert_eq!(
         outcome.text,
-        "error: hooks:eve is not an operator here: commands are limited to channels.hooks.policy.operators"
+        "error: hooks:eve is not an operator here: commands other than help, tape.info, tape.anchors, tape.search, \
+         policy are limited to channels.hooks.policy.operators"
     );
     assert!(f.shell_ran().is_empty());
     // The same person's message still reaches the model, which may use the shell in a direct chat.
@@ -323,7 +324,8 @@ async fn policy_explain_says_which_rule_decides() {
          text is in the context (add \"bash\" to channels.hooks.chats.\"room-1\".policy.allow_with_untrusted_context \
          to allow it)\n  \
          context now: nothing untrusted since the last anchor\n  \
-         command: denied — hooks:eve is not an operator here: commands are limited to channels.hooks.policy.operators"
+         command: denied — hooks:eve is not an operator here: commands other than help, tape.info, tape.anchors, \
+         tape.search, policy are limited to channels.hooks.policy.operators"
     );
     let show = f.say(",policy show", "hooks:alice", ChatKind::Group).await.text;
     assert!(show.contains("  operators = hooks:alice  (channels.hooks.policy)"), "{show}");

@@ -218,11 +218,7 @@ async fn confine(inner: &Inner, session: &str, policy: &crate::policy::Effective
 fn run_options(inner: &Arc<Inner>, share: &TurnShare, input: &TurnInput) -> RunOptions {
     let policy = &input.policy;
     let state = TurnState::new();
-    state.insert_extension(SessionPolicy {
-        policy: policy.clone(),
-        user: input.user.clone(),
-        chat_kind: input.chat.kind,
-    });
+    SessionPolicy { policy: policy.clone(), user: input.user.clone(), chat_kind: input.chat.kind }.install(&state);
     state.insert_extension(TurnMarker { turn: share.id.clone(), messages: input.keys.clone() });
     state.insert_extension(crate::agent::MessageMeta(input.provenance.meta()));
     if input.wants_channel {

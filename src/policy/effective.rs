@@ -17,10 +17,11 @@
 //!   or `operators` name.
 //!
 //! # Tool rules, in the order they are applied
-//! 1. A comma command (`as_command`) needs its user to be an operator allowed
-//!    that command ([`EffectivePolicy::may_run_command`]); where no
-//!    `operators` are named, everyone admitted may run the read-only
-//!    [`READ_ONLY_COMMANDS`] and nothing else (no shell fallback).
+//! 1. Everyone admitted may run the read-only [`READ_ONLY_COMMANDS`] as
+//!    comma commands, whether or not `operators` are named; any other comma
+//!    command (`as_command`, the shell fallback included) needs its user to
+//!    be an operator allowed that command
+//!    ([`EffectivePolicy::may_run_command`]).
 //! 2. A tool matched by `denied_tools` is denied (deny wins over allow).
 //! 3. A tool matched by no pattern of `allowed_tools` is denied
 //!    (built-in default: `["*"]`).
@@ -44,8 +45,8 @@ use crate::tools::{Capabilities, Capability};
 use bub_channel::ChatKind;
 use std::fmt;
 
-/// The commands everyone admitted may run where no `operators` are named:
-/// they read this session's tape and policy, and change nothing.
+/// The commands everyone admitted may run, operators or not: they read this
+/// session's tape and policy, and change nothing.
 pub const READ_ONLY_COMMANDS: &[&str] = &["help", "tape.info", "tape.anchors", "tape.search", "policy"];
 
 /// The builtin tools a shared chat gets only when a policy names them
@@ -142,8 +143,8 @@ pub struct EffectivePolicy {
     pub allow_users: Sourced<Option<Vec<UserPattern>>>,
     /// Which chats the bot answers in (`None`: any).
     pub allow_chats: Sourced<Option<Vec<String>>>,
-    /// Who may run comma commands (`None`: nobody; everyone admitted may run
-    /// the [`READ_ONLY_COMMANDS`]).
+    /// Who may run comma commands beyond the [`READ_ONLY_COMMANDS`], which
+    /// everyone admitted may run (`None`: nobody).
     pub operators: Sourced<Option<Vec<Operator>>>,
     /// Built-in default `["*"]`.
     pub allowed_tools: Sourced<Vec<ToolPattern>>,
@@ -375,11 +376,11 @@ impl EffectivePolicy {
     /// fallback), which can do `capabilities`? Only the operators rule; the
     /// tool rules come on top.
     pub fn may_run_command(&self, user: &str, command: &str, capabilities: Capabilities) -> Result<(), Denial> {
+        if READ_ONLY_COMMANDS.contains(&command) {
+            return Ok(());
+        }
         let origin = self.operators.origin("operators");
         let Some(operators) = &self.operators.value else {
-            if READ_ONLY_COMMANDS.contains(&command) {
-                return Ok(());
-            }
             return Err(Denial::new(format!(
                 "no operators are named here, so commands are limited to {} (name operators in {}.operators \
                  to run others)",
@@ -390,7 +391,10 @@ impl EffectivePolicy {
         let mine: Vec<&Operator> = operators.iter().filter(|op| op.user.matches(user)).collect();
         if mine.is_empty() {
             let who = if user.is_empty() { "this user" } else { user };
-            return Err(Denial::new(format!("{who} is not an operator here: commands are limited to {origin}")));
+            return Err(Denial::new(format!(
+                "{who} is not an operator here: commands other than {} are limited to {origin}",
+                READ_ONLY_COMMANDS.join(", ")
+            )));
         }
         let allowed = |op: &&Operator| match &op.commands {
             None => true,
@@ -731,11 +735,15 @@ allowed_tools = ["fs.*", "bash*"]
              `tape.*`, `help`"
         );
         assert_eq!(
-            policy.may_run_command("hooks:eve", "help", caps("help")).unwrap_err().message,
-            "hooks:eve is not an operator here: commands are limited to channels.hooks.policy.operators"
+            policy.may_run_command("hooks:eve", "tape.handoff", caps("tape.handoff")).unwrap_err().message,
+            "hooks:eve is not an operator here: commands other than help, tape.info, tape.anchors, tape.search, \
+             policy are limited to channels.hooks.policy.operators"
         );
-        let verdict = policy.tool_verdict("help", caps("help"), Some("hooks:eve"), false, true);
-        assert!(!verdict.allowed);
+        // Naming operators takes no read-only command from anyone else.
+        for command in READ_ONLY_COMMANDS {
+            assert_eq!(policy.may_run_command("hooks:eve", command, caps(command)), Ok(()), "{command}");
+        }
+        assert!(!policy.tool_verdict("bash", caps("bash"), Some("hooks:eve"), false, true).allowed);
         assert!(
             policy.tool_verdict("help", caps("help"), Some("hooks:eve"), false, false).allowed,
             "model calls need no operator"

@@ -39,6 +39,17 @@ pub struct SessionPolicy {
 }
 
 impl SessionPolicy {
+    /// Puts this policy on a run's turn state, with the
+    /// [`CommandGate`](crate::tools::CommandGate) that makes `,help` list what
+    /// this user may run here: the same list as their platform command menu.
+    pub fn install(self, state: &crate::tools::TurnState) {
+        let (policy, user, shared) = (self.policy.clone(), self.user.clone(), self.chat_kind.is_shared());
+        state.insert_extension(crate::tools::CommandGate(Arc::new(move |tool, capabilities| {
+            policy.tool_verdict(tool, capabilities, Some(&user), shared, true).allowed
+        })));
+        state.insert_extension(self);
+    }
+
     /// The policy of `chat_id` on `channel` for `user`. Chat layers are keyed
     /// by the platform's chat id, so a thread gets the layer of its chat.
     pub fn for_chat(

@@ -133,7 +133,11 @@ mod tests {
         let policy = config.effective("tg", "c1");
         let tools = tools();
         assert_eq!(names(&policy.command_menu(&tools, "tg:1", false)), ["help", "tape_info", "bash", "long"]);
-        assert_eq!(names(&policy.command_menu(&tools, "tg:2", false)), ["help"], "not an operator");
+        assert_eq!(
+            names(&policy.command_menu(&tools, "tg:2", false)),
+            ["help", "tape_info"],
+            "not an operator: the read-only commands"
+        );
         assert_eq!(
             names(&policy.command_menu(&tools, "tg:1", true)),
             ["help", "tape_info", "long"],

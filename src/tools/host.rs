@@ -15,6 +15,7 @@
 
 use super::ToolRegistry;
 use std::any::Any;
+use std::sync::Arc;
 
 /// What the agent running a call offers the tool. `None` on a context made
 /// outside any agent ([`ToolContext::detached`](super::ToolContext::detached)).
@@ -33,5 +34,18 @@ pub trait ToolHost: Any + Send + Sync {
     /// (for `tape.info`); `None` when the agent does not compact.
     fn context_limits(&self, _model: &str) -> Option<(u64, u64)> {
         None
+    }
+}
+
+/// Which comma commands the person running this one may run, by tool name
+/// and capabilities: put on the turn state by whoever decides (the gateway's
+/// policy, [`crate::policy::SessionPolicy::install`]), so `,help` lists only
+/// those. Without one, every command is listed.
+#[derive(Clone)]
+pub struct CommandGate(pub Arc<dyn Fn(&str, crate::tools::Capabilities) -> bool + Send + Sync>);
+
+impl std::fmt::Debug for CommandGate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CommandGate")
     }
 }

@@ -16,13 +16,20 @@ use std::sync::Arc;
 #[derive(Deserialize, JsonSchema)]
 pub struct HelpArgs {}
 
-/// `,help`: every tool that can run as a command, with its arguments.
+/// `,help`: every tool the asker may run as a command (all of them unless a
+/// [`CommandGate`](crate::tools::CommandGate) on the turn state says
+/// otherwise), with its arguments.
 pub fn help_tool() -> Tool {
     Tool::typed("help", |_: HelpArgs, ctx: ToolContext| async move {
         let Some(host) = ctx.host.as_ref() else { return Ok("no agent: commands are unavailable here".to_string()) };
         let prefix = host.command_prefix().unwrap_or_else(|| ",".to_string());
-        let mut lines = vec![format!("Commands (type {prefix}name key=value …; anything else runs in the shell):")];
-        for tool in host.catalogue().iter() {
+        let catalogue = host.catalogue();
+        let gate = ctx.state.extension::<crate::tools::CommandGate>();
+        let may_run = |tool: &Tool| gate.as_ref().is_none_or(|gate| (gate.0)(tool.name(), tool.capabilities()));
+        let shell = catalogue.get("bash").is_some_and(may_run);
+        let rest = if shell { "; anything else runs in the shell" } else { "" };
+        let mut lines = vec![format!("Commands (type {prefix}name key=value …{rest}):")];
+        for tool in catalogue.iter().filter(|tool| may_run(tool)) {
             let params: Vec<String> = tool
                 .parameters()
                 .get("properties")

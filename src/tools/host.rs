@@ -42,7 +42,10 @@ pub trait ToolHost: Any + Send + Sync {
 /// policy, [`crate::policy::SessionPolicy::install`]), so `,help` lists only
 /// those. Without one, every command is listed.
 #[derive(Clone)]
-pub struct CommandGate(pub Arc<dyn Fn(&str, crate::tools::Capabilities) -> bool + Send + Sync>);
+pub struct CommandGate(pub Arc<MayRun>);
+
+/// `may_run(tool, capabilities)`: whether the asker may run that command.
+pub type MayRun = dyn Fn(&str, crate::tools::Capabilities) -> bool + Send + Sync;
 
 impl std::fmt::Debug for CommandGate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

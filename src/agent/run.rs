@@ -182,8 +182,12 @@ impl Agent {
         let prompt = prompt.into();
         let interruption = Interruption::default();
         let out = Output { tx, interruption: interruption.clone(), unfinished: Default::default() };
+        // Open before this returns: a message steered right after `run` (a
+        // line typed ahead) joins this run instead of queueing behind it
+        // while later ones join, which would reorder them.
+        let active = self.inner.steering.open(&options.tape);
         let task = tokio::spawn(async move {
-            agent.drive(prompt, options, &out).await
+            agent.drive(prompt, options, active, &out).await
             // `out` drops here, after the merge: the stream ends last.
         });
         RunStream { events: rx, interruption, task }
@@ -192,35 +196,26 @@ impl Agent {
     /// Runs to the end and merges the fork. Returns the steered messages a
     /// cancelled run had not read (see [`RunStream::cancel`]); a run that
     /// ends otherwise yields them as [`StreamEvent::Unread`].
-    async fn drive(&self, prompt: String, options: RunOptions, out: &Output) -> Vec<String> {
+    async fn drive(&self, prompt: String, options: RunOptions, active: ActiveRun, out: &Output) -> Vec<String> {
         if prompt.trim().is_empty() {
-            out.send(StreamEvent::Error { kind: FailureKind::InvalidInput, message: "empty prompt".into() }).await;
-            return Vec::new();
+            return refuse(&active, out, FailureKind::InvalidInput, "empty prompt".into()).await;
         }
         let parent = match self.tape(&options.tape) {
             Ok(tape) => tape,
-            Err(error) => {
-                out.send(StreamEvent::Error { kind: FailureKind::InvalidInput, message: error.to_string() }).await;
-                return Vec::new();
-            }
+            Err(error) => return refuse(&active, out, FailureKind::InvalidInput, error.to_string()).await,
         };
         // Written inside the fork: a discarded or `temp/` run leaves no trace at all.
         let fork = parent.fork();
         let start = match super::settings::read(fork.tape()).await {
             Ok(start) => start,
-            Err(error) => {
-                out.send(StreamEvent::Error { kind: FailureKind::Tape, message: error.to_string() }).await;
-                return Vec::new();
-            }
+            Err(error) => return refuse(&active, out, FailureKind::Tape, error.to_string()).await,
         };
         if !start.has_anchor
             && let Err(error) = fork.tape().write_bootstrap_anchor().await
         {
-            out.send(StreamEvent::Error { kind: FailureKind::Tape, message: error.to_string() }).await;
-            return Vec::new();
+            return refuse(&active, out, FailureKind::Tape, error.to_string()).await;
         }
         let run = RunContext { run_id: new_run_id(), tape: fork.tape().clone(), state: options.state.clone() };
-        let active = self.inner.steering.open(&options.tape);
         // Decided first, acted on after: the `select!` drops the run (and
         // with it the running tools) before the interruption is recorded.
         let finished = tokio::select! {
@@ -724,6 +719,17 @@ struct Turn<'a> {
 /// A user message of the model's context.
 fn user_message(text: String) -> Value {
     json!({"role": "user", "content": text})
+}
+
+/// A run that cannot start: its error, then what was steered into it (the
+/// inbox closed first, so nothing more arrives unread).
+async fn refuse(active: &ActiveRun, out: &Output, kind: FailureKind, message: String) -> Vec<String> {
+    let unread = active.close();
+    out.send(StreamEvent::Error { kind, message }).await;
+    if !unread.is_empty() {
+        out.send(StreamEvent::Unread(unread)).await;
+    }
+    Vec::new()
 }
 
 /// A model call that failed, and what it had streamed before.

@@ -56,6 +56,18 @@ impl ActiveRun {
         self.steering.lock().get_mut(&self.tape).map(|inbox| std::mem::take(&mut inbox.messages)).unwrap_or_default()
     }
 
+    /// Closes the inbox and takes what waits in it, at once: a run that
+    /// stops here hands those back, and nothing more can arrive unread.
+    pub(crate) fn close(&self) -> Vec<String> {
+        match self.steering.lock().get_mut(&self.tape) {
+            Some(inbox) => {
+                inbox.closed = true;
+                std::mem::take(&mut inbox.messages)
+            }
+            None => Vec::new(),
+        }
+    }
+
     /// True when steered messages wait (the run continues with them);
     /// otherwise closes the inbox, atomically, so none can arrive unread.
     pub(crate) fn pending_or_close(&self) -> bool {

@@ -261,7 +261,7 @@ pub(crate) async fn chat(home: &BubHome, session: SessionArgs) -> Result<()> {
                         input_open = false;
                         continue;
                     };
-                    match typed_during_turn(&setup, &tape, &prefix, line) {
+                    match typed_during_turn(&setup, &tape, &prefix, line, !queued.is_empty()) {
                         Typed::Steered => eprintln!("(added to the running turn)"),
                         Typed::Queued(line) => queued.push_back(line),
                     }
@@ -290,10 +290,11 @@ pub(crate) async fn chat(home: &BubHome, session: SessionArgs) -> Result<()> {
 
 /// A line typed while a turn runs steers it, as in the gateway (busy =
 /// steer); a command (`,quit` included: it leaves once the turn is over) or
-/// an empty line does not.
-fn typed_during_turn(setup: &Setup, tape: &str, prefix: &str, line: String) -> Typed {
+/// an empty line does not, nor any line typed after one that waits
+/// (`behind`): lines reach the model in the order they were typed.
+fn typed_during_turn(setup: &Setup, tape: &str, prefix: &str, line: String, behind: bool) -> Typed {
     let text = line.trim();
-    if text.is_empty() || crate::command::is_command(text, prefix) {
+    if behind || text.is_empty() || crate::command::is_command(text, prefix) {
         return Typed::Queued(line);
     }
     if setup.agent.steer(tape, text) { Typed::Steered } else { Typed::Queued(line) }

@@ -13,6 +13,9 @@
 //! - `sandbox`: the shell of a chat bot reading the gateway's secrets,
 //!   writing the host, reaching its port, forking or eating memory.
 //! - `held`: routes that held (command-line tricks, symlinks), kept holding.
+//! - `front_door`: the HTTP server's connection slots taken without a
+//!   credential (slowloris from one or many addresses), starving health
+//!   probes and signed webhooks.
 //! - `provenance`: text nobody vouched for (a stranger's message, a fetched
 //!   page) steering the model into the shell.
 
@@ -20,6 +23,7 @@
 mod support;
 
 mod agent;
+mod front_door;
 mod held;
 mod model_tools;
 // A stranger on Telegram: the route is a chat platform's.

@@ -129,7 +129,16 @@ async fn a_group_nobody_approved_is_not_answered_until_approved() {
     assert!(ok, "{stderr}");
 
     let (text, entities) = mention("hello");
-    telegram.push_message(group, 7, &text, entities);
+    telegram.push_message(group.clone(), 7, &text, entities);
     wait_shown(&telegram, "group answer").await;
+
+    // A group's id is negative: it is revoked as written, not taken for a flag.
+    let (ok, revoked, stderr) = bub_cli(home.path(), &["pairing", "revoke", "tg", "-100555"]);
+    assert!(ok, "{stderr}");
+    assert_eq!(revoked.trim(), "revoked -100555 on tg");
+    let (ok, _, stderr) = bub_cli(home.path(), &["pairing", "revoke", "tg", "-100555"]);
+    assert!(!ok && stderr.contains("-100555 has no pairing on tg"), "{stderr}");
+    let (ok, listed, _) = bub_cli(home.path(), &["pairing", "list", "--channel", "tg"]);
+    assert!(ok && !listed.contains("-100555"), "{listed}");
     assert!(gateway.stop().await);
 }

@@ -445,3 +445,22 @@ async fn web_fetch_rechecks_every_redirect_target() {
     assert_eq!(error.kind, ToolErrorKind::Denied);
     assert!(error.message.contains("localhost resolves to") && error.message.contains("loopback"), "{error}");
 }
+
+/// A redirect to this host's own public address (a server on `0.0.0.0`
+/// answers there) is refused like one to loopback, before any request.
+#[tokio::test]
+async fn web_fetch_refuses_a_redirect_to_the_hosts_own_address() {
+    use axum::{Router, response::Redirect, routing::get};
+    let host = support::host_address();
+    let listener = tokio::net::TcpListener::bind("0.0.0.0:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let app = Router::new()
+        .route("/", get(|| async { "# the host's own page" }))
+        .route("/to-host", get(move || async move { Redirect::temporary(&format!("http://{host}:{port}/")) }));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let trusted = WebFetchSettings { allowed_hosts: vec!["127.0.0.1".into()], ..WebFetchSettings::default() };
+    let s = Session::with_web(trusted).await;
+    let error = s.call("web.fetch", json!({"url": format!("http://127.0.0.1:{port}/to-host")})).await.unwrap_err();
+    assert_eq!(error.kind, ToolErrorKind::Denied, "{error}");
+    assert!(error.message.contains(&format!("refused to fetch http://{host}:{port}/")), "{error}");
+}

@@ -9,6 +9,8 @@ use crate::home::BubHome;
 use anyhow::{Result, bail};
 use clap::Subcommand;
 
+/// Telegram group ids are negative (`-100333`): `approve` and `revoke` take
+/// a value that looks like a negative number as a value, not as a flag.
 #[derive(Debug, Subcommand)]
 pub enum PairingSubcommand {
     /// Approved users and chats, and the codes waiting (they expire after an hour).
@@ -21,6 +23,7 @@ pub enum PairingSubcommand {
         json: bool,
     },
     /// Approve the code a sender was given (or a group left): they are answered from their next message.
+    #[command(allow_negative_numbers = true)]
     Approve {
         /// The channel (`[channels.NAME]`) the code was given on.
         channel: String,
@@ -28,9 +31,12 @@ pub enum PairingSubcommand {
         code: String,
     },
     /// Remove a user's or chat's approval (or pending code).
+    #[command(allow_negative_numbers = true)]
     Revoke {
+        /// The channel (`[channels.NAME]`) of the approval.
         channel: String,
-        /// The platform's user id (or chat id), as `bub pairing list` shows it.
+        /// The platform's user id (or chat id: a Telegram group's is negative,
+        /// `-100333`), as `bub pairing list` shows it.
         id: String,
     },
 }

@@ -285,6 +285,15 @@ pub(super) mod tests {
         assert_eq!(error(&text), "bub.toml:2:24: 0 must be above 0");
         let text = format!("[http]\nmax_connections = 0\n{MINIMAL}");
         assert_eq!(error(&text), "bub.toml:2:19: 0 must be above 0");
+        let text = format!("[http]\nmax_connections_per_address = 4\n{MINIMAL}");
+        assert_eq!(parse(&text).unwrap().http.limits().max_connections_per_address, 4);
+        let text = format!("[http]\nmax_connections = 8\nmax_connections_per_address = 0\n{MINIMAL}");
+        assert_eq!(error(&text), "bub.toml:3:31: 0 must be above 0");
+        let text = format!("[http]\nmax_connections_per_adress = 4\n{MINIMAL}");
+        assert_eq!(
+            error(&text),
+            "bub.toml:2:1: unknown key `max_connections_per_adress`; did you mean `max_connections_per_address`?"
+        );
     }
 
     #[test]

@@ -17,13 +17,20 @@ pub struct HttpConfig {
     /// Address and port to listen on; default `127.0.0.1:8080`.
     #[serde(default = "default_listen")]
     pub listen: SocketAddr,
-    /// How long a client has to send a request's headers, and a webhook
-    /// request's body; also how long an idle connection is kept. Default 30.
+    /// How long a client has to send a request's whole head (from the
+    /// accept, or the end of the previous request), and a webhook request's
+    /// body; also how long an idle connection is kept. Default 30.
     #[serde(default, deserialize_with = "above_zero")]
     pub read_timeout_seconds: Option<Seconds>,
-    /// Connections served at once; more wait to be accepted. Default 1024.
+    /// Connections served at once; more wait to be accepted, but for health
+    /// and readiness probes (see `http::serve`). Default 1024.
     #[serde(default, deserialize_with = "above_zero")]
     pub max_connections: Option<u32>,
+    /// Connections one client address (an IPv6 /64) may hold at once; past
+    /// it a new one is closed at once. Default 64. Behind a reverse proxy
+    /// every client is the proxy's address: raise it to `max_connections`.
+    #[serde(default, deserialize_with = "above_zero")]
+    pub max_connections_per_address: Option<u32>,
     /// How long a stop (SIGTERM, SIGINT) lets turns in flight finish before
     /// leaving them to the next start. Default 10.
     pub shutdown_grace_seconds: Option<Seconds>,
@@ -54,11 +61,13 @@ pub struct ServeLimits {
     pub read_timeout: Duration,
     /// Connections served at once.
     pub max_connections: usize,
+    /// Connections one client address may hold at once (IPv6: one /64).
+    pub max_connections_per_address: usize,
 }
 
 impl Default for ServeLimits {
     fn default() -> ServeLimits {
-        ServeLimits { read_timeout: Duration::from_secs(30), max_connections: 1024 }
+        ServeLimits { read_timeout: Duration::from_secs(30), max_connections: 1024, max_connections_per_address: 64 }
     }
 }
 
@@ -74,6 +83,9 @@ impl HttpConfig {
         ServeLimits {
             read_timeout: self.read_timeout_seconds.map_or(defaults.read_timeout, Seconds::duration),
             max_connections: self.max_connections.map_or(defaults.max_connections, |count| count as usize),
+            max_connections_per_address: self
+                .max_connections_per_address
+                .map_or(defaults.max_connections_per_address, |count| count as usize),
         }
     }
 }
@@ -84,6 +96,7 @@ impl Default for HttpConfig {
             listen: default_listen(),
             read_timeout_seconds: None,
             max_connections: None,
+            max_connections_per_address: None,
             shutdown_grace_seconds: None,
         }
     }

@@ -105,6 +105,9 @@ pub struct PairingRequest {
     pub subject: &'static str,
     pub id: String,
     pub display: Option<String>,
+    /// The sender whose message asks: the user itself, or who addressed
+    /// the bot in the group.
+    pub requested_by: String,
     /// Now, as stored.
     pub now: String,
     /// Codes requested at or before this have expired.
@@ -113,6 +116,8 @@ pub struct PairingRequest {
     pub resend_before: String,
     /// Pending codes a channel holds at most.
     pub max_pending: i64,
+    /// Pending group codes one sender may have asked for.
+    pub max_groups_per_sender: i64,
     /// Draws a new code (in its stored form).
     pub new_code: fn() -> String,
 }
@@ -126,6 +131,9 @@ pub enum PairingRequested {
     Pending { code: String, notify: bool },
     /// The channel holds `max_pending` codes; nothing was stored.
     TooMany,
+    /// The sender asked for `max_groups_per_sender` group codes already;
+    /// nothing was stored.
+    TooManyFromSender,
 }
 
 /// What [`GatewayTables::approve_pairing`] did.
@@ -150,6 +158,8 @@ pub struct PairingRow {
     /// The code of a pending row, stored form.
     pub code: Option<String>,
     pub requested_at: String,
+    /// Who asked (see [`PairingRequest::requested_by`]); none on rows from before it was kept.
+    pub requested_by: Option<String>,
     pub approved_at: Option<String>,
     pub approved_by: Option<String>,
 }
@@ -248,8 +258,10 @@ pub trait GatewayTables: Send + Sync {
     /// In one transaction: an approved row answers `Approved`; a pending
     /// code that has not expired is kept (its `notified_at` moved to now
     /// when it was last sent before `resend_before`: `notify`); otherwise
-    /// the channel's expired codes go and, unless `max_pending` remain, a
-    /// new code is stored (drawn again when another row holds it).
+    /// the channel's expired codes go and, unless `max_pending` remain (or,
+    /// for a group, the sender already asked for `max_groups_per_sender`
+    /// group codes), a new code is stored (drawn again when another row
+    /// holds it).
     async fn request_pairing(&self, request: PairingRequest) -> Result<PairingRequested, DbError>;
 
     /// In one transaction: the pending row of `channel` with `code` becomes

@@ -5,7 +5,9 @@
 //! gateway is one), and the channels' routes are merged in as given. The
 //! gateway's builder mounts it.
 
+mod peers;
 mod serve;
+mod slots;
 
 pub use serve::{ServeLimits, serve};
 

@@ -1,10 +1,23 @@
 //! Serves the router over HTTP/1.1 with the limits an internet-facing webhook
-//! needs, which `axum::serve` does not set: a client that opens a connection
-//! and never finishes its request headers is cut off after
-//! [`ServeLimits::read_timeout`] (idle keep-alive connections too), and at most
-//! [`ServeLimits::max_connections`] are served at once; past that, new ones
-//! wait in the listen backlog. Request bodies have their own deadline in the
-//! channel that reads them.
+//! needs, which `axum::serve` does not set:
+//!
+//! - **One deadline for the whole request head**: a client has
+//!   [`ServeLimits::read_timeout`] from the accept (on keep-alive: from the
+//!   end of the previous response) to send every header line; a line dribbled
+//!   now and then does not extend it. This is hyper's `header_read_timeout`:
+//!   hyper 1.x arms its timer when it starts reading a head and disarms it
+//!   only when the head is parsed (`proto/h1/conn.rs`, `poll_read_head`), not
+//!   on each read; `tests/red_team/front_door.rs` pins it. Request bodies have
+//!   their own deadline in the channel that reads them.
+//! - **Connection slots**: at most [`ServeLimits::max_connections`] are
+//!   served at once, and at most [`ServeLimits::max_connections_per_address`]
+//!   from one client address ([`peers`](super::peers)): a connection past
+//!   that is closed at once, unanswered.
+//! - **Probes while the slots are full**: a small reserve of connections
+//!   past `max_connections` answers `/healthz` and `/readyz` at once and
+//!   holds any other request until a main slot frees
+//!   ([`slots`](super::slots) says why). While the reserve is full too,
+//!   new connections wait in the listen backlog.
 //!
 //! Shutdown is hyper-util's [`GracefulShutdown`]: when `shutdown` completes
 //! the listener closes, every connection finishes the request it is serving
@@ -13,8 +26,12 @@
 //! gateway's stop does after 5 s) cuts the ones still open. Connections are
 //! plain HTTP/1.1 (no protocol upgrades: no route of bub's needs one).
 
+use super::peers::Peers;
+use super::slots::{RESERVE_HEAD_DEADLINE, ReserveSlot, Slot, Slots, busy};
 pub use crate::config::ServeLimits;
 use axum::Router;
+use hyper::body::Incoming;
+use hyper::service::{Service, service_fn};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
@@ -22,13 +39,13 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 /// Accepts connections on `listener` and serves `app` on each until `shutdown` completes,
 /// then waits for the connections to finish what they are doing.
 pub async fn serve(listener: TcpListener, app: Router, limits: ServeLimits, shutdown: impl Future<Output = ()>) {
-    let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let slots = Slots::new(limits.max_connections);
+    let peers = Peers::new(limits.max_connections_per_address);
     let graceful = GracefulShutdown::new();
     let mut connections = JoinSet::new();
     let mut shutdown = std::pin::pin!(shutdown);
@@ -36,7 +53,7 @@ pub async fn serve(listener: TcpListener, app: Router, limits: ServeLimits, shut
         // Reap the connections that ended, so the set holds only open ones.
         while connections.try_join_next().is_some() {}
         let slot = tokio::select! {
-            slot = slots.clone().acquire_owned() => slot.expect("the semaphore is never closed"),
+            slot = slots.next() => slot,
             () = &mut shutdown => break,
         };
         let (stream, peer) = tokio::select! {
@@ -49,21 +66,68 @@ pub async fn serve(listener: TcpListener, app: Router, limits: ServeLimits, shut
             },
             () = &mut shutdown => break,
         };
+        let Some(counted) = peers.admit(peer.ip()) else {
+            // Dropping the stream closes it; the slot goes back with it.
+            metrics::counter!("bub_http_connections_refused_total", "reason" => "per_address").increment(1);
+            tracing::debug!(%peer, "connection refused: its address holds max_connections_per_address");
+            continue;
+        };
         // No Nagle delay on small responses (a sync reply, an SSE event).
         let _ = stream.set_nodelay(true);
-        let service = TowerToHyperService::new(app.clone());
         let mut builder = hyper::server::conn::http1::Builder::new();
-        builder.timer(TokioTimer::new()).header_read_timeout(limits.read_timeout);
+        builder.timer(TokioTimer::new());
+        let (main, reserve) = match slot.settle() {
+            Slot::Main(permit) => {
+                builder.header_read_timeout(limits.read_timeout);
+                (Some(permit), None)
+            }
+            Slot::Reserve(reserve) => {
+                builder.header_read_timeout(limits.read_timeout.min(RESERVE_HEAD_DEADLINE)).keep_alive(false);
+                (None, Some(Arc::new(reserve)))
+            }
+        };
+        let service = routed(&app, reserve, limits.read_timeout);
         let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
         connections.spawn(async move {
             if let Err(error) = connection.await {
                 tracing::debug!(%peer, %error, "HTTP connection ended with an error");
             }
-            drop(slot);
+            drop((main, counted));
         });
     }
     drop(listener);
     graceful.shutdown().await;
+}
+
+/// `app` as one connection's service. On a reserve connection a request
+/// other than a probe first waits (up to `wait`) for a main slot, and gets
+/// [`busy`] when none frees; the reserve's slot is released with the
+/// service, that is when the connection closes.
+fn routed(
+    app: &Router,
+    reserve: Option<Arc<ReserveSlot>>,
+    wait: Duration,
+) -> impl Service<
+    hyper::Request<Incoming>,
+    Response = axum::response::Response,
+    Error = std::convert::Infallible,
+    Future: Send + 'static,
+> + use<> {
+    let app = TowerToHyperService::new(app.clone());
+    service_fn(move |request: hyper::Request<Incoming>| {
+        let admitted = reserve.as_ref().and_then(|reserve| reserve.admit(request.uri().path(), wait));
+        // Routing starts when this is first polled, after the admission.
+        let response = app.call(request);
+        async move {
+            if let Some(admitted) = admitted
+                && !admitted.await
+            {
+                metrics::counter!("bub_http_connections_refused_total", "reason" => "busy").increment(1);
+                return Ok(busy());
+            }
+            response.await
+        }
+    })
 }
 
 /// Running out of file descriptors (or another transient accept failure) must

@@ -13,6 +13,11 @@
 //! - `sandbox`: the shell of a chat bot reading the gateway's secrets,
 //!   writing the host, reaching its port, forking or eating memory.
 //! - `held`: routes that held (command-line tricks, symlinks), kept holding.
+//! - `front_door`: the HTTP server's connection slots taken without a
+//!   credential (slowloris from one or many addresses), starving health
+//!   probes and signed webhooks.
+//! - `own_address`: `web.fetch` aimed at the host's own public address,
+//!   reaching whatever listens on `0.0.0.0` (the gateway too).
 //! - `provenance`: text nobody vouched for (a stranger's message, a fetched
 //!   page) steering the model into the shell.
 
@@ -20,8 +25,10 @@
 mod support;
 
 mod agent;
+mod front_door;
 mod held;
 mod model_tools;
+mod own_address;
 // A stranger on Telegram: the route is a chat platform's.
 #[cfg(feature = "telegram")]
 mod pairing;

@@ -129,7 +129,59 @@ async fn a_group_nobody_approved_is_not_answered_until_approved() {
     assert!(ok, "{stderr}");
 
     let (text, entities) = mention("hello");
-    telegram.push_message(group, 7, &text, entities);
+    telegram.push_message(group.clone(), 7, &text, entities);
     wait_shown(&telegram, "group answer").await;
+
+    // A group's id is negative: it is revoked as written, not taken for a flag.
+    let (ok, revoked, stderr) = bub_cli(home.path(), &["pairing", "revoke", "tg", "-100555"]);
+    assert!(ok, "{stderr}");
+    assert_eq!(revoked.trim(), "revoked -100555 on tg");
+    let (ok, _, stderr) = bub_cli(home.path(), &["pairing", "revoke", "tg", "-100555"]);
+    assert!(!ok && stderr.contains("-100555 has no pairing on tg"), "{stderr}");
+    let (ok, listed, _) = bub_cli(home.path(), &["pairing", "list", "--channel", "tg"]);
+    assert!(ok && !listed.contains("-100555"), "{listed}");
+    assert!(gateway.stop().await);
+}
+
+/// One attacker (one Telegram account) added the bot to 60 groups and
+/// mentioned it in each: 60 pending group codes filled the channel's 50, and
+/// every new stranger got "too many pairing requests" for an hour. Now one
+/// sender leaves codes for a few groups only, and everyone else still gets
+/// theirs.
+#[tokio::test(flavor = "multi_thread")]
+async fn one_sender_in_sixty_groups_does_not_lock_out_a_new_stranger() {
+    let home = tempfile::tempdir().unwrap();
+    let telegram = FakeTelegram::start().await;
+    let fake = FakeModel::start_answering("never").await;
+    let gateway =
+        GatewayProcess::start_with_config(home.path(), &fake.vars("openai:gpt-test"), &shortest_config(&telegram))
+            .await;
+    let attacker = 666;
+    for group in 0..60 {
+        let chat = json!({"id": -100_000 - group, "type": "supergroup", "title": format!("spam {group}")});
+        let (text, entities) = mention("pair me");
+        telegram.push_message(chat, attacker, &text, entities);
+    }
+    confirmed(&telegram, 60).await;
+    let pending_groups = || {
+        let (_, listed, _) = bub_cli(home.path(), &["pairing", "list", "--json"]);
+        listed.lines().filter(|line| line.contains("\"subject\":\"chat\"")).count()
+    };
+    let held = pending_groups();
+    assert!((1..=10).contains(&held), "one sender leaves codes for a few of its groups, not all 60: {held}");
+
+    // Another group (someone else's) and a stranger's direct message still get their codes.
+    let other_group = json!({"id": -100_999, "type": "supergroup", "title": "a real team"});
+    let (text, entities) = mention("hello bot");
+    telegram.push_message(other_group, 1002, &text, entities);
+    telegram.user_says(1003, "hi, may I talk to you?");
+    wait_shown(&telegram, "Your pairing code is").await;
+    let sent = telegram.sent();
+    let to_stranger = sent.iter().find(|message| message.chat_id == 1003).expect("a reply to the stranger");
+    let code = code_in(&to_stranger.text);
+    assert_eq!(pending_groups(), held + 1, "the other group's code is stored");
+    let (ok, approved, stderr) = bub_cli(home.path(), &["pairing", "approve", "tg", &code]);
+    assert!(ok && approved.contains("approved user 1003"), "{approved}{stderr}");
+    assert!(sent.iter().all(|message| message.chat_id > 0), "nothing is said in the groups: {sent:?}");
     assert!(gateway.stop().await);
 }

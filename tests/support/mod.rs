@@ -91,6 +91,23 @@ pub fn fake_bash(seen: Arc<std::sync::Mutex<Vec<String>>>) -> bub::tools::Tool {
     .with_capabilities([bub::tools::Capability::Exec])
 }
 
+/// A non-loopback IPv4 address of this host's interfaces, preferring one no
+/// range rule of `web.fetch` refuses (eth0's 192.0.2.2 on the test
+/// machines). Panics, naming what is missing, on a host without one: the
+/// tests that aim at the host's own address must not pass by skipping.
+pub fn host_address() -> std::net::IpAddr {
+    use bub::tools::builtin::web::{address::blocked_reason, interfaces::own_addresses};
+    let mut candidates: Vec<std::net::IpAddr> = own_addresses()
+        .expect("list this host's interfaces")
+        .into_iter()
+        .filter(|ip| ip.is_ipv4() && !ip.is_loopback() && !ip.is_unspecified())
+        .collect();
+    candidates.sort_by_key(|ip| blocked_reason(*ip).is_some());
+    *candidates.first().unwrap_or_else(|| {
+        panic!("this test needs a non-loopback IPv4 interface (such as eth0) to aim at; this host has none")
+    })
+}
+
 /// Whether `process` has ended within `limit` (polled, for tests that kill it).
 pub async fn gone_within(process: &dyn bub::environment::Process, limit: std::time::Duration) -> bool {
     let deadline = tokio::time::Instant::now() + limit;

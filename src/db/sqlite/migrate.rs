@@ -60,6 +60,11 @@ const MIGRATIONS: &[Migration] = &[
         description: "tape resets",
         sql: include_str!("../../../migrations/sqlite/0007_tape_resets.sql"),
     },
+    Migration {
+        version: 8,
+        description: "pairing requested by",
+        sql: include_str!("../../../migrations/sqlite/0008_pairing_requested_by.sql"),
+    },
 ];
 
 impl Migration {

@@ -29,8 +29,19 @@ pub(super) async fn is_approved(db: &SqliteDb, channel: &str, subject: &str, id:
 
 pub(super) async fn request(db: &SqliteDb, request: PairingRequest) -> Result<PairingRequested, DbError> {
     db.write(Box::new(move |conn| {
-        let PairingRequest { channel, subject, id, display, now, expired_before, resend_before, max_pending, new_code } =
-            &request;
+        let PairingRequest {
+            channel,
+            subject,
+            id,
+            display,
+            requested_by,
+            now,
+            expired_before,
+            resend_before,
+            max_pending,
+            max_groups_per_sender,
+            new_code,
+        } = &request;
         let existing: Option<(String, Option<String>, String, Option<String>)> = conn
             .prepare_cached(
                 "SELECT state, code, requested_at, notified_at FROM gateway_pairing \
@@ -64,17 +75,29 @@ pub(super) async fn request(db: &SqliteDb, request: PairingRequest) -> Result<Pa
         if pending >= *max_pending {
             return Ok(PairingRequested::TooMany);
         }
+        if *subject == "chat" {
+            let asked: i64 = conn
+                .prepare_cached(
+                    "SELECT count(*) FROM gateway_pairing \
+                     WHERE channel = ?1 AND subject = 'chat' AND state = 'pending' AND requested_by = ?2",
+                )?
+                .query_row(params![channel, requested_by], |row| row.get(0))?;
+            if asked >= *max_groups_per_sender {
+                return Ok(PairingRequested::TooManyFromSender);
+            }
+        }
         let mut insert = conn.prepare_cached(
-            "INSERT INTO gateway_pairing (channel, subject, id, display, state, code, requested_at, notified_at) \
-             VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?6, ?6) \
+            "INSERT INTO gateway_pairing \
+                 (channel, subject, id, display, state, code, requested_at, notified_at, requested_by) \
+             VALUES (?1, ?2, ?3, ?4, 'pending', ?5, ?6, ?6, ?7) \
              ON CONFLICT (channel, subject, id) DO UPDATE SET code = ?5, requested_at = ?6, \
-                 notified_at = ?6, display = ?4",
+                 notified_at = ?6, display = ?4, requested_by = ?7",
         )?;
         // A code taken by another pending row is drawn again.
         let mut attempts = 0;
         loop {
             let code = new_code();
-            match insert.execute(params![channel, subject, id, display, code, now]) {
+            match insert.execute(params![channel, subject, id, display, code, now, requested_by]) {
                 Ok(_) => return Ok(PairingRequested::Pending { code, notify: true }),
                 Err(rusqlite::Error::SqliteFailure(e, _))
                     if e.code == rusqlite::ErrorCode::ConstraintViolation && attempts < CODE_ATTEMPTS =>
@@ -137,7 +160,8 @@ pub(super) async fn list(
     Ok(db
         .read(move |conn| -> rusqlite::Result<Vec<PairingRow>> {
             conn.prepare_cached(
-                "SELECT channel, subject, id, display, state, code, requested_at, approved_at, approved_by \
+                "SELECT channel, subject, id, display, state, code, requested_at, approved_at, approved_by, \
+                     requested_by \
                  FROM gateway_pairing WHERE (?1 IS NULL OR channel = ?1) \
                      AND (state = 'approved' OR requested_at > ?2) \
                  ORDER BY requested_at",
@@ -153,6 +177,7 @@ pub(super) async fn list(
                     requested_at: row.get(6)?,
                     approved_at: row.get(7)?,
                     approved_by: row.get(8)?,
+                    requested_by: row.get(9)?,
                 })
             })?
             .collect()

@@ -75,11 +75,15 @@ pub fn describe(channel: &str, records: &[PairingRecord]) -> String {
     lines.join("\n")
 }
 
-/// `tg  user 42 (Ada)  pending ABCD-EFGH since …` or `… approved by tg:1 at …`.
+/// `tg  user 42 (Ada)  pending ABCD-EFGH since …` or `… approved by tg:1 at …`;
+/// a group's pending code says who asked for it (`chat -100 (asked by user 7)`).
 pub fn record_line(record: &PairingRecord) -> String {
-    let who = match &record.display {
-        Some(name) => format!("{} ({name})", record.id),
-        None => record.id.clone(),
+    let who = match (&record.display, &record.requested_by) {
+        (Some(name), _) => format!("{} ({name})", record.id),
+        (None, Some(by)) if record.subject == "chat" && record.code.is_some() => {
+            format!("{} (asked by user {by})", record.id)
+        }
+        (None, _) => record.id.clone(),
     };
     let state = match (&record.code, &record.approved_by) {
         (Some(code), _) => format!("pending {code} since {}", record.requested_at),

@@ -7,7 +7,9 @@
 //!   [`store::RESEND_AFTER`] however often they write.
 //! - An addressed message in a group nobody approved leaves a pending code
 //!   for the chat, silently (a bot added to a stranger's group says nothing
-//!   there); the log and `bub pairing list` show it.
+//!   there); the log and `bub pairing list` show it, and who asked. One
+//!   sender leaves codes for a few groups at most, so one account cannot
+//!   take everyone's room for codes (the bounds: [`store`]'s docs).
 //! - An admin approves with `bub pairing approve CHANNEL CODE` (from another
 //!   process, while the gateway runs), an operator with `,pairing approve
 //!   CODE` ([`command::pairing_tool`]); the next message is admitted.
@@ -80,7 +82,7 @@ async fn ask(inner: &Arc<Inner>, message: Message, subject: PairingSubject, id: 
         PairingSubject::User => inbound.sender.display.clone(),
         PairingSubject::Chat => None,
     };
-    let requested = inner.pairing.request(&channel, subject, &id, display.as_deref()).await;
+    let requested = inner.pairing.request(&channel, subject, &id, display.as_deref(), &inbound.sender.id).await;
     let (text, reply) = match requested {
         Ok(Requested::Approved) => {
             // Approved a moment ago by another process: the next message is answered.
@@ -99,6 +101,11 @@ async fn ask(inner: &Arc<Inner>, message: Message, subject: PairingSubject, id: 
                     (format!("chat {id} waits for approval: {approve}"), false)
                 }
             }
+        }
+        Ok(Requested::TooManyFromSender) => {
+            tracing::warn!(%channel, chat = %id, user = %message.user, limit = store::MAX_GROUPS_PER_SENDER,
+                "this sender already left pairing codes for other groups; this group gets none (approve or revoke them, or let them expire)");
+            (format!("chat {id} is not approved on {channel}"), false)
         }
         Ok(Requested::TooMany) => {
             tracing::warn!(%channel, user = %message.user, limit = store::MAX_PENDING,

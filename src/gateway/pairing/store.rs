@@ -6,6 +6,22 @@
 //! The rules (a code's lifetime, when it is sent again, how many may wait)
 //! are decided here; the statements that apply them in one transaction are
 //! the database backend's ([`GatewayTables`]).
+//!
+//! # How many codes may wait
+//!
+//! Each source holds few codes, so one attacker cannot take everyone's room:
+//! a sender has one code of their own (a row per user), a group one (a row
+//! per chat, whoever addresses the bot there), and one sender may leave
+//! codes for at most [`MAX_GROUPS_PER_SENDER`] groups — adding the bot to
+//! sixty groups and mentioning it in each leaves three codes, not sixty.
+//! Past that the group stays silent as before, and the log names the sender.
+//!
+//! The channel as a whole holds at most [`MAX_PENDING`] codes, a bound for
+//! the table and for the codes sent, not a share: reaching it takes hundreds
+//! of accounts. Past it new requests are refused, not older codes evicted: a
+//! code already given out may be on its way to the admin, and evicting it
+//! would let a flood of new accounts void every honest code in turn; a
+//! refusal is logged and goes away as codes expire (an hour) or are approved.
 
 use super::code::{Code, new_code};
 use crate::db::GatewayTables;
@@ -22,7 +38,10 @@ pub const CODE_LIFETIME: Duration = Duration::hours(1);
 pub const RESEND_AFTER: Duration = Duration::minutes(10);
 /// Pending codes a channel holds at most: past it, new senders get no code
 /// (a flood of strangers must not fill the table or the bot's outbox).
-pub const MAX_PENDING: i64 = 50;
+pub const MAX_PENDING: i64 = 1000;
+/// Pending group codes one sender may have asked for (by addressing the bot
+/// in groups nobody approved); their own direct-message code is apart.
+pub const MAX_GROUPS_PER_SENDER: i64 = 3;
 
 /// What [`PairingStore::request`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,6 +52,9 @@ pub enum Requested {
     Pending { code: Code, notify: bool },
     /// [`MAX_PENDING`] codes are waiting on this channel; nothing was stored.
     TooMany,
+    /// The sender left codes for [`MAX_GROUPS_PER_SENDER`] groups already;
+    /// nothing was stored.
+    TooManyFromSender,
 }
 
 /// One row, as `bub pairing list` and `,pairing list` show it.
@@ -48,6 +70,9 @@ pub struct PairingRecord {
     /// Pending only, as `ABCD-EFGH`.
     pub code: Option<String>,
     pub requested_at: String,
+    /// The sender whose message asked for the code (for a group, who
+    /// addressed the bot there); none on rows older than this field.
+    pub requested_by: Option<String>,
     pub approved_at: Option<String>,
     pub approved_by: Option<String>,
 }
@@ -109,13 +134,15 @@ impl PairingStore {
     }
 
     /// The pending code of this user (or chat), created if it has none (or
-    /// its code expired), unless [`MAX_PENDING`] others are waiting.
+    /// its code expired), unless [`MAX_PENDING`] others are waiting or, for
+    /// a chat, `sender` left codes for [`MAX_GROUPS_PER_SENDER`] groups.
     pub async fn request(
         &self,
         channel: &str,
         subject: PairingSubject,
         id: &str,
         display: Option<&str>,
+        sender: &str,
     ) -> StoreResult<Requested> {
         let now = Utc::now();
         let request = PairingRequest {
@@ -123,16 +150,19 @@ impl PairingStore {
             subject: subject_name(subject),
             id: id.to_string(),
             display: display.map(str::to_string),
+            requested_by: sender.to_string(),
             now: timestamp(now),
             expired_before: timestamp(now - CODE_LIFETIME),
             resend_before: timestamp(now - RESEND_AFTER),
             max_pending: MAX_PENDING,
+            max_groups_per_sender: MAX_GROUPS_PER_SENDER,
             new_code: new_stored_code,
         };
         Ok(match self.tables.request_pairing(request).await.map_err(failed("request pairing"))? {
             PairingRequested::Approved => Requested::Approved,
             PairingRequested::Pending { code, notify } => Requested::Pending { code: Code::from_stored(code), notify },
             PairingRequested::TooMany => Requested::TooMany,
+            PairingRequested::TooManyFromSender => Requested::TooManyFromSender,
         })
     }
 
@@ -177,9 +207,54 @@ impl PairingStore {
                 state: row.state,
                 code: row.code.map(|c| Code::from_stored(c).to_string()),
                 requested_at: row.requested_at,
+                requested_by: row.requested_by,
                 approved_at: row.approved_at,
                 approved_by: row.approved_by,
             })
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::db::Durability;
+
+    async fn store() -> (PairingStore, crate::db::HomeStore, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let db = crate::db::open(dir.path().join("bub.db"), Durability::Normal).await.unwrap();
+        (PairingStore::new(db.clone()), db, dir)
+    }
+
+    fn pending(requested: Requested) -> bool {
+        matches!(requested, Requested::Pending { .. })
+    }
+
+    #[tokio::test]
+    async fn one_sender_leaves_codes_for_a_few_groups_and_everyone_else_keeps_their_room() {
+        let (store, db, _dir) = store().await;
+        let group = |n: usize| format!("-100{n}");
+        for n in 0..MAX_GROUPS_PER_SENDER as usize {
+            assert!(pending(store.request("tg", PairingSubject::Chat, &group(n), None, "666").await.unwrap()));
+        }
+        let over = store.request("tg", PairingSubject::Chat, &group(99), None, "666").await.unwrap();
+        assert_eq!(over, Requested::TooManyFromSender);
+        let again = store.request("tg", PairingSubject::Chat, &group(0), None, "666").await.unwrap();
+        assert!(matches!(again, Requested::Pending { notify: false, .. }), "a group it asked for keeps its code");
+        let own = store.request("tg", PairingSubject::User, "666", None, "666").await.unwrap();
+        assert!(pending(own), "the sender's own code is apart from its groups'");
+        let other = store.request("tg", PairingSubject::Chat, &group(99), None, "1002").await.unwrap();
+        assert!(pending(other), "another sender asks for the same group");
+        let elsewhere = store.request("dc", PairingSubject::Chat, "5", None, "666").await.unwrap();
+        assert!(pending(elsewhere), "counted per channel");
+
+        let listed = store.list(Some("tg")).await.unwrap();
+        let asked: Vec<_> = listed.iter().filter(|r| r.subject == "chat").map(|r| r.requested_by.as_deref()).collect();
+        assert_eq!(asked.iter().filter(|by| **by == Some("666")).count(), MAX_GROUPS_PER_SENDER as usize);
+        // An approved group no longer counts: the sender may ask for another.
+        let code = listed.iter().find(|r| r.id == group(0)).and_then(|r| r.code.clone()).unwrap();
+        store.approve("tg", &code, "admin").await.unwrap();
+        assert!(pending(store.request("tg", PairingSubject::Chat, &group(100), None, "666").await.unwrap()));
+        db.close().await;
     }
 }

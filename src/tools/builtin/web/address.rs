@@ -6,11 +6,31 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// Why an address may not be fetched, or `None` for a public address.
+/// (This host's own addresses are refused too, by
+/// [`interfaces`](super::interfaces), whatever their range.)
 pub fn blocked_reason(ip: IpAddr) -> Option<&'static str> {
-    match ip {
+    match reached(ip) {
         IpAddr::V4(ip) => v4_reason(ip),
         IpAddr::V6(ip) => v6_reason(ip),
     }
+}
+
+/// The address a connection to `ip` reaches: the IPv4 address inside an
+/// IPv6 one that embeds it (mapped `::ffff:a.b.c.d`, NAT64 `64:ff9b::/96`,
+/// the deprecated compatible `::a.b.c.d`), else `ip` itself.
+pub fn reached(ip: IpAddr) -> IpAddr {
+    let IpAddr::V6(v6) = ip else { return ip };
+    let [s0, s1, s2, s3, s4, s5, ..] = v6.segments();
+    let embedded = match (s0, s1, s2, s3, s4, s5) {
+        (0, 0, 0, 0, 0, 0xffff) | (0x64, 0xff9b, 0, 0, 0, 0) => true,
+        (0, 0, 0, 0, 0, 0) => !v6.is_loopback() && !v6.is_unspecified(),
+        _ => false,
+    };
+    if !embedded {
+        return ip;
+    }
+    let octets = v6.octets();
+    IpAddr::V4(Ipv4Addr::new(octets[12], octets[13], octets[14], octets[15]))
 }
 
 fn v4_reason(ip: Ipv4Addr) -> Option<&'static str> {
@@ -27,18 +47,9 @@ fn v4_reason(ip: Ipv4Addr) -> Option<&'static str> {
     })
 }
 
+/// An IPv6 address that embeds no IPv4 one ([`reached`] took those out).
 fn v6_reason(ip: Ipv6Addr) -> Option<&'static str> {
-    // IPv4 inside IPv6: mapped (::ffff:a.b.c.d), NAT64 (64:ff9b::/96) and the
-    // deprecated compatible form (::a.b.c.d) all reach the IPv4 address.
-    let [s0, s1, s2, s3, s4, s5, ..] = ip.segments();
-    let embedded = match (s0, s1, s2, s3, s4, s5) {
-        (0, 0, 0, 0, 0, 0xffff) | (0x64, 0xff9b, 0, 0, 0, 0) => Some(ip.octets()),
-        (0, 0, 0, 0, 0, 0) if !ip.is_loopback() && !ip.is_unspecified() => Some(ip.octets()),
-        _ => None,
-    };
-    if let Some(octets) = embedded {
-        return v4_reason(Ipv4Addr::new(octets[12], octets[13], octets[14], octets[15]));
-    }
+    let s0 = ip.segments()[0];
     Some(match () {
         () if ip.is_unspecified() => "unspecified",
         () if ip.is_loopback() => "loopback",
@@ -93,5 +104,14 @@ mod tests {
         assert_eq!(reason("::ffff:169.254.169.254"), Some("link-local"));
         assert_eq!(reason("64:ff9b::a9fe:a9fe"), Some("link-local"));
         assert_eq!(reason("::7f00:1"), Some("loopback"));
+    }
+
+    #[test]
+    fn every_spelling_of_no_address_is_blocked() {
+        for ip in ["0.0.0.0", "0.1.2.3", "::", "::ffff:0.0.0.0", "64:ff9b::"] {
+            assert_eq!(reason(ip), Some("unspecified"), "{ip}");
+        }
+        let url = super::super::parse_url("http://0/").unwrap();
+        assert_eq!(url.host_str(), Some("0.0.0.0"), "a bare 0 is 0.0.0.0 to the URL parser");
     }
 }

@@ -6,13 +6,17 @@
 //! to exactly those addresses (so a second, different DNS answer cannot slip
 //! in), proxies from the environment are ignored (they would connect
 //! elsewhere), and redirects are followed by hand so each target is checked
-//! the same way. A host is refused when *any* of its addresses is blocked.
+//! the same way. A host is refused when *any* of its addresses is blocked:
+//! by its range ([`blocked_reason`]), or because it is one of this host's
+//! own interfaces' ([`interfaces`]), which reach its `0.0.0.0` listeners.
 //! Operators open the check with [`WebFetchSettings::allow_private`] or per
 //! host with [`WebFetchSettings::allowed_hosts`].
 //!
 //! - [`address`]: which addresses are blocked, and why.
+//! - [`interfaces`]: this host's own addresses, blocked too.
 
 pub mod address;
+pub mod interfaces;
 
 pub use address::blocked_reason;
 
@@ -66,10 +70,12 @@ pub enum FetchError {
     BadUrl { url: String, reason: String },
     #[error("only http and https URLs can be fetched, not {scheme}: ({url})")]
     Scheme { scheme: String, url: String },
-    #[error("refused to fetch {url}: {host} resolves to {addr}, a {reason} address")]
+    #[error("refused to fetch {url}: {host} resolves to {addr}, which is {reason}")]
     Blocked { url: String, host: String, addr: IpAddr, reason: &'static str },
     #[error("cannot resolve {host}: {reason}")]
     Resolve { host: String, reason: String },
+    #[error("cannot check {url} against this host's own addresses: {reason}")]
+    OwnAddresses { url: String, reason: String },
     #[error("more than {MAX_REDIRECTS} redirects (the last one to {0})")]
     TooManyRedirects(String),
     #[error("HTTP {status} from {url}")]
@@ -190,6 +196,13 @@ async fn checked_addresses(settings: &WebFetchSettings, url: &Url) -> Result<(St
             if let Some(reason) = blocked_reason(addr.ip()) {
                 return Err(FetchError::Blocked { url: url.to_string(), host, addr: addr.ip(), reason });
             }
+        }
+        // Listed only when every address is public: the common refusals cost nothing.
+        let own = interfaces::own_addresses()
+            .map_err(|error| FetchError::OwnAddresses { url: url.to_string(), reason: error.to_string() })?;
+        if let Some(addr) = addrs.iter().find(|addr| interfaces::is_own(addr.ip(), &own)) {
+            let reason = "an address of this host's own interfaces";
+            return Err(FetchError::Blocked { url: url.to_string(), host, addr: addr.ip(), reason });
         }
     }
     Ok((bare.to_string(), addrs))

@@ -59,7 +59,7 @@ impl CallSite {
         let output = if call.command || call.code_mode || !spills {
             rendered
         } else {
-            self.run.tape.spill_if_large(&call.tool, rendered).await.into_text()
+            self.writing_tape().spill_if_large(&call.tool, rendered).await.into_text()
         };
         if let Err(error) = &value {
             tracing::info!(run_id = %self.run.run_id, tool = %call.tool, error = %error, "tool call failed");
@@ -69,14 +69,18 @@ impl CallSite {
         Ok(after.result)
     }
 
-    fn context(&self, call: &ToolCall) -> ToolContext {
-        // Anchors the tool writes carry what the run's context held.
-        let tape = match self.run.state.extension::<super::CarriedMeta>() {
+    /// The run's tape, whose anchors (and spilled results) carry what the
+    /// run's context held ([`super::CarriedMeta`]).
+    fn writing_tape(&self) -> crate::tape::Tape {
+        match self.run.state.extension::<super::CarriedMeta>() {
             Some(carried) => self.run.tape.clone().with_anchor_meta(carried.0.clone()),
             None => self.run.tape.clone(),
-        };
+        }
+    }
+
+    fn context(&self, call: &ToolCall) -> ToolContext {
         ToolContext {
-            tape,
+            tape: self.writing_tape(),
             state: self.run.state.clone(),
             run_id: self.run.run_id.clone(),
             call_id: call.call_id.clone(),

@@ -120,6 +120,11 @@ impl Tape {
         self
     }
 
+    /// The `meta` anchors written through this handle carry.
+    pub(crate) fn anchor_meta(&self) -> impl Iterator<Item = (&String, &Value)> {
+        self.anchor_meta.iter().flat_map(|meta| meta.iter())
+    }
+
     pub fn name(&self) -> &TapeName {
         &self.name
     }
@@ -179,7 +184,7 @@ impl Tape {
     /// Writes an anchor and a `handoff` event, so the next context starts here.
     pub async fn handoff(&self, name: &str, state: Value) -> TapeResult<Entry> {
         let mut anchor = NewEntry::anchor(name, state.clone());
-        for (key, value) in self.anchor_meta.iter().flat_map(|meta| meta.iter()) {
+        for (key, value) in self.anchor_meta() {
             anchor = anchor.with_meta(key.clone(), value.clone());
         }
         let stored =

@@ -98,6 +98,10 @@ pub struct SpillManifest {
 #[derive(Debug, Clone, PartialEq)]
 pub struct SpillPage {
     pub manifest: SpillManifest,
+    /// The `meta` the spilled result was stored with (its text's origin,
+    /// when the run that spilled it held untrusted text: see
+    /// [`Tape::with_anchor_meta`](super::Tape::with_anchor_meta)).
+    pub meta: serde_json::Map<String, Value>,
     /// Index of the first chunk shown.
     pub first_chunk: usize,
     /// Number of chunks shown.
@@ -255,9 +259,13 @@ impl Tape {
             tool: tool.to_string(),
         };
         let state = serde_json::to_value(&manifest).unwrap_or_default();
+        let mut anchor = NewEntry::anchor(manifest_anchor(&handle), state.clone());
+        for (key, value) in self.anchor_meta() {
+            anchor = anchor.with_meta(key.clone(), value.clone());
+        }
         sidecar
             .append_all(vec![
-                NewEntry::anchor(manifest_anchor(&handle), state.clone()).hidden_from_context(),
+                anchor.hidden_from_context(),
                 NewEntry::event("spill.manifest", state).hidden_from_context(),
             ])
             .await?;
@@ -300,6 +308,8 @@ impl Tape {
                 .count();
             return Err(SpillReadError::Incomplete { handle: handle.to_string(), found });
         };
+        let mut meta = manifest.meta.clone();
+        meta.remove("context");
         let manifest: SpillManifest = manifest
             .data()
             .and_then(|state| serde_json::from_value(state.clone()).ok())
@@ -329,7 +339,7 @@ impl Tape {
                 .ok_or_else(|| SpillReadError::MissingChunk { handle: handle.to_string(), chunk: index })?;
             content.push_str(&text);
         }
-        Ok(SpillPage { manifest, first_chunk: first, shown, next_cursor, content })
+        Ok(SpillPage { manifest, meta, first_chunk: first, shown, next_cursor, content })
     }
 }
 

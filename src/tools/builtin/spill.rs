@@ -59,6 +59,10 @@ pub fn spill_read_tool() -> Tool {
         };
         let read = ctx.tape.read_spill(handle, args.cursor, count, args.from_end).await;
         tracing::debug!(tool = SPILL_READ, session = %ctx.tape.name(), handle, cursor = args.cursor, count, ok = read.is_ok(), "spill read");
+        if let Ok(page) = &read {
+            // The page carries the spilled result's text, and its origin.
+            ctx.carries(page.meta.clone());
+        }
         Ok::<_, ToolError>(match read {
             Ok(page) if count < asked && page.next_cursor.is_some() => {
                 format!("{page}\n[{count} of the {asked} chunks asked fit in one result; continue from next_cursor]")

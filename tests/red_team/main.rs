@@ -15,6 +15,8 @@
 //! - `held`: routes that held (command-line tricks, symlinks), kept holding.
 //! - `provenance`: text nobody vouched for (a stranger's message, a fetched
 //!   page) steering the model into the shell.
+//! - `workspace_files`: what a sandboxed command plants in the workspace
+//!   (symlinks out, FIFOs, devices, hard links) read by the gateway as root.
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -28,3 +30,4 @@ mod pairing;
 mod provenance;
 mod sandbox;
 mod subagent;
+mod workspace_files;

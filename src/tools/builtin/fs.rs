@@ -7,6 +7,7 @@
 //! leaves it. Errors name the resolved path, so the model can see where it
 //! actually looked.
 
+use crate::environment::workspace_file::WorkspaceFileError;
 use crate::environment::{Environment, EnvironmentError};
 use crate::tools::{Capability, Tool, ToolContext, ToolError};
 use schemars::JsonSchema;
@@ -126,6 +127,16 @@ fn file_error(action: &str, path: &Path, error: EnvironmentError) -> ToolError {
             ToolError::failed(format!("cannot {action} {}: it is not UTF-8 text", path.display()))
         }
         EnvironmentError::File { source, .. } => {
+            ToolError::failed(format!("cannot {action} {}: {source}", path.display()))
+        }
+        EnvironmentError::FileAccess { source: WorkspaceFileError::TooLarge { size, max }, .. } => {
+            ToolError::failed(format!(
+                "cannot {action} {}: the file is {size} bytes, over the {max} bytes read whole; read a part of it \
+                 with the shell (`sed -n`, `head`, `tail`)",
+                path.display()
+            ))
+        }
+        EnvironmentError::FileAccess { source, .. } => {
             ToolError::failed(format!("cannot {action} {}: {source}", path.display()))
         }
         other => ToolError::failed(format!("cannot {action} {}: {other}", path.display())),

@@ -1,0 +1,174 @@
+//! Issue 28: the workspace is hostile input. Whatever a sandboxed command
+//! can write there, the gateway (root, outside the sandbox) reads as it
+//! reads a stranger's message: a symlink out of the workspace, a FIFO, a
+//! device, a hard link to another file or a file without end must neither
+//! carry the host's files into the model's request nor stall the gateway.
+//!
+//! Each test drives the real gateway: an operator's `,bash` plants the
+//! trap from inside the sandbox (or the test, as root, plants what the
+//! sandbox cannot: device nodes, hard links), then a message makes the
+//! gateway read the workspace; the assertions are on what the model's
+//! request carried, what the chat read, and whether the gateway still
+//! answers.
+
+use crate::support::fake_model::{FakeModel, Reply};
+use crate::support::gateway::{GatewayProcess, client, signed_request};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+const SECRET: &str = "workspace-files-secret";
+/// What the planted files outside every workspace hold.
+const OUTSIDE: &str = "HOST-ONLY-TEXT-7f3a";
+/// Upper bound for anything the gateway should answer at once (debug
+/// binary, loaded 2-core machine); never a timing assertion.
+const WAIT: Duration = Duration::from_secs(60);
+
+/// A gateway whose webhook chats all run in the sandbox, with operator
+/// `ops`, and a model answering `ok` to whatever is not scripted.
+struct World {
+    home: tempfile::TempDir,
+    fake: FakeModel,
+    gateway: GatewayProcess,
+    ids: AtomicUsize,
+}
+
+impl World {
+    async fn start() -> World {
+        World::with_policy("environment = \"sandbox\"\n").await
+    }
+
+    async fn with_policy(policy: &str) -> World {
+        let home = tempfile::tempdir().unwrap();
+        std::fs::write(home.path().join("secret.txt"), OUTSIDE).unwrap();
+        let fake = FakeModel::start().await;
+        fake.answer_all(Reply::text("ok"));
+        let config = format!(
+            "[channels.webhook]\nkind = \"webhook\"\nsecrets = [\"{SECRET}\"]\n\
+             [channels.webhook.policy]\noperators = [\"webhook:ops\"]\n{policy}"
+        );
+        let gateway = GatewayProcess::start_with_config(home.path(), &fake.vars("openai:gpt-test"), &config).await;
+        World { home, fake, gateway, ids: AtomicUsize::new(0) }
+    }
+
+    fn home(&self) -> &Path {
+        self.home.path()
+    }
+
+    /// The workspace of webhook chat `chat`, created if missing.
+    fn workspace(&self, chat: &str) -> PathBuf {
+        let dir = self.home().join("workspaces").join(format!("webhook%3A{chat}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    /// `text` from the operator in `chat`; the reply's text (empty when none came).
+    async fn say(&self, chat: &str, text: &str) -> String {
+        let id = format!("m{}", self.ids.fetch_add(1, Ordering::Relaxed));
+        let body = json!({"message_id": id, "chat_id": chat, "sender_id": "ops", "text": text});
+        let response = signed_request(&client(), self.gateway.addr, "webhook", "sync", &body, SECRET).await;
+        let Ok(response) = response else { return String::new() };
+        let reply = response.json::<serde_json::Value>().await.unwrap_or_default();
+        reply["text"].as_str().unwrap_or_default().to_string()
+    }
+
+    /// Runs `cmd` in `chat`'s sandbox through the operator's `,bash`.
+    async fn shell(&self, chat: &str, cmd: &str) -> String {
+        assert!(!cmd.contains('\''), "the command goes inside single quotes: {cmd}");
+        self.say(chat, &format!(",bash cmd='{cmd} && echo planted'")).await
+    }
+
+    /// Plants with `cmd` from inside the sandbox, failing the test when it did not run there.
+    async fn plant(&self, chat: &str, cmd: &str) {
+        let out = self.shell(chat, &format!("test $(id -u) = 1000 && {cmd}")).await;
+        assert!(out.contains("planted"), "{cmd:?} did not run in the sandbox: {out}");
+    }
+
+    /// Sends a prompt to `chat` and returns the system prompt of the model
+    /// request it caused (the reply must be `ok`).
+    async fn system_prompt_after_hi(&self, chat: &str) -> String {
+        let before = self.fake.request_count();
+        let reply = self.say(chat, "hi").await;
+        assert_eq!(reply, "ok", "the turn in {chat} was answered");
+        let requests = self.fake.requests();
+        assert!(requests.len() > before, "no model request for {chat}");
+        requests[before]["messages"][0]["content"].as_str().unwrap_or_default().to_string()
+    }
+
+    async fn healthy(&self) -> bool {
+        let url = format!("{}/healthz", self.gateway.base_url());
+        let probe = client().get(url).timeout(WAIT).send().await;
+        probe.is_ok_and(|response| response.status().is_success())
+    }
+}
+
+/// `AGENTS.md` linked to the gateway's secrets, to its own environment (the
+/// API key), and to another session's workspace: none of it reaches the
+/// model. A link that stays inside the workspace (`AGENTS.md -> CLAUDE.md`)
+/// keeps working.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_symlinked_agents_md_carries_nothing_from_outside_into_the_prompt() {
+    let world = World::start().await;
+    let home = world.home().display().to_string();
+    std::fs::write(world.workspace("other").join("notes.txt"), "OTHER-SESSION-NOTES").unwrap();
+    world.plant("config", &format!("ln -s {home}/bub.toml AGENTS.md")).await;
+    world.plant("secret", &format!("ln -s {home}/secret.txt AGENTS.md")).await;
+    world.plant("environ", "ln -s /proc/self/environ AGENTS.md").await;
+    world.plant("shadow", "ln -s /etc/shadow AGENTS.md").await;
+    world.plant("neighbour", "ln -s ../webhook%3Aother/notes.txt AGENTS.md").await;
+    world.plant("inside", "echo KEEP-THIS-INSTRUCTION > CLAUDE.md && ln -s CLAUDE.md AGENTS.md").await;
+
+    let config = world.system_prompt_after_hi("config").await;
+    assert!(!config.contains(SECRET) && !config.contains("[channels"), "bub.toml leaked: {config}");
+    let secret = world.system_prompt_after_hi("secret").await;
+    assert!(!secret.contains(OUTSIDE), "a host file leaked: {secret}");
+    let environ = world.system_prompt_after_hi("environ").await;
+    assert!(!environ.contains("fake-key") && !environ.contains("BUB_"), "the gateway's environment leaked: {environ}");
+    let shadow = world.system_prompt_after_hi("shadow").await;
+    assert!(!shadow.contains("root:"), "/etc/shadow leaked: {shadow}");
+    let neighbour = world.system_prompt_after_hi("neighbour").await;
+    assert!(!neighbour.contains("OTHER-SESSION-NOTES"), "another session's file leaked: {neighbour}");
+    let inside = world.system_prompt_after_hi("inside").await;
+    assert!(inside.contains("KEEP-THIS-INSTRUCTION"), "a link inside the workspace still works: {inside}");
+    assert!(world.healthy().await);
+    assert!(world.gateway.stop().await);
+}
+
+/// A skill folder linked out of the workspace, `.agents` linked out, and
+/// `.agents/skills` linked out: none of their skills is listed, inlined or
+/// shown by the `skill` tool. A skill inside the workspace still is.
+#[tokio::test(flavor = "multi_thread")]
+async fn skills_linked_out_of_the_workspace_are_not_loaded() {
+    let world = World::start().await;
+    let planted = world.home().join("planted");
+    for name in ["leak-one", "leak-two", "leak-three"] {
+        let folder = planted.join(name).join(".agents/skills").join(name);
+        std::fs::create_dir_all(&folder).unwrap();
+        let text = format!("---\nname: {name}\ndescription: {OUTSIDE} {name}\n---\n{OUTSIDE} body of {name}\n");
+        std::fs::write(folder.join("SKILL.md"), text).unwrap();
+    }
+    let p = planted.display();
+    world
+        .plant("one", &format!("mkdir -p .agents/skills && ln -s {p}/leak-one/.agents/skills/leak-one .agents/skills/"))
+        .await;
+    world.plant("two", &format!("ln -s {p}/leak-two/.agents .agents")).await;
+    world.plant("three", &format!("mkdir .agents && ln -s {p}/leak-three/.agents/skills .agents/skills")).await;
+    let good = world.workspace("one").join(".agents/skills/good-one");
+    std::fs::create_dir_all(&good).unwrap();
+    std::fs::write(good.join("SKILL.md"), "---\nname: good-one\ndescription: Stays inside.\n---\nbody\n").unwrap();
+
+    for chat in ["one", "two", "three"] {
+        let system = world.system_prompt_after_hi(chat).await;
+        assert!(!system.contains(OUTSIDE) && !system.contains("leak-"), "{chat}: a skill from outside: {system}");
+        if chat == "one" {
+            assert!(system.contains("- good-one: Stays inside."), "the workspace's own skill: {system}");
+        }
+    }
+    let asked = world.fake.request_count();
+    world.fake.push(Reply::tool_calls(vec![("skill", json!({"name": "leak-one"}))])).push(Reply::text("ok"));
+    assert_eq!(world.say("one", "$leak-one please").await, "ok");
+    let shown = world.fake.tool_results(asked + 1);
+    assert!(shown.contains("(no such skill)") && !shown.contains(OUTSIDE), "the skill tool: {shown}");
+    assert!(world.gateway.stop().await);
+}

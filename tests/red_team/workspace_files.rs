@@ -172,3 +172,82 @@ async fn skills_linked_out_of_the_workspace_are_not_loaded() {
     assert!(shown.contains("(no such skill)") && !shown.contains(OUTSIDE), "the skill tool: {shown}");
     assert!(world.gateway.stop().await);
 }
+
+/// A FIFO named `AGENTS.md` froze the gateway at the session's next message
+/// (the read waited for a writer on a runtime thread): `/healthz` and every
+/// other chat stopped answering. Now the FIFO is refused and everyone,
+/// that session included, is answered.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fifo_named_agents_md_stalls_nothing() {
+    let world = World::start().await;
+    world.plant("fifo", "mkfifo AGENTS.md").await;
+    let trapped = async { tokio::time::timeout(WAIT, world.system_prompt_after_hi("fifo")).await };
+    let others = async {
+        // Let the trapped message reach the gateway first (ordering only; nothing is timed).
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let healthy = world.healthy().await;
+        let other = tokio::time::timeout(WAIT, world.say("bystander", "hello")).await;
+        (healthy, other)
+    };
+    let (trapped, (healthy, other)) = tokio::join!(trapped, others);
+    assert!(healthy, "/healthz answered while the FIFO waited for a writer");
+    assert_eq!(other.as_deref(), Ok("ok"), "another chat was answered");
+    let system = trapped.expect("the trapped session's turn was answered, without the file");
+    assert!(system.starts_with("You are bub"), "{system}");
+    assert!(world.gateway.stderr().contains("AGENTS.md not read"), "the refusal is logged");
+    assert!(world.gateway.stop().await);
+}
+
+/// `AGENTS.md` without end (a link to `/dev/zero`, the device itself planted
+/// by root) was read until the gateway was killed for memory; one over the
+/// cap went into every request. Now none of them is read.
+#[tokio::test(flavor = "multi_thread")]
+async fn agents_md_without_end_or_over_the_cap_is_not_read() {
+    let world = World::start().await;
+    world.plant("zero", "ln -s /dev/zero AGENTS.md").await;
+    world.plant("big", "yes BIG-AGENTS-MD | head -c 400000 > AGENTS.md").await;
+    let device = world.workspace("device").join("AGENTS.md");
+    let zero = rustix::fs::makedev(1, 5);
+    rustix::fs::mknodat(rustix::fs::CWD, &device, rustix::fs::FileType::CharacterDevice, 0o644.into(), zero)
+        .expect("mknod (the tests run as root, as the gateway does)");
+    for chat in ["zero", "device", "big"] {
+        let system = world.system_prompt_after_hi(chat).await;
+        assert!(!system.contains('\0') && !system.contains("BIG-AGENTS-MD"), "{chat}: {} bytes", system.len());
+        assert!(system.len() < 64 * 1024, "{chat}: the prompt is {} bytes", system.len());
+    }
+    assert!(world.healthy().await);
+    let peak = peak_memory_kib(world.gateway.pid());
+    assert!(peak < 512 * 1024, "the gateway's memory peaked at {peak} KiB");
+    assert!(world.gateway.stop().await);
+}
+
+/// A hard link in a workspace to a root-only file outside (made by root:
+/// a sandbox cannot link across its mounts, a session once on the host
+/// could): not read into the prompt, not shown by `fs.read`, and not
+/// given to the sandbox's uid when the sandbox is prepared.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hard_link_to_a_file_outside_is_neither_read_nor_given_away() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let world = World::start().await;
+    let secret = world.home().join("secret.txt");
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let workspace = world.workspace("hard");
+    std::fs::hard_link(&secret, workspace.join("AGENTS.md")).unwrap();
+    std::fs::hard_link(&secret, workspace.join("linked.txt")).unwrap();
+    let system = world.system_prompt_after_hi("hard").await;
+    assert!(!system.contains(OUTSIDE), "the prompt carried the linked file: {system}");
+    let read = world.say("hard", ",fs.read linked.txt").await;
+    assert!(!read.contains(OUTSIDE) && read.contains("hard links"), "fs.read: {read}");
+    let shell = world.shell("hard", "cat linked.txt; echo >> linked.txt").await;
+    assert!(!shell.contains(OUTSIDE), "the sandbox read it: {shell}");
+    let metadata = std::fs::metadata(&secret).unwrap();
+    assert_eq!((metadata.uid(), std::fs::read_to_string(&secret).unwrap().as_str()), (0, OUTSIDE), "{shell}");
+    assert!(world.gateway.stop().await);
+}
+
+/// The peak resident memory of process `pid` (`VmHWM`), in KiB.
+fn peak_memory_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("the gateway's /proc status");
+    let line = status.lines().find(|line| line.starts_with("VmHWM:")).expect("VmHWM in /proc/<pid>/status");
+    line.split_whitespace().nth(1).and_then(|kib| kib.parse().ok()).expect("VmHWM in KiB")
+}

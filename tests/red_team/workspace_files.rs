@@ -96,6 +96,12 @@ impl World {
         requests[before]["messages"][0]["content"].as_str().unwrap_or_default().to_string()
     }
 
+    /// [`World::say`], failing the test when no answer comes within [`WAIT`].
+    async fn ask(&self, chat: &str, text: &str) -> String {
+        let answer = tokio::time::timeout(WAIT, self.say(chat, text)).await;
+        answer.unwrap_or_else(|_| panic!("{text:?} in {chat} was not answered"))
+    }
+
     async fn healthy(&self) -> bool {
         let url = format!("{}/healthz", self.gateway.base_url());
         let probe = client().get(url).timeout(WAIT).send().await;
@@ -206,10 +212,7 @@ async fn agents_md_without_end_or_over_the_cap_is_not_read() {
     let world = World::start().await;
     world.plant("zero", "ln -s /dev/zero AGENTS.md").await;
     world.plant("big", "yes BIG-AGENTS-MD | head -c 400000 > AGENTS.md").await;
-    let device = world.workspace("device").join("AGENTS.md");
-    let zero = rustix::fs::makedev(1, 5);
-    rustix::fs::mknodat(rustix::fs::CWD, &device, rustix::fs::FileType::CharacterDevice, 0o644.into(), zero)
-        .expect("mknod (the tests run as root, as the gateway does)");
+    mknod(&world.workspace("device").join("AGENTS.md"), rustix::fs::FileType::CharacterDevice);
     for chat in ["zero", "device", "big"] {
         let system = world.system_prompt_after_hi(chat).await;
         assert!(!system.contains('\0') && !system.contains("BIG-AGENTS-MD"), "{chat}: {} bytes", system.len());
@@ -243,6 +246,53 @@ async fn a_hard_link_to_a_file_outside_is_neither_read_nor_given_away() {
     let metadata = std::fs::metadata(&secret).unwrap();
     assert_eq!((metadata.uid(), std::fs::read_to_string(&secret).unwrap().as_str()), (0, OUTSIDE), "{shell}");
     assert!(world.gateway.stop().await);
+}
+
+/// On the host (`environment = "local"`, the webhook's default) the file
+/// tools used `tokio::fs`: `fs.read` of a FIFO hung the tool call (and the
+/// turn) for good, a device was read without end, a hard link to a file
+/// outside was read although the tools are confined. Unconfined, any path
+/// is the user's own machine, but a FIFO or a device still is not read.
+#[tokio::test(flavor = "multi_thread")]
+async fn file_tools_on_the_host_refuse_fifos_devices_and_hard_links() {
+    let world = World::with_policy("[channels.webhook.chats.\"open\".policy]\nconfine_fs = false\n").await;
+    let secret = world.home().join("secret.txt");
+    let ws = world.workspace("host");
+    mknod(&ws.join("pipe"), rustix::fs::FileType::Fifo);
+    mknod(&ws.join("zero"), rustix::fs::FileType::CharacterDevice);
+    std::fs::hard_link(&secret, ws.join("linked.txt")).unwrap();
+    for (line, reason) in [
+        (",fs.read linked.txt", "hard links"),
+        (",fs.read zero", "it is a device, not a regular file"),
+        (",fs.read pipe", "it is a FIFO, not a regular file"),
+        (",fs.write pipe x", "a FIFO"),
+    ] {
+        let reply = world.ask("host", line).await;
+        assert!(reply.contains(reason) && !reply.contains(OUTSIDE), "{line}: {reply}");
+    }
+    let pipe = ws.join("pipe");
+    for (line, reason) in [
+        (format!(",fs.read {}", pipe.display()), "it is a FIFO, not a regular file"),
+        (",fs.read /dev/zero".to_string(), "it is a device, not a regular file"),
+        (format!(",fs.read {}", secret.display()), OUTSIDE),
+    ] {
+        let reply = world.ask("open", &line).await;
+        assert!(reply.contains(reason), "unconfined {line}: {reply}");
+    }
+    assert!(world.healthy().await);
+    let peak = peak_memory_kib(world.gateway.pid());
+    assert!(peak < 512 * 1024, "the gateway's memory peaked at {peak} KiB");
+    assert!(world.gateway.stop().await);
+}
+
+/// A FIFO, or a character device that reads as `/dev/zero`, at `path`
+/// (made by the test, root as the gateway is: a sandbox cannot make devices).
+fn mknod(path: &Path, kind: rustix::fs::FileType) {
+    let device = match kind {
+        rustix::fs::FileType::CharacterDevice => rustix::fs::makedev(1, 5),
+        _ => 0,
+    };
+    rustix::fs::mknodat(rustix::fs::CWD, path, kind, 0o644.into(), device).expect("mknod (the tests run as root)");
 }
 
 /// The peak resident memory of process `pid` (`VmHWM`), in KiB.

@@ -285,6 +285,100 @@ async fn file_tools_on_the_host_refuse_fifos_devices_and_hard_links() {
     assert!(world.gateway.stop().await);
 }
 
+/// Files in and out of a Telegram chat's sandboxed workspace.
+#[cfg(feature = "telegram")]
+mod telegram {
+    use super::*;
+    use crate::support::fake_telegram::{FakeTelegram, TOKEN};
+
+    const USER: i64 = 1001;
+
+    fn config(telegram: &FakeTelegram) -> String {
+        format!(
+            "[policy.defaults]\ndebounce = {{ quiet_seconds = 0.1 }}\n\
+             [channels.tg]\nkind = \"telegram\"\ntoken = \"{TOKEN}\"\napi_url = \"{}\"\n\
+             [channels.tg.policy]\nallow_users = [\"tg:{USER}\"]\n",
+            telegram.api_url()
+        )
+    }
+
+    fn workspace(home: &Path) -> PathBuf {
+        let dir = home.join("workspaces").join(format!("tg%3A{USER}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    /// `chat.send_file` of a hard link to a file outside sent that file to
+    /// the chat. Now it is refused (the model reads why); `..` and absolute
+    /// paths stay refused, and a link inside the workspace is still sent.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn send_file_sends_no_hard_link_out_and_follows_links_inside() {
+        let home = tempfile::tempdir().unwrap();
+        let secret = home.path().join("secret.txt");
+        std::fs::write(&secret, OUTSIDE).unwrap();
+        let ws = workspace(home.path());
+        std::fs::write(ws.join("chart.png"), b"\x89PNG chart").unwrap();
+        std::fs::create_dir_all(ws.join("out")).unwrap();
+        std::os::unix::fs::symlink("../chart.png", ws.join("out/link.png")).unwrap();
+        std::fs::hard_link(&secret, ws.join("linked.txt")).unwrap();
+        let telegram = FakeTelegram::start().await;
+        let fake = FakeModel::start().await;
+        fake.answer_all(Reply::text("ok"));
+        for path in ["linked.txt", "../../secret.txt", secret.to_str().unwrap(), "out/link.png"] {
+            fake.push(Reply::tool_calls(vec![("chat_send_file", json!({"path": path}))]));
+        }
+        fake.push(Reply::text("done"));
+        let gateway =
+            GatewayProcess::start_with_config(home.path(), &fake.vars("openai:gpt-test"), &config(&telegram)).await;
+
+        telegram.user_says(USER, "send me the files");
+        let done = telegram.wait_until(WAIT, |_| fake.request_count() >= 5).await;
+        assert!(done, "the turn never finished: {:?}", telegram.calls());
+        let files = telegram.files();
+        assert!(files.iter().all(|file| file.bytes != OUTSIDE.as_bytes()), "the chat got the file outside: {files:?}");
+        let told: Vec<String> = (1..=4).map(|n| fake.tool_results(n)).collect();
+        assert!(told[0].contains("linked.txt was not sent") && told[0].contains("hard links"), "{}", told[0]);
+        assert!(told[1].contains("leaves the workspace") && told[2].contains("leaves the workspace"), "{told:?}");
+        assert_eq!(files.len(), 1, "only the link inside was sent: {files:?}; {told:?}");
+        // Sent under the name of the file it leads to.
+        assert_eq!((files[0].file_name.as_str(), files[0].bytes.as_slice()), ("chart.png", &b"\x89PNG chart"[..]));
+        assert!(gateway.stop().await);
+    }
+
+    /// A photo sent to a chat whose workspace has `attachments` linked out
+    /// (planted by its sandbox): the gateway, root, does not write through
+    /// the link, and the chat is still answered. (Held before issue 28's
+    /// fix too: pinned, as the write moved to the shared module.)
+    #[tokio::test(flavor = "multi_thread")]
+    async fn an_attachment_is_never_written_through_a_planted_link() {
+        let home = tempfile::tempdir().unwrap();
+        let outside = home.path().join("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        let ws = workspace(home.path());
+        std::os::unix::fs::symlink(&outside, ws.join("attachments")).unwrap();
+        let telegram = FakeTelegram::start().await;
+        let fake = FakeModel::start_answering("seen").await;
+        let gateway =
+            GatewayProcess::start_with_config(home.path(), &fake.vars("openai:gpt-test"), &config(&telegram)).await;
+
+        telegram.user_sends_photo(USER, Some("look"), b"\xff\xd8 a photo");
+        let answered = telegram.wait_until(WAIT, |t| !t.sent().is_empty()).await;
+        assert!(answered, "no reply: {:?}", telegram.calls());
+        let written: Vec<_> = walk(&outside);
+        assert!(written.is_empty(), "written through the link: {written:?}");
+        assert!(gateway.stop().await);
+    }
+
+    fn walk(dir: &Path) -> Vec<PathBuf> {
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            found.push(entry.path());
+            found.extend(walk(&entry.path()));
+        }
+        found
+    }
+}
+
 /// A FIFO, or a character device that reads as `/dev/zero`, at `path`
 /// (made by the test, root as the gateway is: a sandbox cannot make devices).
 fn mknod(path: &Path, kind: rustix::fs::FileType) {

@@ -248,6 +248,31 @@ async fn a_hard_link_to_a_file_outside_is_neither_read_nor_given_away() {
     assert!(world.gateway.stop().await);
 }
 
+/// `fs.read` in a sandboxed chat: `..`, an absolute path and a link planted
+/// by the sandbox all stay refused (they held before issue 28; pinned now
+/// that the tools open files through the shared module), a device planted
+/// by root is refused, and a link inside the workspace reads its target.
+#[tokio::test(flavor = "multi_thread")]
+async fn fs_read_in_the_sandbox_stays_in_the_workspace() {
+    let world = World::start().await;
+    let home = world.home().display().to_string();
+    std::fs::write(world.workspace("other").join("notes.txt"), "OTHER-SESSION-NOTES").unwrap();
+    world.plant("reader", &format!("ln -s {home}/secret.txt out && echo inside > real.txt && ln -s real.txt in")).await;
+    mknod(&world.workspace("reader").join("zero"), rustix::fs::FileType::CharacterDevice);
+    for (path, reason) in [
+        ("../webhook%3Aother/notes.txt".to_string(), "leaves the workspace"),
+        (format!("{home}/secret.txt"), "leaves the workspace"),
+        ("out".to_string(), "leaves the workspace"),
+        ("zero".to_string(), "it is a device, not a regular file"),
+    ] {
+        let reply = world.ask("reader", &format!(",fs.read {path}")).await;
+        assert!(reply.contains(reason), "{path}: {reply}");
+        assert!(!reply.contains(OUTSIDE) && !reply.contains("OTHER-SESSION"), "{path}: {reply}");
+    }
+    assert_eq!(world.ask("reader", ",fs.read in").await.trim(), "inside");
+    assert!(world.gateway.stop().await);
+}
+
 /// On the host (`environment = "local"`, the webhook's default) the file
 /// tools used `tokio::fs`: `fs.read` of a FIFO hung the tool call (and the
 /// turn) for good, a device was read without end, a hard link to a file

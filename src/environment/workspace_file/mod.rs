@@ -75,7 +75,7 @@ pub enum WorkspaceFileError {
     TooLarge { size: u64, max: u64 },
     #[error("it is not UTF-8 text")]
     NotText,
-    #[error("it took longer than {} s to read", .0.as_secs())]
+    #[error("it took longer than {:?} to read", .0)]
     TimedOut(Duration),
     #[error(transparent)]
     Io(#[from] std::io::Error),
@@ -172,10 +172,20 @@ where
     T: Send + 'static,
     F: FnOnce() -> Result<T, WorkspaceFileError> + Send + 'static,
 {
-    match tokio::time::timeout(TIMEOUT, tokio::task::spawn_blocking(work)).await {
+    within(TIMEOUT, work).await
+}
+
+/// [`off_runtime`] with another timeout. The work itself cannot be stopped:
+/// its thread is left to finish while the caller goes on.
+async fn within<T, F>(timeout: Duration, work: F) -> Result<T, WorkspaceFileError>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T, WorkspaceFileError> + Send + 'static,
+{
+    match tokio::time::timeout(timeout, tokio::task::spawn_blocking(work)).await {
         Ok(Ok(result)) => result,
         Ok(Err(join)) => Err(WorkspaceFileError::Io(std::io::Error::other(join))),
-        Err(_) => Err(WorkspaceFileError::TimedOut(TIMEOUT)),
+        Err(_) => Err(WorkspaceFileError::TimedOut(timeout)),
     }
 }
 

@@ -192,3 +192,16 @@ async fn off_runtime_gives_back_what_the_work_returned() {
     let failed = off_runtime(|| Err::<(), _>(WorkspaceFileError::NotText)).await.unwrap_err();
     assert!(matches!(failed, WorkspaceFileError::NotText));
 }
+
+/// A file system that hangs holds a blocking thread, never the caller.
+#[tokio::test]
+async fn work_that_hangs_is_given_up_after_the_timeout() {
+    let (release, hung) = std::sync::mpsc::channel::<()>();
+    let given_up = within(Duration::from_millis(50), move || {
+        let _ = hung.recv();
+        Ok(())
+    })
+    .await;
+    assert!(matches!(given_up, Err(WorkspaceFileError::TimedOut(_))), "{given_up:?}");
+    drop(release);
+}

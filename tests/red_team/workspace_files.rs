@@ -295,6 +295,7 @@ async fn file_tools_on_the_host_refuse_fifos_devices_and_hard_links() {
         let reply = world.ask("host", line).await;
         assert!(reply.contains(reason) && !reply.contains(OUTSIDE), "{line}: {reply}");
     }
+    assert!(world.gateway.stderr().contains("file refused"), "refusals are logged");
     let pipe = ws.join("pipe");
     for (line, reason) in [
         (format!(",fs.read {}", pipe.display()), "it is a FIFO, not a regular file"),

@@ -82,6 +82,19 @@ pub enum WorkspaceFileError {
 }
 
 impl WorkspaceFileError {
+    /// The file was there and was refused (a way out, not a regular file,
+    /// another name, too big): a trap or a mistake worth a warning, unlike a
+    /// missing file.
+    pub fn is_refusal(&self) -> bool {
+        matches!(
+            self,
+            WorkspaceFileError::Escapes
+                | WorkspaceFileError::NotRegular(_)
+                | WorkspaceFileError::HardLinked(_)
+                | WorkspaceFileError::TooLarge { .. }
+        )
+    }
+
     fn from_errno(errno: Errno) -> WorkspaceFileError {
         match errno {
             Errno::NOENT => WorkspaceFileError::NotFound,

@@ -5,8 +5,8 @@
 //! confinement says: what leaves for a chat is the workspace's, never the
 //! host's. It is resolved like the confined `fs.*` tools resolve paths, then
 //! opened beneath the workspace ([`crate::environment::workspace_file`]), so
-//! a sandboxed command cannot swap a link out in after the check, nor send
-//! a FIFO, a device or a hard link to a file outside. A file over the
+//! a sandboxed command can neither swap in a link out of the workspace after
+//! the check nor send a FIFO, a device or a hard link to a file outside. A file over the
 //! channel's upload limit is refused before it is read: nothing is sent.
 //!
 //! Capability `read`: the tool reads the workspace and shows a file to the
@@ -72,9 +72,12 @@ async fn send_file(args: ChatSendFileArgs, ctx: ToolContext) -> Result<FileSent,
         .map(|name| name.to_string_lossy().into_owned())
         .ok_or_else(|| ToolError::invalid_input(format!("{:?} is not a file", args.path)))?;
     let shown = relative.display().to_string();
-    let bytes = off_runtime(move || WorkspaceDir::open(&root)?.read(&relative, limit))
-        .await
-        .map_err(|error| read_error(&shown, error))?;
+    let bytes = off_runtime(move || WorkspaceDir::open(&root)?.read(&relative, limit)).await.map_err(|error| {
+        if error.is_refusal() {
+            tracing::warn!(tool = "chat.send_file", session = %ctx.tape.name(), path = %shown, reason = %error, "file refused");
+        }
+        read_error(&shown, error)
+    })?;
     let media_type = mime_guess::from_path(&name).first_or_octet_stream().essence_str().to_string();
     let size = bytes.len() as u64;
     tracing::debug!(tool = "chat.send_file", session = %ctx.tape.name(), path = %shown, bytes = size, "send");

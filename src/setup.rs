@@ -16,22 +16,27 @@
 //! what it runs, is closed after this long without a turn), `HOME` (the
 //! user's skills in `$HOME/.agents/skills`).
 //!
+//! The workspace's `AGENTS.md` (at most [`MAX_AGENTS_MD_BYTES`]) and skills
+//! are read as untrusted input: beneath the workspace, regular files only
+//! (see [`crate::environment::workspace_file`]).
+//!
 //! Each session runs in its own [`LocalEnvironment`](crate::environment::LocalEnvironment):
 //! in the workspace a run names (`bub run` gives the current directory), else
 //! in `<home>/workspaces/<session>`.
 
-use crate::agent::{self, Agent};
+use crate::agent::{self, Agent, ToolSummary};
 use crate::codemode;
 use crate::command::CommandPrefix;
 use crate::db::{Durability, HomeStore};
 use crate::environment::sessions::DEFAULT_IDLE;
+use crate::environment::workspace_file::{WorkspaceDir, WorkspaceFileError, off_runtime};
 use crate::environment::{EnvironmentProvider, Environments, LocalProvider};
 use crate::home::BubHome;
 use crate::model::ModelSettings;
-use crate::skills;
+use crate::skills::{self, Skill};
 use crate::tape::{SpillSettings, TapeSettings, TapeStore};
 use crate::tools::builtin::{self, ShellManager, WebFetchSettings};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -46,6 +51,12 @@ need what was said exactly. You can also write a `tape_handoff` with a summary \
 yourself when a phase of work ends; the context then restarts from it.
 Tool results that are too long are spilled: you get a preview and a handle to \
 page through with `spill_read`.";
+
+/// The workspace's instructions to the model, in every system prompt.
+const AGENTS_MD: &str = "AGENTS.md";
+/// `AGENTS.md` goes into every request: a bigger one is a mistake (or an
+/// attack on the bill) and is left out, with a warning.
+pub const MAX_AGENTS_MD_BYTES: u64 = 256 * 1024;
 
 /// How long shutdown waits for compactions under way.
 const SETTLE_AT_SHUTDOWN: Duration = Duration::from_secs(30);
@@ -206,36 +217,72 @@ fn parse_var(var: &impl Fn(&str) -> Option<String>, name: &'static str, default:
 }
 
 /// Workspace `AGENTS.md`, then the tools and skills of the step: all re-read
-/// every step, so edits take effect on the next one. The reads are a few
-/// syscalls on the local workspace, done in place: a `spawn_blocking` hop for
-/// each cost more than the reads and grew the blocking pool to ~15 threads
-/// under load (each with its own allocator heap).
+/// every step, so edits take effect on the next one. The workspace is
+/// hostile input ([`crate::environment::workspace_file`]): `AGENTS.md` and
+/// the skills are read beneath it, capped, and off the runtime's threads,
+/// together in one blocking hop per step (a hop for each cost more than the
+/// reads and grew the blocking pool under load, each thread with its own
+/// allocator heap), so the three parts are one section.
 fn add_prompt_sections(agent: &Agent, user_home: Option<PathBuf>) {
-    agent.system_prompt().add(|ctx| async move {
-        let workspace = ctx.state.get_str("workspace").map(PathBuf::from)?;
-        let text = std::fs::read_to_string(workspace.join("AGENTS.md")).ok()?;
-        Some(text.trim().to_string())
-    });
-    agent.system_prompt().add(|ctx| async move {
-        if ctx.tools.is_empty() {
-            return None;
-        }
-        let lines: Vec<String> = ctx
-            .tools
-            .iter()
-            .map(|t| format!("- {}: {}", t.model_name, t.description.lines().next().unwrap_or_default()))
-            .collect();
-        Some(format!("<available_tools>\n{}\n</available_tools>", lines.join("\n")))
-    });
     agent.system_prompt().add(move |ctx| {
         let user_home = user_home.clone();
         async move {
-            let workspace = ctx.state.get_str("workspace").map(PathBuf::from)?;
-            let roots = skills::skill_roots(&workspace, user_home.as_deref());
-            let found = skills::allowed_by(skills::discover(&roots), &ctx.state);
-            Some(skills::prompt_section(&found, &ctx.prompt))
+            let workspace = ctx.state.get_str("workspace").map(PathBuf::from);
+            let (agents, skills) = match workspace {
+                Some(workspace) => read_workspace(workspace, user_home, ctx.tape.name().to_string()).await,
+                None => (None, Vec::new()),
+            };
+            let skills = skills::allowed_by(skills, &ctx.state);
+            let parts = [agents, tools_section(&ctx.tools), Some(skills::prompt_section(&skills, &ctx.prompt))];
+            let parts: Vec<String> = parts.into_iter().flatten().filter(|part| !part.trim().is_empty()).collect();
+            Some(parts.join("\n\n"))
         }
     });
+}
+
+/// `AGENTS.md` (trimmed) and the skills of `workspace` and the user's home,
+/// in one blocking hop; what cannot be read is left out, with a warning.
+async fn read_workspace(
+    workspace: PathBuf,
+    user_home: Option<PathBuf>,
+    session: String,
+) -> (Option<String>, Vec<Skill>) {
+    let roots = skills::skill_roots(&workspace, user_home.as_deref());
+    let (path, name) = (workspace.clone(), session.clone());
+    let read = off_runtime(move || Ok((agents_md(&workspace, &session), skills::discover(&roots)))).await;
+    read.unwrap_or_else(|error| {
+        let path = path.display();
+        tracing::warn!(session = name, %path, reason = %error, "the workspace's AGENTS.md and skills were not read");
+        (None, skills::discover(&[]))
+    })
+}
+
+/// The workspace's `AGENTS.md`, at most [`MAX_AGENTS_MD_BYTES`]: `None`
+/// when there is none, or when it is refused (a link out of the workspace,
+/// a FIFO, a device, a hard link, too big), which is logged.
+fn agents_md(workspace: &Path, session: &str) -> Option<String> {
+    let read = WorkspaceDir::open(workspace).and_then(|dir| dir.read_text(Path::new(AGENTS_MD), MAX_AGENTS_MD_BYTES));
+    match read {
+        Ok(text) => Some(text.trim().to_string()),
+        Err(WorkspaceFileError::NotFound) => None,
+        Err(error) => {
+            let path = workspace.join(AGENTS_MD);
+            tracing::warn!(session, path = %path.display(), reason = %error, "AGENTS.md not read");
+            None
+        }
+    }
+}
+
+/// `<available_tools>`: a line per tool the model can call this step.
+fn tools_section(tools: &[ToolSummary]) -> Option<String> {
+    if tools.is_empty() {
+        return None;
+    }
+    let lines: Vec<String> = tools
+        .iter()
+        .map(|t| format!("- {}: {}", t.model_name, t.description.lines().next().unwrap_or_default()))
+        .collect();
+    Some(format!("<available_tools>\n{}\n</available_tools>", lines.join("\n")))
 }
 
 impl Setup {

@@ -14,11 +14,19 @@
 //! 3. the builtin set in the repository's `skills/` folder, compiled into the
 //!    binary so it needs no files at run time.
 //!
+//! The workspace's skills are hostile input (a sandboxed command writes
+//! them), so they are read as every workspace file is
+//! ([`crate::environment::workspace_file`]): beneath the workspace (a skill,
+//! `.agents` or `.agents/skills` linked out of it is not read), regular
+//! files only, capped, at most [`MAX_SKILL_FOLDERS`] folders. The user's
+//! folder is the admin's: its links are followed.
+//!
 //! Folders are read again on every call, so a skill written during a session
 //! is visible at once. A skill that breaks the format rules (see
 //! [`SkillError`]) is skipped with a warning naming the file and the reason; a
 //! bad skill never stops the agent.
 
+use crate::environment::workspace_file::{WorkspaceDir, WorkspaceFileError, off_runtime, read_anywhere};
 use crate::tools::{Capability, Tool, ToolContext, ToolError};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -44,7 +52,7 @@ pub struct Skill {
 #[derive(Debug, thiserror::Error)]
 pub enum SkillError {
     #[error("cannot read SKILL.md: {0}")]
-    Read(#[from] std::io::Error),
+    Read(WorkspaceFileError),
     #[error("SKILL.md is {0} bytes; skills are limited to {MAX_SKILL_BYTES} bytes")]
     TooLarge(u64),
     #[error("SKILL.md must start with a `---` line opening the front matter")]
@@ -74,6 +82,28 @@ const MAX_DESCRIPTION_CHARS: usize = 1024;
 /// Skill files are read on every model step; a huge one is a mistake.
 const MAX_SKILL_BYTES: u64 = 1024 * 1024;
 const SKILL_FILE: &str = "SKILL.md";
+/// Skill folders read in one root; a workspace with more is a mistake or
+/// an attack on every step's time.
+pub const MAX_SKILL_FOLDERS: usize = 128;
+
+impl From<WorkspaceFileError> for SkillError {
+    fn from(error: WorkspaceFileError) -> SkillError {
+        match error {
+            WorkspaceFileError::TooLarge { size, .. } => SkillError::TooLarge(size),
+            error => SkillError::Read(error),
+        }
+    }
+}
+
+/// A folder of skill folders.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SkillRoot {
+    /// `<workspace>/.agents/skills`, read beneath the workspace given here.
+    Workspace(PathBuf),
+    /// A folder the admin keeps (the user's `~/.agents/skills`): symlinks
+    /// followed, files still regular, non-blocking and capped.
+    Trusted(PathBuf),
+}
 
 /// The skills compiled into the binary: `(folder name, SKILL.md text)`.
 const BUILTIN_SKILLS: &[(&str, &str)] = &[
@@ -84,23 +114,20 @@ const BUILTIN_SKILLS: &[(&str, &str)] = &[
 /// The folders searched for skills, most important first:
 /// `<workspace>/.agents/skills`, then `<user_home>/.agents/skills` when a
 /// user's home is given (and it is not the same folder).
-pub fn skill_roots(workspace: &Path, user_home: Option<&Path>) -> Vec<PathBuf> {
-    let mut roots = vec![workspace.join(".agents").join("skills")];
-    if let Some(home) = user_home {
-        let user = home.join(".agents").join("skills");
-        if !roots.contains(&user) {
-            roots.push(user);
-        }
+pub fn skill_roots(workspace: &Path, user_home: Option<&Path>) -> Vec<SkillRoot> {
+    let mut roots = vec![SkillRoot::Workspace(workspace.to_path_buf())];
+    if let Some(home) = user_home.filter(|home| *home != workspace) {
+        roots.push(SkillRoot::Trusted(home.join(".agents").join("skills")));
     }
     roots
 }
 
 /// Every valid skill under `roots` plus the builtin set, sorted by name. When
 /// names collide (ignoring case) the earlier root wins, and any root wins over
-/// a builtin.
-pub fn discover(roots: &[PathBuf]) -> Vec<Skill> {
+/// a builtin. Blocking: call it off the async runtime's threads.
+pub fn discover(roots: &[SkillRoot]) -> Vec<Skill> {
     let mut found: BTreeMap<String, Skill> = BTreeMap::new();
-    let candidates = roots.iter().flat_map(|root| skills_in(root)).chain(builtin_skills());
+    let candidates = roots.iter().flat_map(skills_in).chain(builtin_skills());
     for skill in candidates {
         found.entry(skill.name.to_lowercase()).or_insert(skill);
     }
@@ -168,7 +195,7 @@ pub fn skill_tool(user_home: Option<PathBuf>) -> Tool {
         let user_home = user_home.clone();
         async move {
             let roots = skill_roots(&ctx.workspace, user_home.as_deref());
-            let skills = tokio::task::spawn_blocking(move || discover(&roots))
+            let skills = off_runtime(move || Ok(discover(&roots)))
                 .await
                 .map_err(|error| ToolError::failed(format!("skill discovery failed: {error}")))?;
             let skills = allowed_by(skills, &ctx.state);
@@ -197,40 +224,76 @@ fn show_skill(skills: &[Skill], name: &str) -> String {
 }
 
 /// The valid skills directly under `root`, in folder-name order. A missing
-/// root is normal (most workspaces have none) and is skipped quietly.
-fn skills_in(root: &Path) -> Vec<Skill> {
-    let entries = match std::fs::read_dir(root) {
-        Ok(entries) => entries,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
+/// root is normal (most workspaces have none) and is skipped quietly, as is
+/// a folder without a `SKILL.md`.
+fn skills_in(root: &SkillRoot) -> Vec<Skill> {
+    let listed = match root {
+        SkillRoot::Workspace(workspace) => workspace_skills(workspace),
+        SkillRoot::Trusted(dir) => trusted_skills(dir),
+    };
+    let (dir, mut folders, read) = match listed {
+        Ok(listed) => listed,
+        Err(error) if absent(&error) => return Vec::new(),
         Err(error) => {
-            tracing::warn!(path = %root.display(), reason = %error, "cannot read skills folder");
+            tracing::warn!(root = ?root, reason = %error, "cannot read skills folder");
             return Vec::new();
         }
     };
-    let mut folders: Vec<PathBuf> = entries
-        .filter_map(Result::ok)
-        .map(|entry| entry.path())
-        .filter(|path| path.join(SKILL_FILE).is_file())
-        .collect();
     folders.sort();
     folders
         .into_iter()
-        .filter_map(|folder| {
-            load_skill(&folder).inspect_err(|error| warn_skipped(&folder.join(SKILL_FILE), error)).ok()
+        .filter_map(|name| {
+            let folder = dir.join(&name);
+            let text = match read(&name) {
+                Err(error) if absent(&error) => return None,
+                read => read,
+            };
+            let skill = text.map_err(SkillError::from).and_then(|bytes| parse_file(bytes, &name, folder.clone()));
+            skill.inspect_err(|error| warn_skipped(&folder.join(SKILL_FILE), error)).ok()
         })
         .collect()
 }
 
-/// Reads and checks `<folder>/SKILL.md`.
-fn load_skill(folder: &Path) -> Result<Skill, SkillError> {
-    let file = folder.join(SKILL_FILE);
-    let size = std::fs::metadata(&file)?.len();
-    if size > MAX_SKILL_BYTES {
-        return Err(SkillError::TooLarge(size));
+/// The folder names under a skills folder, and how to read `<name>/SKILL.md`.
+type Listed = (PathBuf, Vec<String>, Box<dyn Fn(&str) -> Result<Vec<u8>, WorkspaceFileError>>);
+
+/// `<workspace>/.agents/skills`, everything opened beneath the workspace.
+fn workspace_skills(workspace: &Path) -> Result<Listed, WorkspaceFileError> {
+    let root = WorkspaceDir::open(workspace)?;
+    let skills = Path::new(".agents").join("skills");
+    let names = root.list(&skills, MAX_SKILL_FOLDERS)?;
+    let folders = names.into_iter().filter_map(|name| name.into_string().ok()).collect();
+    let read = move |name: &str| root.read(&skills.join(name).join(SKILL_FILE), MAX_SKILL_BYTES);
+    Ok((workspace.join(".agents").join("skills"), folders, Box::new(read)))
+}
+
+/// A folder the admin keeps, read as its user would.
+fn trusted_skills(dir: &Path) -> Result<Listed, WorkspaceFileError> {
+    let folders = std::fs::read_dir(dir)?
+        .filter_map(Result::ok)
+        .filter_map(|entry| entry.file_name().into_string().ok())
+        .take(MAX_SKILL_FOLDERS)
+        .collect();
+    let base = dir.to_path_buf();
+    let read = move |name: &str| read_anywhere(&base.join(name).join(SKILL_FILE), MAX_SKILL_BYTES);
+    Ok((dir.to_path_buf(), folders, Box::new(read)))
+}
+
+/// Nothing there: no folder, or an entry that is not a folder.
+fn absent(error: &WorkspaceFileError) -> bool {
+    match error {
+        WorkspaceFileError::NotFound => true,
+        WorkspaceFileError::Io(error) => {
+            matches!(error.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory)
+        }
+        _ => false,
     }
-    let text = std::fs::read_to_string(&file)?;
-    let folder_name = folder.file_name().map(|name| name.to_string_lossy().into_owned()).unwrap_or_default();
-    parse_skill(&text, &folder_name, folder.to_path_buf())
+}
+
+/// Checks the bytes of `<folder>/SKILL.md`, found in folder `name`.
+fn parse_file(bytes: Vec<u8>, name: &str, folder: PathBuf) -> Result<Skill, SkillError> {
+    let text = String::from_utf8(bytes).map_err(|_| SkillError::Read(WorkspaceFileError::NotText))?;
+    parse_skill(&text, name, folder)
 }
 
 /// Parsed once: they are compiled in, and the prompt lists them every step.
@@ -358,6 +421,16 @@ mod tests {
         dir
     }
 
+    fn trusted(dir: &Path) -> SkillRoot {
+        SkillRoot::Trusted(dir.to_path_buf())
+    }
+
+    /// `<folder>/SKILL.md` read and checked as a trusted root's.
+    fn load(folder: &Path) -> Result<Skill, SkillError> {
+        let name = folder.file_name().unwrap().to_str().unwrap();
+        parse_file(read_anywhere(&folder.join(SKILL_FILE), MAX_SKILL_BYTES)?, name, folder.to_path_buf())
+    }
+
     fn skill_md(name: &str, description: &str, body: &str) -> String {
         format!("---\nname: {name}\ndescription: {description}\n---\n{body}")
     }
@@ -378,7 +451,7 @@ mod tests {
             "deploy-app",
             "---\nname: deploy-app\ndescription: >\n  Deploys the app\n  to staging.\nmetadata:\n  channel: telegram\n---\n\nRun $SKILL_DIR/scripts/deploy.sh\n",
         );
-        let skills = discover(&[root.path().to_path_buf()]);
+        let skills = discover(&[trusted(root.path())]);
         let skill = user_skills(&skills)[0];
         assert_eq!(skill.name, "deploy-app");
         assert_eq!(skill.description, "Deploys the app to staging.");
@@ -391,8 +464,8 @@ mod tests {
     fn name_that_differs_from_its_folder_is_skipped() {
         let root = TempDir::new().unwrap();
         write_skill(root.path(), "deploy", &skill_md("deploy-app", "Deploys.", ""));
-        assert!(names(&discover(&[root.path().to_path_buf()])).is_empty());
-        let error = load_skill(&root.path().join("deploy")).unwrap_err();
+        assert!(names(&discover(&[trusted(root.path())])).is_empty());
+        let error = load(&root.path().join("deploy")).unwrap_err();
         assert!(matches!(error, SkillError::NameMismatch { .. }), "{error}");
     }
 
@@ -405,7 +478,7 @@ mod tests {
         let long = "a".repeat(65);
         write_skill(root.path(), &long, &skill_md(&long, "Long.", ""));
         write_skill(root.path(), "deploy-2", &skill_md("deploy-2", "Fine.", ""));
-        assert_eq!(names(&discover(&[root.path().to_path_buf()])), ["deploy-2"]);
+        assert_eq!(names(&discover(&[trusted(root.path())])), ["deploy-2"]);
     }
 
     #[test]
@@ -413,14 +486,14 @@ mod tests {
         let root = TempDir::new().unwrap();
         write_skill(root.path(), "quiet", "---\nname: quiet\n---\nbody");
         write_skill(root.path(), "blank", &skill_md("blank", "'  '", ""));
-        assert!(names(&discover(&[root.path().to_path_buf()])).is_empty());
+        assert!(names(&discover(&[trusted(root.path())])).is_empty());
     }
 
     #[test]
     fn description_over_the_limit_is_skipped() {
         let root = TempDir::new().unwrap();
         write_skill(root.path(), "wordy", &skill_md("wordy", &"w".repeat(1025), ""));
-        assert!(names(&discover(&[root.path().to_path_buf()])).is_empty());
+        assert!(names(&discover(&[trusted(root.path())])).is_empty());
     }
 
     #[test]
@@ -431,9 +504,9 @@ mod tests {
         write_skill(root.path(), "bad-yaml", "---\nname: [bad-yaml\n---\n");
         write_skill(root.path(), "nested", "---\nname: nested\ndescription: x\nmetadata:\n  a:\n    b: c\n---\n");
         write_skill(root.path(), "numeric", "---\nname: numeric\ndescription: x\nmetadata:\n  priority: 1\n---\n");
-        assert!(names(&discover(&[root.path().to_path_buf()])).is_empty());
+        assert!(names(&discover(&[trusted(root.path())])).is_empty());
         assert!(matches!(
-            load_skill(&root.path().join("nested")),
+            load(&root.path().join("nested")),
             Err(SkillError::BadMetadata(key)) if key == "a"
         ));
     }
@@ -443,7 +516,46 @@ mod tests {
         let root = TempDir::new().unwrap();
         std::fs::create_dir_all(root.path().join("notes")).unwrap();
         let missing = root.path().join("does-not-exist");
-        assert!(names(&discover(&[root.path().to_path_buf(), missing])).is_empty());
+        assert!(names(&discover(&[trusted(root.path()), SkillRoot::Trusted(missing)])).is_empty());
+    }
+
+    /// The names of the skills found in a workspace prepared by `setup`.
+    fn found_in(setup: impl FnOnce(&Path)) -> (TempDir, Vec<String>) {
+        let workspace = TempDir::new().unwrap();
+        setup(workspace.path());
+        let skills = discover(&skill_roots(workspace.path(), None));
+        let found = names(&skills);
+        (workspace, found)
+    }
+
+    /// The workspace is hostile: a skill folder, `.agents` or
+    /// `.agents/skills` linked out of it is not read; links inside are.
+    #[test]
+    fn workspace_skills_linked_out_of_the_workspace_are_not_read() {
+        use std::os::unix::fs::symlink;
+        let outside = TempDir::new().unwrap();
+        let agents = outside.path().join(".agents");
+        write_skill(&agents.join("skills"), "leak", &skill_md("leak", "From outside.", ""));
+        let (_ws, found) = found_in(|ws| {
+            std::fs::create_dir_all(ws.join(".agents/skills")).unwrap();
+            symlink(agents.join("skills/leak"), ws.join(".agents/skills/leak")).unwrap();
+        });
+        assert!(found.is_empty(), "a skill folder linked out: {found:?}");
+        let (_ws, found) = found_in(|ws| symlink(&agents, ws.join(".agents")).unwrap());
+        assert!(found.is_empty(), ".agents linked out: {found:?}");
+        let (_ws, found) = found_in(|ws| {
+            std::fs::create_dir_all(ws.join(".agents")).unwrap();
+            symlink(agents.join("skills"), ws.join(".agents/skills")).unwrap();
+        });
+        assert!(found.is_empty(), ".agents/skills linked out: {found:?}");
+        let (ws, found) = found_in(|ws| {
+            write_skill(&ws.join("tools"), "inside", &skill_md("inside", "Linked inside.", ""));
+            std::fs::create_dir_all(ws.join(".agents/skills")).unwrap();
+            symlink("../../tools/inside", ws.join(".agents/skills/inside")).unwrap();
+        });
+        assert_eq!(found, ["inside"], "a link inside the workspace works");
+        let skills = discover(&skill_roots(ws.path(), None));
+        assert_eq!(user_skills(&skills)[0].location, ws.path().join(".agents/skills/inside"));
     }
 
     #[test]
@@ -454,7 +566,7 @@ mod tests {
             "windows",
             "---\r\nname: windows\r\ndescription: Written on Windows.\r\n---\r\nBody\r\n",
         );
-        let skills = discover(&[root.path().to_path_buf()]);
+        let skills = discover(&[trusted(root.path())]);
         assert_eq!(user_skills(&skills)[0].body, "Body");
     }
 
@@ -465,7 +577,7 @@ mod tests {
         write_skill(workspace.path(), "deploy", &skill_md("deploy", "Project deploy.", ""));
         write_skill(home.path(), "deploy", &skill_md("deploy", "Personal deploy.", ""));
         write_skill(home.path(), "notes", &skill_md("notes", "Personal notes.", ""));
-        let skills = discover(&[workspace.path().to_path_buf(), home.path().to_path_buf()]);
+        let skills = discover(&[trusted(workspace.path()), trusted(home.path())]);
         let found: Vec<(&str, &str)> =
             user_skills(&skills).iter().map(|s| (s.name.as_str(), s.description.as_str())).collect();
         assert_eq!(found, [("deploy", "Project deploy."), ("notes", "Personal notes.")]);
@@ -475,7 +587,7 @@ mod tests {
     fn user_skill_shadows_a_builtin_and_builtins_come_last() {
         let root = TempDir::new().unwrap();
         write_skill(root.path(), "tape-handoff", &skill_md("tape-handoff", "Mine.", ""));
-        let skills = discover(&[root.path().to_path_buf()]);
+        let skills = discover(&[trusted(root.path())]);
         let handoff = skills.iter().find(|s| s.name == "tape-handoff").unwrap();
         assert_eq!(handoff.description, "Mine.");
         let spill = skills.iter().find(|s| s.name == "spill-reading").unwrap();
@@ -495,7 +607,7 @@ mod tests {
         for name in ["zeta", "alpha", "mid"] {
             write_skill(root.path(), name, &skill_md(name, "x", ""));
         }
-        let skills = discover(&[root.path().to_path_buf()]);
+        let skills = discover(&[trusted(root.path())]);
         let all: Vec<&str> = skills.iter().map(|s| s.name.as_str()).collect();
         let mut sorted = all.clone();
         sorted.sort();
@@ -504,8 +616,9 @@ mod tests {
 
     #[test]
     fn skill_roots_start_with_the_workspace() {
-        let roots = skill_roots(Path::new("/srv/project"), None);
-        assert_eq!(roots[0], PathBuf::from("/srv/project/.agents/skills"));
+        let roots = skill_roots(Path::new("/srv/project"), Some(Path::new("/home/me")));
+        assert_eq!(roots, [SkillRoot::Workspace("/srv/project".into()), trusted(Path::new("/home/me/.agents/skills"))]);
+        assert_eq!(skill_roots(Path::new("/home/me"), Some(Path::new("/home/me"))).len(), 1);
     }
 
     #[test]

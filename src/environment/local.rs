@@ -2,10 +2,12 @@
 //! group, so [`Process::signal`] reaches the whole tree; `close` kills every
 //! group the environment started that is still alive.
 
-use super::path::resolve_path;
+use super::path::{Beneath, resolve_beneath, resolve_path};
 use super::process_group::{group_is_alive, signal_group};
+use super::workspace_file::{WorkspaceDir, WorkspaceFileError, off_runtime, read_anywhere, write_anywhere};
 use super::{
-    Environment, EnvironmentError, EnvironmentProvider, Process, ProcessControl, ProcessIo, Program, SpawnOptions,
+    Environment, EnvironmentError, EnvironmentProvider, MAX_READ_BYTES, Process, ProcessControl, ProcessIo, Program,
+    SpawnOptions,
 };
 use async_trait::async_trait;
 use rustix::process::{Pid, Signal};
@@ -100,22 +102,39 @@ impl Environment for LocalEnvironment {
         Ok(Box::new(LocalProcess::leading(child, pgid, io)))
     }
 
+    /// Confined: beneath the workspace, as the sandbox's files are read
+    /// (a host process of the session may have planted links). Unconfined:
+    /// the path as it is; either way a regular file, without blocking.
     async fn read_text(&self, path: &str) -> Result<String, EnvironmentError> {
-        let path = self.path(path)?;
-        tokio::fs::read_to_string(&path).await.map_err(|source| EnvironmentError::File { path, source })
+        let (resolved, read) = if self.confined {
+            let Beneath { root, resolved, relative } = resolve_beneath(&self.workspace, path)?;
+            let read = off_runtime(move || WorkspaceDir::open(&root)?.read_text(&relative, MAX_READ_BYTES));
+            (resolved, read.await)
+        } else {
+            let resolved = self.path(path)?;
+            let at = resolved.clone();
+            let read = off_runtime(move || {
+                String::from_utf8(read_anywhere(&at, MAX_READ_BYTES)?).map_err(|_| WorkspaceFileError::NotText)
+            });
+            (resolved, read.await)
+        };
+        read.map_err(|source| EnvironmentError::FileAccess { path: resolved, source })
     }
 
+    /// Confined: beneath the workspace, never through a link out.
     async fn write_bytes(&self, path: &str, content: &[u8]) -> Result<PathBuf, EnvironmentError> {
-        let path = self.path(path)?;
-        if let Some(parent) = path.parent() {
-            tokio::fs::create_dir_all(parent)
-                .await
-                .map_err(|source| EnvironmentError::File { path: parent.to_path_buf(), source })?;
-        }
-        tokio::fs::write(&path, content)
-            .await
-            .map_err(|source| EnvironmentError::File { path: path.clone(), source })?;
-        Ok(path)
+        let content = content.to_vec();
+        let (resolved, written) = if self.confined {
+            let Beneath { root, resolved, relative } = resolve_beneath(&self.workspace, path)?;
+            let written = off_runtime(move || WorkspaceDir::open(&root)?.write(&relative, &content, None));
+            (resolved, written.await)
+        } else {
+            let resolved = self.path(path)?;
+            let at = resolved.clone();
+            (resolved, off_runtime(move || write_anywhere(&at, &content)).await)
+        };
+        written.map_err(|source| EnvironmentError::FileAccess { path: resolved.clone(), source })?;
+        Ok(resolved)
     }
 
     async fn close(&self) {

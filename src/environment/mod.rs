@@ -15,12 +15,15 @@
 //! - [`sessions`]: `Environments`, the per-session registry.
 //! - [`sandbox`]: `SandboxEnvironment`, the session in Linux namespaces that
 //!   hide the gateway and the host.
+//! - [`workspace_file`]: the one way the gateway opens a workspace's files
+//!   (beneath it, regular files only, capped, off the runtime's threads).
 
 pub mod local;
 pub mod path;
 pub mod process_group;
 pub mod sandbox;
 pub mod sessions;
+pub mod workspace_file;
 
 pub use local::{LocalEnvironment, LocalProcess, LocalProvider};
 pub use path::PathError;
@@ -92,6 +95,10 @@ pub trait Process: Send {
     }
 }
 
+/// The largest file `fs.read` and `fs.edit` read whole: a bigger one is
+/// refused and the model told to read a part of it with the shell.
+pub const MAX_READ_BYTES: u64 = 16 * 1024 * 1024;
+
 /// Errors of an environment, each naming what it was about.
 #[derive(Debug, thiserror::Error)]
 pub enum EnvironmentError {
@@ -101,6 +108,9 @@ pub enum EnvironmentError {
     Spawn { command: String, source: std::io::Error },
     #[error("{}: {source}", .path.display())]
     File { path: PathBuf, source: std::io::Error },
+    /// A file the environment would not read or write, or could not.
+    #[error("{}: {source}", .path.display())]
+    FileAccess { path: PathBuf, source: workspace_file::WorkspaceFileError },
     #[error("the environment of session {0} is closed")]
     Closed(String),
 }
@@ -122,6 +132,9 @@ pub trait Environment: Send + Sync {
 
     async fn spawn(&self, command: Program, options: SpawnOptions) -> Result<Box<dyn Process>, EnvironmentError>;
 
+    /// Reads a UTF-8 text file of at most [`MAX_READ_BYTES`]: a regular
+    /// file only, opened without blocking, never on the runtime's threads
+    /// (see [`workspace_file`]).
     async fn read_text(&self, path: &str) -> Result<String, EnvironmentError>;
 
     /// Writes UTF-8 text, creating parent directories; returns the path written.

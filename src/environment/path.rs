@@ -20,6 +20,30 @@ pub enum PathError {
     OutsideWorkspace { path: String, workspace: PathBuf },
 }
 
+/// A path inside the workspace, for opening beneath it
+/// ([`crate::environment::workspace_file`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Beneath {
+    /// The workspace's real path (symlinks resolved).
+    pub root: PathBuf,
+    /// The path as confined [`resolve_path`] resolves it: inside `root`.
+    pub resolved: PathBuf,
+    /// `resolved` relative to `root`.
+    pub relative: PathBuf,
+}
+
+/// Confined [`resolve_path`], split into the workspace and the path inside
+/// it. The check is made on paths and so can be raced: the open that
+/// follows must still be beneath `root`.
+pub fn resolve_beneath(workspace: &Path, path: &str) -> Result<Beneath, PathError> {
+    let resolved = resolve_path(workspace, path, true)?;
+    let root = canonical_or_lexical(workspace);
+    match resolved.strip_prefix(&root) {
+        Ok(relative) => Ok(Beneath { relative: relative.to_path_buf(), resolved: resolved.clone(), root }),
+        Err(_) => Err(PathError::OutsideWorkspace { path: path.to_string(), workspace: workspace.to_path_buf() }),
+    }
+}
+
 /// Resolves `path` against `workspace`; see the module docs.
 pub fn resolve_path(workspace: &Path, path: &str, confined: bool) -> Result<PathBuf, PathError> {
     if path.trim().is_empty() {
@@ -112,6 +136,9 @@ mod tests {
         assert_eq!(resolve_path(&ws, "sub/new.txt", true).unwrap(), canonical.join("sub/new.txt"));
         assert_eq!(resolve_path(&ws, "inside/f", true).unwrap(), canonical.join("sub/f"));
         assert_eq!(resolve_path(&ws, "sub/../ok.txt", true).unwrap(), canonical.join("ok.txt"));
+        let beneath = resolve_beneath(&ws, "inside/f").unwrap();
+        assert_eq!((beneath.root, beneath.relative), (canonical.clone(), PathBuf::from("sub/f")));
+        assert!(resolve_beneath(&ws, "sneaky/passwd").is_err());
         let absolute_inside = canonical.join("sub/a.txt");
         assert_eq!(resolve_path(&ws, absolute_inside.to_str().unwrap(), true).unwrap(), absolute_inside);
     }

@@ -20,6 +20,8 @@
 //!   reaching whatever listens on `0.0.0.0` (the gateway too).
 //! - `provenance`: text nobody vouched for (a stranger's message, a fetched
 //!   page) steering the model into the shell.
+//! - `workspace_files`: what a sandboxed command plants in the workspace
+//!   (symlinks out, FIFOs, devices, hard links) read by the gateway as root.
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -35,3 +37,4 @@ mod pairing;
 mod provenance;
 mod sandbox;
 mod subagent;
+mod workspace_files;

@@ -2,13 +2,13 @@
 
 use super::child::{self, Step, Wiring};
 use super::error::SandboxError;
-use super::files;
 use super::plan::{self, Blueprint};
 use super::process::Capped;
 use crate::environment::LocalProcess;
-use crate::environment::path::resolve_path;
+use crate::environment::path::{Beneath, resolve_beneath, resolve_path};
 use crate::environment::process_group::{group_is_alive, signal_group};
-use crate::environment::{Environment, EnvironmentError, Process, ProcessIo, Program, SpawnOptions};
+use crate::environment::workspace_file::{WorkspaceDir, chown_tree, off_runtime};
+use crate::environment::{Environment, EnvironmentError, MAX_READ_BYTES, Process, ProcessIo, Program, SpawnOptions};
 use async_trait::async_trait;
 use rustix::process::{Pid, Signal};
 use std::ffi::OsString;
@@ -62,8 +62,10 @@ impl SandboxEnvironment {
     ) -> Result<SandboxEnvironment, SandboxError> {
         let owner = blueprint.outer_root.then_some(blueprint.outer_id);
         if let Some(owner) = owner {
-            files::chown_tree(&workspace, owner)
-                .map_err(|source| SandboxError::Workspace { path: workspace.clone(), source })?;
+            chown_tree(&workspace, owner).map_err(|error| SandboxError::Workspace {
+                path: workspace.clone(),
+                source: std::io::Error::other(error),
+            })?;
         }
         let path_variable = match python_dir {
             Some(dir) => format!("{}:{SYSTEM_PATH}", dir.display()),
@@ -89,16 +91,9 @@ impl SandboxEnvironment {
         Ok(resolve_path(&self.workspace, path, true)?)
     }
 
-    /// The path relative to the workspace, for `openat2` from its directory.
-    fn relative(&self, path: &str) -> Result<(PathBuf, PathBuf), EnvironmentError> {
-        let resolved = self.path(path)?;
-        let relative = resolved.strip_prefix(&self.workspace).map(Path::to_path_buf).map_err(|_| {
-            EnvironmentError::Path(crate::environment::PathError::OutsideWorkspace {
-                path: path.to_string(),
-                workspace: self.workspace.clone(),
-            })
-        })?;
-        Ok((resolved, relative))
+    /// The path inside the workspace, for opening beneath it.
+    fn beneath(&self, path: &str) -> Result<Beneath, EnvironmentError> {
+        Ok(resolve_beneath(&self.workspace, path)?)
     }
 
     /// A program name as the host finds it on the sandbox's `PATH` (the
@@ -250,23 +245,18 @@ impl Environment for SandboxEnvironment {
     }
 
     async fn read_text(&self, path: &str) -> Result<String, EnvironmentError> {
-        let (resolved, relative) = self.relative(path)?;
-        let root = self.workspace.clone();
-        tokio::task::spawn_blocking(move || files::read(&root, &relative))
+        let Beneath { root, resolved, relative } = self.beneath(path)?;
+        off_runtime(move || WorkspaceDir::open(&root)?.read_text(&relative, MAX_READ_BYTES))
             .await
-            .map_err(std::io::Error::other)
-            .and_then(|read| read)
-            .map_err(|source| EnvironmentError::File { path: resolved, source })
+            .map_err(|source| EnvironmentError::FileAccess { path: resolved, source })
     }
 
     async fn write_bytes(&self, path: &str, content: &[u8]) -> Result<PathBuf, EnvironmentError> {
-        let (resolved, relative) = self.relative(path)?;
-        let (root, content, owner) = (self.workspace.clone(), content.to_vec(), self.owner);
-        tokio::task::spawn_blocking(move || files::write(&root, &relative, &content, owner))
+        let Beneath { root, resolved, relative } = self.beneath(path)?;
+        let (content, owner) = (content.to_vec(), self.owner);
+        off_runtime(move || WorkspaceDir::open(&root)?.write(&relative, &content, owner))
             .await
-            .map_err(std::io::Error::other)
-            .and_then(|written| written)
-            .map_err(|source| EnvironmentError::File { path: resolved.clone(), source })?;
+            .map_err(|source| EnvironmentError::FileAccess { path: resolved.clone(), source })?;
         Ok(resolved)
     }
 

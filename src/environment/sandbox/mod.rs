@@ -85,7 +85,6 @@
 //! - `environment.rs`: [`SandboxEnvironment`].
 //! - `process.rs`: capped output (the process itself is a
 //!   [`LocalProcess`](crate::environment::LocalProcess) leading its group).
-//! - `files.rs`: the host's race-free file access to the workspace.
 //! - `python.rs`: resolving the interpreter past shims.
 //! - `seccomp.rs`: the syscall filter.
 //! - `error.rs`: [`SandboxError`].
@@ -93,7 +92,6 @@
 mod child;
 mod environment;
 mod error;
-pub(crate) mod files;
 mod plan;
 mod probe;
 mod process;

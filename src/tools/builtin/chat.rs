@@ -4,8 +4,9 @@
 //! The path must stay inside the workspace whatever the session's file
 //! confinement says: what leaves for a chat is the workspace's, never the
 //! host's. It is resolved like the confined `fs.*` tools resolve paths, then
-//! opened beneath the workspace with symlinks refused (`openat2`), so a
-//! sandboxed command cannot swap a link in after the check. A file over the
+//! opened beneath the workspace ([`crate::environment::workspace_file`]), so
+//! a sandboxed command can neither swap in a link out of the workspace after
+//! the check nor send a FIFO, a device or a hard link to a file outside. A file over the
 //! channel's upload limit is refused before it is read: nothing is sent.
 //!
 //! Capability `read`: the tool reads the workspace and shows a file to the
@@ -14,13 +15,11 @@
 //! through the gateway's [`TurnChat`], which outside a gateway turn does not
 //! exist: the tool then says there is no chat to send to.
 
-use crate::environment::PathError;
-use crate::environment::path::resolve_path;
-use crate::environment::sandbox::files::read_bytes;
+use crate::environment::path::{Beneath, resolve_beneath};
+use crate::environment::workspace_file::{WorkspaceDir, WorkspaceFileError, off_runtime};
 use crate::tools::{Capability, ChatFile, Tool, ToolContext, ToolError, TurnChat};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use std::path::{Path, PathBuf};
 
 /// What the model reads when the tool runs outside a chat.
 pub const NO_CHAT: &str =
@@ -67,20 +66,18 @@ async fn send_file(args: ChatSendFileArgs, ctx: ToolContext) -> Result<FileSent,
         return Err(ToolError::failed("this chat's channel cannot send files"));
     };
     let environment = ctx.environment()?;
-    let (root, relative) = inside_workspace(environment.workspace(), &args.path)?;
+    let Beneath { root, relative, .. } = resolve_beneath(environment.workspace(), &args.path)?;
     let name = relative
         .file_name()
         .map(|name| name.to_string_lossy().into_owned())
         .ok_or_else(|| ToolError::invalid_input(format!("{:?} is not a file", args.path)))?;
     let shown = relative.display().to_string();
-    let read = {
-        let relative = relative.clone();
-        tokio::task::spawn_blocking(move || read_bytes(&root, &relative, limit))
-    };
-    let bytes = read
-        .await
-        .map_err(|error| ToolError::failed(format!("cannot read {shown}: {error}")))?
-        .map_err(|error| read_error(&shown, error))?;
+    let bytes = off_runtime(move || WorkspaceDir::open(&root)?.read(&relative, limit)).await.map_err(|error| {
+        if error.is_refusal() {
+            tracing::warn!(tool = "chat.send_file", session = %ctx.tape.name(), path = %shown, reason = %error, "file refused");
+        }
+        read_error(&shown, error)
+    })?;
     let media_type = mime_guess::from_path(&name).first_or_octet_stream().essence_str().to_string();
     let size = bytes.len() as u64;
     tracing::debug!(tool = "chat.send_file", session = %ctx.tape.name(), path = %shown, bytes = size, "send");
@@ -102,34 +99,24 @@ async fn send_file(args: ChatSendFileArgs, ctx: ToolContext) -> Result<FileSent,
     })
 }
 
-/// The workspace's real path and `path` relative to it, refusing any path
-/// that leaves it (`..`, absolute, `~`, a symlink pointing out).
-fn inside_workspace(workspace: &Path, path: &str) -> Result<(PathBuf, PathBuf), ToolError> {
-    let root = workspace
-        .canonicalize()
-        .map_err(|error| ToolError::failed(format!("cannot open the workspace {}: {error}", workspace.display())))?;
-    let resolved = resolve_path(&root, path, true)?;
-    let relative = resolved.strip_prefix(&root).map(Path::to_path_buf).map_err(|_| {
-        ToolError::from(PathError::OutsideWorkspace { path: path.to_string(), workspace: root.clone() })
-    })?;
-    Ok((root, relative))
-}
-
-fn read_error(path: &str, error: std::io::Error) -> ToolError {
-    match error.kind() {
-        std::io::ErrorKind::FileTooLarge => {
-            ToolError::failed(format!("{path} was not sent: {error}; nothing reached the chat"))
-        }
-        std::io::ErrorKind::NotFound => {
+/// What the model reads when the file was not read: why, and that
+/// nothing was sent.
+fn read_error(path: &str, error: WorkspaceFileError) -> ToolError {
+    match error {
+        WorkspaceFileError::TooLarge { size, max } => ToolError::failed(format!(
+            "{path} was not sent: the file is {size} bytes; at most {max} can be sent here; nothing reached the chat"
+        )),
+        WorkspaceFileError::NotFound => {
             ToolError::failed(format!("{path} was not sent: no such file in the workspace"))
         }
-        _ => ToolError::failed(format!("{path} was not sent: cannot read it ({error})")),
+        error => ToolError::failed(format!("{path} was not sent: {error}")),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     #[test]
     fn paths_that_leave_the_workspace_are_refused() {
@@ -140,10 +127,10 @@ mod tests {
         std::fs::create_dir_all(workspace.join("out")).unwrap();
         std::os::unix::fs::symlink(&outside, workspace.join("link.txt")).unwrap();
         for path in ["../secret.txt", outside.to_str().unwrap(), "~/x", "link.txt", "out/../../secret.txt"] {
-            let refused = inside_workspace(&workspace, path).unwrap_err();
+            let refused = ToolError::from(resolve_beneath(&workspace, path).unwrap_err());
             assert!(refused.message.contains("leaves the workspace"), "{path}: {refused:?}");
         }
-        let (_, relative) = inside_workspace(&workspace, "out/./report.pdf").unwrap();
-        assert_eq!(relative, Path::new("out/report.pdf"));
+        let beneath = resolve_beneath(&workspace, "out/./report.pdf").unwrap();
+        assert_eq!(beneath.relative, Path::new("out/report.pdf"));
     }
 }

@@ -7,6 +7,7 @@
 //! leaves it. Errors name the resolved path, so the model can see where it
 //! actually looked.
 
+use crate::environment::workspace_file::WorkspaceFileError;
 use crate::environment::{Environment, EnvironmentError};
 use crate::tools::{Capability, Tool, ToolContext, ToolError};
 use schemars::JsonSchema;
@@ -106,26 +107,46 @@ pub fn edit_from_line(text: &str, old: &str, new: &str, start: usize) -> Result<
     Ok((format!("{head}{}", tail.replace(old, new)), count))
 }
 
-async fn read_text(environment: &dyn Environment, path: &Path) -> Result<String, ToolError> {
-    environment.read_text(&path.to_string_lossy()).await.map_err(|error| file_error("read", path, error))
+async fn read_text(ctx: &ToolContext, environment: &dyn Environment, path: &Path) -> Result<String, ToolError> {
+    let read = environment.read_text(&path.to_string_lossy()).await;
+    read.map_err(|error| file_error(ctx, "read", path, error))
 }
 
-async fn write_text(environment: &dyn Environment, path: &Path, text: &str) -> Result<(), ToolError> {
-    environment
-        .write_text(&path.to_string_lossy(), text)
-        .await
-        .map(|_| ())
-        .map_err(|error| file_error("write", path, error))
+async fn write_text(
+    ctx: &ToolContext,
+    environment: &dyn Environment,
+    path: &Path,
+    text: &str,
+) -> Result<(), ToolError> {
+    let written = environment.write_text(&path.to_string_lossy(), text).await;
+    written.map(|_| ()).map_err(|error| file_error(ctx, "write", path, error))
 }
 
-/// The model reads what failed and where.
-fn file_error(action: &str, path: &Path, error: EnvironmentError) -> ToolError {
+/// The model reads what failed and where; a file refused as a trap (a link
+/// out, a FIFO, a device, a hard link, too big) is logged too.
+fn file_error(ctx: &ToolContext, action: &str, path: &Path, error: EnvironmentError) -> ToolError {
+    if let EnvironmentError::FileAccess { source, .. } = &error
+        && source.is_refusal()
+    {
+        let (session, path) = (ctx.tape.name(), path.display());
+        tracing::warn!(%session, %path, action, reason = %source, "file refused");
+    }
     match error {
         EnvironmentError::Path(error) => ToolError::invalid_input(error.to_string()),
         EnvironmentError::File { source, .. } if source.kind() == std::io::ErrorKind::InvalidData => {
             ToolError::failed(format!("cannot {action} {}: it is not UTF-8 text", path.display()))
         }
         EnvironmentError::File { source, .. } => {
+            ToolError::failed(format!("cannot {action} {}: {source}", path.display()))
+        }
+        EnvironmentError::FileAccess { source: WorkspaceFileError::TooLarge { size, max }, .. } => {
+            ToolError::failed(format!(
+                "cannot {action} {}: the file is {size} bytes, over the {max} bytes read whole; read a part of it \
+                 with the shell (`sed -n`, `head`, `tail`)",
+                path.display()
+            ))
+        }
+        EnvironmentError::FileAccess { source, .. } => {
             ToolError::failed(format!("cannot {action} {}: {source}", path.display()))
         }
         other => ToolError::failed(format!("cannot {action} {}: {other}", path.display())),
@@ -135,7 +156,7 @@ fn file_error(action: &str, path: &Path, error: EnvironmentError) -> ToolError {
 /// Resolves through the call's environment (which may confine it).
 fn resolve(ctx: &ToolContext, path: &str) -> Result<(Arc<dyn Environment>, PathBuf), ToolError> {
     let environment = ctx.environment()?;
-    let resolved = environment.resolve_path(path).map_err(|error| file_error("use", Path::new(path), error))?;
+    let resolved = environment.resolve_path(path).map_err(|error| file_error(ctx, "use", Path::new(path), error))?;
     Ok((environment, resolved))
 }
 
@@ -159,7 +180,7 @@ pub fn fs_read_tool() -> Tool {
     Tool::typed("fs.read", |args: FsReadArgs, ctx: ToolContext| async move {
         let (environment, path) = resolve(&ctx, &args.path)?;
         tracing::debug!(tool = "fs.read", session = %ctx.tape.name(), path = %path.display(), "read");
-        let text = read_text(environment.as_ref(), &path).await?;
+        let text = read_text(&ctx, environment.as_ref(), &path).await?;
         Ok::<_, ToolError>(page_lines(&text, args.offset, args.limit).to_string())
     })
     .preserved()
@@ -183,7 +204,7 @@ pub fn fs_write_tool() -> Tool {
         |args: FsWriteArgs, ctx: ToolContext| async move {
             let (environment, path) = resolve(&ctx, &args.path)?;
             tracing::debug!(tool = "fs.write", session = %ctx.tape.name(), path = %path.display(), bytes = args.content.len(), "write");
-            write_text(environment.as_ref(), &path, &args.content).await?;
+            write_text(&ctx, environment.as_ref(), &path, &args.content).await?;
             Ok::<_, ToolError>(format!("wrote: {}", path.display()))
         },
     )
@@ -211,12 +232,12 @@ pub struct FsEditArgs {
 pub fn fs_edit_tool() -> Tool {
     Tool::typed("fs.edit", |args: FsEditArgs, ctx: ToolContext| async move {
         let (environment, path) = resolve(&ctx, &args.path)?;
-        let text = read_text(environment.as_ref(), &path).await?;
+        let text = read_text(&ctx, environment.as_ref(), &path).await?;
         let (edited, count) =
             edit_from_line(&text, &args.old, &args.new, args.start).map_err(|error| {
                 ToolError::failed(format!("cannot edit {}: {error}", path.display()))
             })?;
-        write_text(environment.as_ref(), &path, &edited).await?;
+        write_text(&ctx, environment.as_ref(), &path, &edited).await?;
         tracing::debug!(tool = "fs.edit", session = %ctx.tape.name(), path = %path.display(), replacements = count, "edit");
         let plural = if count == 1 { "" } else { "s" };
         Ok::<_, ToolError>(format!(

@@ -26,7 +26,9 @@ pub struct AgentConfig {
     #[serde(default, deserialize_with = "fraction")]
     pub compact_at: Option<f64>,
     /// Tokens of the most recent turns kept verbatim after a summary
-    /// (default a quarter of the window, never more than half of it).
+    /// (default a third of the conversation's room: what the window leaves
+    /// below `compact_at` after the system prompt and the tool schemas; never
+    /// more than half of it).
     #[serde(default, deserialize_with = "tokens")]
     pub keep_recent_tokens: Option<u64>,
 }

@@ -217,6 +217,14 @@ impl Tape {
         Ok(found.into_iter().next().and_then(|event| event.data().cloned()))
     }
 
+    /// The newest system prompt recorded (the recorder writes one whenever a
+    /// model call's differs from the last), for counting what it costs.
+    pub async fn system_prompt(&self) -> TapeResult<Option<String>> {
+        let found = self.latest(&[TapeQuery::all().kinds([EntryKind::System])]).await?;
+        let newest = found.into_iter().next().flatten();
+        Ok(newest.and_then(|entry| entry.payload.get("content")?.as_str().map(str::to_string)))
+    }
+
     /// The newest entry each query selects, in order (see [`TapeStore::latest`]):
     /// several "latest X" lookups in one round trip.
     ///

@@ -1,7 +1,7 @@
 //! One compaction: choose what to summarise and what to keep verbatim, ask
 //! the model for the summary, write the summary event and the anchor.
 
-use super::{COMPACTION_ANCHOR, Compaction, CompactionError, FAILURE_EVENT, SUMMARY_EVENT, Trigger};
+use super::{Budget, COMPACTION_ANCHOR, Compaction, CompactionError, FAILURE_EVENT, SUMMARY_EVENT, Trigger};
 use crate::agent::runtime::Agent;
 use crate::model::tokens::TokenCounter;
 use crate::model::{ChatRequest, ModelEvent, ModelSpec, Usage};
@@ -50,20 +50,20 @@ impl Agent {
         settings: &super::CompactionSettings,
         trigger: Trigger,
     ) -> Result<Option<Compaction>, CompactionError> {
-        let window = settings.window_for(spec);
+        let counter = TokenCounter::for_model(spec);
+        let budget = settings.budget(settings.window_for(spec), self.fixed_tokens(tape, &counter, None).await?);
         let scope = tape.scope_or_whole(TapeQuery::last_anchor()).await?;
         let keep = match trigger {
             Trigger::Overflow => 0,
-            _ => settings.keep_budget(window),
+            _ => budget.keep,
         };
-        let counter = TokenCounter::for_model(spec);
         let Some(plan) = plan(&scope, &counter, keep) else { return Ok(None) };
         let base_id = plan.base.map_or(0, |e| e.id);
         let (summary, usage, reused) = match pending_summary(tape, base_id, plan.covers).await? {
             Some(summary) => (summary, None, true),
             None => {
                 let started = Instant::now();
-                let (summary, usage) = match self.summarise(spec, &plan, window, &counter).await {
+                let (summary, usage) = match self.summarise(spec, &plan, &budget, &counter).await {
                     Ok(done) => done,
                     Err(error) => {
                         let data = json!({"trigger": trigger, "model": spec, "error": error.to_string()});
@@ -106,17 +106,20 @@ impl Agent {
         Ok(Some(Compaction { anchor_id, covers: plan.covers, keep_from: plan.keep_from, summary, usage, reused }))
     }
 
-    /// Asks the model for the summary of `plan.old`.
+    /// Asks the model for the summary of `plan.old`, within `budget.summary`
+    /// tokens (the prompt asks for half as many words: a word is 1.3 tokens
+    /// in English, more in most other languages).
     async fn summarise(
         &self,
         spec: &str,
         plan: &Plan<'_>,
-        window: u64,
+        budget: &Budget,
         counter: &TokenCounter,
     ) -> Result<(String, Option<Usage>), CompactionError> {
         let models = self.inner.models.as_ref().ok_or(CompactionError::NoModel)?;
         let client = models.client(spec)?;
-        let max_words = (window / 14).clamp(60, 1_500);
+        let window = budget.window;
+        let max_words = budget.summary / 2;
         let previous = plan.base.and_then(|base| base.payload.get("state")?.get("summary")).and_then(Value::as_str);
         let request = ChatRequest {
             model: ModelSpec::parse(spec).map_or_else(|_| spec.to_string(), |spec| spec.model),
@@ -125,7 +128,7 @@ impl Agent {
                 json!({"role": "user", "content": transcript(previous, &plan.old, counter, window / 2)}).into(),
             ],
             tools: Vec::new(),
-            max_tokens: Some((max_words * 2) as u32),
+            max_tokens: Some(u32::try_from(budget.summary).unwrap_or(u32::MAX)),
             options: Default::default(),
             cache_key: None,
         };

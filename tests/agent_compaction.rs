@@ -333,6 +333,12 @@ impl RealAgent {
         self.setup.agent.settle().await;
     }
 
+    /// The `compaction.warning` events on the session's tape.
+    async fn warnings(&self) -> Vec<Entry> {
+        let tape = self.setup.agent.tape(SESSION).unwrap();
+        tape.read(&TapeQuery::all().kinds([EntryKind::Event]).named("compaction.warning")).await.unwrap()
+    }
+
     fn summary_calls(&self) -> usize {
         self.fake.requests().iter().filter(|r| is_summary_body(r)).count()
     }
@@ -404,6 +410,7 @@ async fn an_8k_window_with_every_builtin_tool_compacts_every_few_turns_not_every
     let compacted = agent.turns_compacted_after(40).await;
     assert!(compacted.len() >= 2, "40 turns on 8k compact more than once: {compacted:?}");
     assert!(gaps(&compacted).iter().all(|gap| *gap >= 4), "at least 4 turns between compactions: {compacted:?}");
+    assert!(agent.warnings().await.is_empty(), "room for several turns: no warning");
     agent.setup.shutdown().await;
 }
 
@@ -423,9 +430,15 @@ async fn a_4k_window_does_not_compact_after_every_turn() {
     let compacted = agent.turns_compacted_after(30).await;
     assert!(compacted.len() >= 2, "30 turns on 4k compact more than once: {compacted:?}");
     assert!(gaps(&compacted).iter().all(|gap| *gap >= 3), "at least 3 turns between compactions: {compacted:?}");
+    // The fixed part leaves no room for several turns: said once, not at every compaction.
+    let warnings = agent.warnings().await;
+    assert_eq!(warnings.len(), 1, "one warning for {} compactions: {warnings:?}", compacted.len());
     let info = agent.setup.agent.run(",tape.info", RunOptions::new(SESSION)).collect().await.text;
     let line =
         info.lines().find(|l| l.starts_with("context_window: 4096 (compacts at ")).unwrap_or_else(|| panic!("{info}"));
     assert!(line.contains("; system prompt and tool schemas: "), "{info}");
+    let warning = info.lines().find(|l| l.starts_with("compaction_warning: ")).unwrap_or_else(|| panic!("{info}"));
+    assert!(warning.starts_with("compaction_warning: compaction leaves room for about "), "{warning}");
+    assert!(warning.contains("of the 4096-token window"), "{warning}");
     agent.setup.shutdown().await;
 }

@@ -24,6 +24,9 @@
 //! uses that summary instead of asking the model again. A failed summary call
 //! (429, timeout, an empty answer) is recorded as a [`FAILURE_EVENT`] and
 //! tried again after the next turn; the context meanwhile stays as it was.
+//! A compaction that leaves room for fewer than [`MIN_TURNS_BETWEEN`]
+//! turns says so once per tape and window ([`WARNING_EVENT`], shown by
+//! `tape.info`, and a log warning).
 //! A turn that starts while a compaction runs waits for it only when its
 //! context would not fit otherwise; the overflow handoff
 //! ([`crate::agent::OVERFLOW_ANCHOR`]) stays the last resort, and it too
@@ -31,11 +34,13 @@
 
 mod budget;
 mod ledger;
+mod room;
 mod summary;
 mod tool;
 
 pub use budget::Budget;
 pub(crate) use ledger::{Compactions, RunEnd};
+pub use room::{MIN_TURNS_BETWEEN, WARNING_EVENT};
 pub use tool::tape_compact_tool;
 
 use super::runtime::Agent;

@@ -1,6 +1,7 @@
 //! One compaction: choose what to summarise and what to keep verbatim, ask
 //! the model for the summary, write the summary event and the anchor.
 
+use super::room::{self, Room};
 use super::{Budget, COMPACTION_ANCHOR, Compaction, CompactionError, FAILURE_EVENT, SUMMARY_EVENT, Trigger};
 use crate::agent::runtime::Agent;
 use crate::model::tokens::TokenCounter;
@@ -28,6 +29,9 @@ struct Plan<'a> {
     covers: (u64, u64),
     /// The `provenance` meta of the first untrusted entry summarised.
     untrusted: Option<Value>,
+    /// The average tokens of a turn (from one user message to the next) in
+    /// the context, kept part included.
+    turn_tokens: u64,
 }
 
 impl Agent {
@@ -103,6 +107,12 @@ impl Agent {
         let handoff = NewEntry::event("handoff", json!({"name": name, "state": state}));
         let stored = tape.append_all(vec![anchor, handoff]).await?;
         let anchor_id = stored.first().map_or(0, |e| e.id);
+        if trigger != Trigger::Overflow {
+            let room = Room::of(&budget, plan.turn_tokens);
+            if let Err(error) = room::warn_once(tape, &budget, settings, room).await {
+                tracing::warn!(session = %tape.name(), %error, "cannot record the compaction warning");
+            }
+        }
         Ok(Some(Compaction { anchor_id, covers: plan.covers, keep_from: plan.keep_from, summary, usage, reused }))
     }
 
@@ -188,7 +198,9 @@ fn plan<'a>(scope: &'a [Entry], counter: &TokenCounter, keep: u64) -> Option<Pla
         let meta = entry.meta.get(META_KEY)?;
         (!Provenance::from_meta(meta)?.is_trusted()).then(|| meta.clone())
     });
-    Some(Plan { base, old, keep_from, covers, untrusted })
+    let tokens: u64 = body.iter().map(|entry| entry_tokens(counter, entry)).sum();
+    let turns = body.iter().filter(|entry| is_user_message(entry)).count().max(1) as u64;
+    Some(Plan { base, old, keep_from, covers, untrusted, turn_tokens: tokens / turns })
 }
 
 fn is_user_message(entry: &Entry) -> bool {

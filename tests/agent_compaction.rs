@@ -29,6 +29,9 @@ struct WindowModel {
     summaries: AtomicUsize,
     /// Summary calls to refuse with a 429 before answering.
     refuse_summaries: AtomicUsize,
+    /// The summary to answer with, whatever `max_tokens` said (as a model
+    /// or proxy that ignores it).
+    summary_text: Mutex<Option<String>>,
 }
 
 fn request_tokens(request: &ChatRequest) -> u64 {
@@ -64,7 +67,8 @@ impl ModelClient for WindowModel {
                 });
             }
             let n = self.summaries.fetch_add(1, Ordering::SeqCst);
-            format!("Summary {n}: the team talked about the numbered turns.")
+            let scripted = self.summary_text.lock().unwrap().clone();
+            scripted.unwrap_or_else(|| format!("Summary {n}: the team talked about the numbered turns."))
         } else {
             format!("ok {}", self.requests.lock().unwrap().len())
         };
@@ -182,6 +186,37 @@ async fn a_refused_summary_is_recorded_and_tried_after_the_next_turn() {
     // The summary's usage is on the tape.
     let summary = tape.last_event_data("compaction.summary").await.unwrap().unwrap();
     assert!(summary["usage"]["prompt_tokens"].as_u64().unwrap() > 0, "{summary}");
+}
+
+#[tokio::test]
+async fn a_summary_longer_than_asked_is_cut_to_its_budget_and_the_cut_is_recorded() {
+    let store: Arc<dyn TapeStore> = Arc::new(InMemoryTapeStore::new());
+    let model = Arc::new(WindowModel::default());
+    let overlong = "Decision: the team keeps item 7 on the weekly report. ".repeat(400);
+    *model.summary_text.lock().unwrap() = Some(overlong.clone());
+    let agent = agent(store, model.clone());
+    let tape = agent.tape("chat").unwrap();
+    let mut i = 0;
+    while tape.info().await.unwrap().last_compaction.is_none() {
+        i += 1;
+        assert!(i < 200, "no compaction");
+        turn(&agent, &prompt(i)).await;
+    }
+    let requests = model.requests.lock().unwrap().clone();
+    let asked = requests.iter().find(|r| is_summary_call(r)).unwrap().max_tokens.unwrap() as u64;
+    let counter = TokenCounter::for_model("test:tiny");
+    let anchors = tape.read(&TapeQuery::all().kinds([EntryKind::Anchor]).named(COMPACTION_ANCHOR)).await.unwrap();
+    let summary = anchors[0].payload["state"]["summary"].as_str().unwrap();
+    assert!(counter.count(summary) <= asked, "{} tokens, {asked} asked for", counter.count(summary));
+    assert!(counter.count(summary) > asked / 2, "cut near the budget, not far below it");
+    assert!(summary.ends_with("on the weekly report."), "cut at a sentence's end: {summary}");
+    let event = tape.last_event_data("compaction.summary").await.unwrap().unwrap();
+    assert_eq!(event["summary"], summary);
+    assert_eq!(event["max_tokens"], asked);
+    assert_eq!(event["cut_from_tokens"], counter.count(overlong.trim()));
+    // The next turn reads the cut summary and fits the window.
+    turn(&agent, &prompt(i + 1)).await;
+    assert_eq!(model.overflows.load(Ordering::SeqCst), 0);
 }
 
 /// An in-memory store with two probes: once `armed`, it fails the next

@@ -11,7 +11,9 @@
 //! asks the session's model for a summary of the older part, with the prompt
 //! in `prompt.md`, and writes two things:
 //! 1. an event [`SUMMARY_EVENT`] `{summary, covers, keep_from, base, model,
-//!    usage, elapsed_ms, trigger}`: the summary and what it cost;
+//!    usage, elapsed_ms, trigger, max_tokens, cut_from_tokens}`: the summary
+//!    and what it cost (`cut_from_tokens` when the model's answer passed
+//!    `max_tokens` and was cut to it);
 //! 2. an anchor [`COMPACTION_ANCHOR`] whose state is `{summary, covers:
 //!    [first id, last id], keep_from}`.
 //!
@@ -33,6 +35,7 @@
 //! writes a summary when the model gives one.
 
 mod budget;
+mod cap;
 mod ledger;
 mod room;
 mod summary;

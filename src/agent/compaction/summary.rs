@@ -67,14 +67,15 @@ impl Agent {
             Some(summary) => (summary, None, true),
             None => {
                 let started = Instant::now();
-                let (summary, usage) = match self.summarise(spec, &plan, &budget, &counter).await {
-                    Ok(done) => done,
-                    Err(error) => {
-                        let data = json!({"trigger": trigger, "model": spec, "error": error.to_string()});
-                        tape.append_event(FAILURE_EVENT, data).await?;
-                        return Err(error);
-                    }
-                };
+                let Summary { text: summary, usage, max_tokens, cut_from } =
+                    match self.summarise(spec, &plan, &budget, &counter).await {
+                        Ok(done) => done,
+                        Err(error) => {
+                            let data = json!({"trigger": trigger, "model": spec, "error": error.to_string()});
+                            tape.append_event(FAILURE_EVENT, data).await?;
+                            return Err(error);
+                        }
+                    };
                 let mut data = json!({
                     "summary": summary,
                     "covers": [plan.covers.0, plan.covers.1],
@@ -83,7 +84,11 @@ impl Agent {
                     "model": spec,
                     "trigger": trigger,
                     "elapsed_ms": started.elapsed().as_millis() as u64,
+                    "max_tokens": max_tokens,
                 });
+                if let Some(tokens) = cut_from {
+                    data["cut_from_tokens"] = json!(tokens);
+                }
                 if let Some(usage) = &usage {
                     data["usage"] = serde_json::to_value(usage).unwrap_or(Value::Null);
                 }
@@ -117,20 +122,24 @@ impl Agent {
     }
 
     /// Asks the model for the summary of `plan.old`, within `budget.summary`
-    /// tokens (the prompt asks for half as many words: a word is 1.3 tokens
-    /// in English, more in most other languages).
+    /// tokens and never more than what it replaces (the prompt asks for half
+    /// as many words: a word is 1.3 tokens in English, more in most other
+    /// languages); a longer answer is cut to that (see [`cap`](super::cap)).
     async fn summarise(
         &self,
         spec: &str,
         plan: &Plan<'_>,
         budget: &Budget,
         counter: &TokenCounter,
-    ) -> Result<(String, Option<Usage>), CompactionError> {
+    ) -> Result<Summary, CompactionError> {
         let models = self.inner.models.as_ref().ok_or(CompactionError::NoModel)?;
         let client = models.client(spec)?;
         let window = budget.window;
-        let max_words = budget.summary / 2;
         let previous = plan.base.and_then(|base| base.payload.get("state")?.get("summary")).and_then(Value::as_str);
+        let replaced = plan.old.iter().map(|entry| entry_tokens(counter, entry)).sum::<u64>()
+            + previous.map_or(0, |summary| counter.count(summary));
+        let max_tokens = budget.summary.min(replaced).max(1);
+        let max_words = (max_tokens / 2).max(1);
         let request = ChatRequest {
             model: ModelSpec::parse(spec).map_or_else(|_| spec.to_string(), |spec| spec.model),
             messages: vec![
@@ -138,7 +147,7 @@ impl Agent {
                 json!({"role": "user", "content": transcript(previous, &plan.old, counter, window / 2)}).into(),
             ],
             tools: Vec::new(),
-            max_tokens: Some(u32::try_from(budget.summary).unwrap_or(u32::MAX)),
+            max_tokens: Some(u32::try_from(max_tokens).unwrap_or(u32::MAX)),
             options: Default::default(),
             cache_key: None,
         };
@@ -154,12 +163,32 @@ impl Agent {
         if let Some(usage) = &usage {
             crate::agent::run::token_metrics(usage);
         }
-        let text = text.trim().to_string();
+        let text = text.trim();
         if text.is_empty() {
             return Err(CompactionError::EmptySummary);
         }
-        Ok((text, usage))
+        let cut = super::cap::cut_to(text, counter, max_tokens);
+        let cut_from = cut.is_some().then(|| counter.count(text));
+        if let Some(tokens) = cut_from {
+            tracing::warn!(
+                model = spec,
+                tokens,
+                max_tokens,
+                "the summary passed its max_tokens (ignored by the model or a proxy); cut"
+            );
+        }
+        Ok(Summary { text: cut.unwrap_or_else(|| text.to_string()), usage, max_tokens, cut_from })
     }
+}
+
+/// The model's summary, within its budget.
+struct Summary {
+    text: String,
+    usage: Option<Usage>,
+    /// What the request asked for.
+    max_tokens: u64,
+    /// The tokens of the answer when it passed `max_tokens` and was cut.
+    cut_from: Option<u64>,
 }
 
 /// Splits the context of `scope` (the last anchor's entries, all kinds) into

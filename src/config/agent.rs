@@ -22,7 +22,8 @@ pub struct AgentConfig {
     #[serde(default, deserialize_with = "window")]
     pub context_window: Option<u64>,
     /// Compact when the next context would pass this fraction of the window
-    /// (above 0, at most 1; default 0.75).
+    /// (above 0, at most 1; default 0.75), or past it where the system prompt
+    /// and the tool schemas leave less than a quarter of the window below it.
     #[serde(default, deserialize_with = "fraction")]
     pub compact_at: Option<f64>,
     /// Tokens of the most recent turns kept verbatim after a summary

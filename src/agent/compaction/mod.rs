@@ -67,7 +67,9 @@ pub struct CompactionSettings {
     /// `BUB_CONTEXT_WINDOW`); a run's own ([`crate::agent::RunOptions::context_window`]) wins.
     pub context_window: Option<u64>,
     /// Compact when the next context would pass this fraction of the window
-    /// (above 0, at most 1; default 0.75).
+    /// (above 0, at most 1; default 0.75), or, where the system prompt and
+    /// the tool schemas leave less than a quarter of the window below it,
+    /// when the context passes them plus that quarter (see [`Budget`]).
     pub compact_at: f64,
     /// Tokens of the most recent turns kept verbatim after the summary;
     /// `None`: a third of the conversation's room (see [`Budget`]). Never

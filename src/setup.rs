@@ -10,8 +10,9 @@
 //! `BUB_CONFINE_FS` (`true`: file tools and `cwd` may not leave the workspace),
 //! `BUB_CONTEXT_WINDOW` (tokens, over the model family's window), `BUB_COMPACT_AT`
 //! (default 0.75: compact when the context passes this part of the window),
-//! `BUB_KEEP_RECENT_TOKENS` (default a quarter of the window: recent turns kept
-//! verbatim after a compaction's summary),
+//! `BUB_KEEP_RECENT_TOKENS` (default a third of the conversation's room below
+//! `compact_at`, see [`agent::compaction::Budget`]: recent turns kept verbatim
+//! after a compaction's summary),
 //! `BUB_ENVIRONMENT_IDLE_SECONDS` (default 1800: a session's environment, and
 //! what it runs, is closed after this long without a turn), `HOME` (the
 //! user's skills in `$HOME/.agents/skills`).

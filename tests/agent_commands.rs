@@ -139,7 +139,9 @@ async fn tape_compact_summarises_now_and_tape_info_shows_it() {
     let context = store.tape("chat").context().await.unwrap();
     assert!(context[0]["content"].as_str().unwrap().ends_with("The team asked three questions."));
     assert!(context[1]["content"].as_str().unwrap().starts_with("question 2"), "{:?}", context[1]);
-    let info = agent.run(",tape.info", RunOptions::new("chat")).collect().await.text;
+    // The run's own window (a chat's policy sets one) is the one shown.
+    let info = agent.run(",tape.info", RunOptions::new("chat").context_window(2_000)).collect().await.text;
     assert!(info.contains("last_compaction: #"), "{info}");
     assert!(info.contains("context_tokens: "), "{info}");
+    assert!(info.contains("\ncontext_window: 2000 (compacts at 1500; system prompt and tool schemas: "), "{info}");
 }

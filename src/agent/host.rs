@@ -5,8 +5,10 @@
 //! to the agent with [`AgentHost::agent_of`]: the type is private to the
 //! crate, so no tool written elsewhere can start runs or add tools.
 
+use super::run::RunCompaction;
 use super::runtime::Agent;
-use crate::tools::{ToolContext, ToolHost, ToolRegistry};
+use crate::model::tokens::TokenCounter;
+use crate::tools::{ContextLimits, ToolContext, ToolHost, ToolRegistry, TurnState};
 use std::any::Any;
 
 /// The agent, behind the narrow [`ToolHost`] handle.
@@ -33,9 +35,11 @@ impl ToolHost for AgentHost {
         self.0.command_prefix().map(str::to_string)
     }
 
-    fn context_limits(&self, model: &str) -> Option<(u64, u64)> {
-        let settings = self.0.compaction();
-        let window = settings.window_for(model);
-        Some((window, settings.threshold(window)))
+    fn context_limits(&self, state: &TurnState, model: &str, system: Option<&str>) -> Option<ContextLimits> {
+        let overrides = state.extension::<RunCompaction>().map(|c| c.0).unwrap_or_default();
+        let settings = self.0.compaction().with(&overrides);
+        let fixed = self.0.fixed_part(&TokenCounter::for_model(model), system);
+        let budget = settings.budget(settings.window_for(model), fixed);
+        Some(ContextLimits { window: budget.window, threshold: budget.threshold, fixed: budget.fixed })
     }
 }

@@ -22,11 +22,14 @@ pub struct AgentConfig {
     #[serde(default, deserialize_with = "window")]
     pub context_window: Option<u64>,
     /// Compact when the next context would pass this fraction of the window
-    /// (above 0, at most 1; default 0.75).
+    /// (above 0, at most 1; default 0.75), or past it where the system prompt
+    /// and the tool schemas leave less than a quarter of the window below it.
     #[serde(default, deserialize_with = "fraction")]
     pub compact_at: Option<f64>,
     /// Tokens of the most recent turns kept verbatim after a summary
-    /// (default a quarter of the window, never more than half of it).
+    /// (default a third of the conversation's room: what the window leaves
+    /// below `compact_at` after the system prompt and the tool schemas; never
+    /// more than half of it).
     #[serde(default, deserialize_with = "tokens")]
     pub keep_recent_tokens: Option<u64>,
 }

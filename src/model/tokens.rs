@@ -62,6 +62,39 @@ impl TokenCounter {
         }
     }
 
+    /// The length in bytes of the longest start of `text` (cut between
+    /// characters) that counts at most `max` tokens: for cutting a text that
+    /// must fit a budget.
+    ///
+    /// ```
+    /// use bub::model::tokens::TokenCounter;
+    ///
+    /// let counter = TokenCounter::estimate();
+    /// let text = "one two three four five six seven";
+    /// let cut = counter.prefix_within(text, 4);
+    /// assert!(counter.count(&text[..cut]) <= 4 && counter.count(&text[..=cut]) > 4);
+    /// assert_eq!(counter.prefix_within(text, 1_000), text.len());
+    /// ```
+    pub fn prefix_within(&self, text: &str, max: u64) -> usize {
+        if self.count(text) <= max {
+            return text.len();
+        }
+        // Binary search over the character boundaries: a longer start never
+        // counts fewer tokens (the estimate adds up; a BPE merges across a
+        // cut by at most a token or two, which the search tolerates).
+        let bounds: Vec<usize> = text.char_indices().map(|(at, _)| at).collect();
+        let (mut low, mut high) = (0, bounds.len());
+        while low + 1 < high {
+            let middle = (low + high) / 2;
+            if self.count(&text[..bounds[middle]]) <= max {
+                low = middle;
+            } else {
+                high = middle;
+            }
+        }
+        bounds.get(low).copied().unwrap_or(0)
+    }
+
     /// The tokens of one chat message (OpenAI shape): its text, its tool
     /// calls and [`MESSAGE_OVERHEAD`]. Image parts count as a flat 765
     /// tokens (OpenAI's price of a high-detail 512×512 tile set).

@@ -24,6 +24,11 @@ pub const BOOTSTRAP_ANCHOR: &str = "session/start";
 /// rendered as the summary by [`super::context`].
 pub const COMPACTION_ANCHOR: &str = "auto_handoff/compaction";
 
+/// The event a compaction leaves, once per window, when it cannot make room
+/// for several turns (see `bub::agent::compaction`): `tape.info` shows its
+/// `message`.
+pub const COMPACTION_WARNING: &str = "compaction.warning";
+
 /// Settings shared by the tapes of one runtime.
 ///
 /// The default names no archive directory: the library writes no file it
@@ -73,6 +78,8 @@ pub struct TapeInfo {
     pub last_token_usage: Option<u64>,
     /// The latest compaction: `#<anchor id> <date>, entries <first>-<last> summarised`.
     pub last_compaction: Option<String>,
+    /// The latest [`COMPACTION_WARNING`]'s message (a line only when there is one).
+    pub compaction_warning: Option<String>,
 }
 
 impl fmt::Display for TapeInfo {
@@ -86,7 +93,11 @@ impl fmt::Display for TapeInfo {
             Some(tokens) => writeln!(f, "last_token_usage: {tokens}")?,
             None => writeln!(f, "last_token_usage: -")?,
         }
-        write!(f, "last_compaction: {}", self.last_compaction.as_deref().unwrap_or("-"))
+        write!(f, "last_compaction: {}", self.last_compaction.as_deref().unwrap_or("-"))?;
+        match &self.compaction_warning {
+            Some(warning) => write!(f, "\ncompaction_warning: {warning}"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -222,6 +233,14 @@ impl Tape {
         Ok(found.into_iter().next().and_then(|event| event.data().cloned()))
     }
 
+    /// The newest system prompt recorded (the recorder writes one whenever a
+    /// model call's differs from the last), for counting what it costs.
+    pub async fn system_prompt(&self) -> TapeResult<Option<String>> {
+        let found = self.latest(&[TapeQuery::all().kinds([EntryKind::System])]).await?;
+        let newest = found.into_iter().next().flatten();
+        Ok(newest.and_then(|entry| entry.payload.get("content")?.as_str().map(str::to_string)))
+    }
+
     /// The newest entry each query selects, in order (see [`TapeStore::latest`]):
     /// several "latest X" lookups in one round trip.
     ///
@@ -253,8 +272,10 @@ impl Tape {
         let stats = self.store.stats(&self.name).await?;
         let run = TapeQuery::all().kinds([EntryKind::Event]).named("run");
         let compaction = TapeQuery::all().kinds([EntryKind::Anchor]).named(COMPACTION_ANCHOR);
-        let mut found = self.latest(&[run, compaction]).await?.into_iter();
-        let (last_run, compaction) = (found.next().flatten(), found.next().flatten());
+        let warning = TapeQuery::all().kinds([EntryKind::Event]).named(COMPACTION_WARNING);
+        let mut found = self.latest(&[run, compaction, warning]).await?.into_iter();
+        let (last_run, compaction, warning) = (found.next().flatten(), found.next().flatten(), found.next().flatten());
+        let compaction_warning = warning.and_then(|event| event.data()?.get("message")?.as_str().map(str::to_string));
         let last_token_usage = last_run.and_then(|run| run.data()?.pointer("/usage/total_tokens")?.as_u64());
         let last_compaction = compaction.map(|anchor| {
             let covers = |i: usize| anchor.payload.get("state")?.get("covers")?.get(i)?.as_u64();
@@ -272,6 +293,7 @@ impl Tape {
             entries_since_last_anchor: stats.last_anchor.map_or(stats.entries, |a| stats.last_id - a.id),
             last_token_usage,
             last_compaction,
+            compaction_warning,
         })
     }
 

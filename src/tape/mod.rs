@@ -57,7 +57,9 @@ pub use context::{
 pub use entry::{Entry, EntryKind, JsonObject, NewEntry};
 pub use error::{TapeError, TapeResult};
 pub use fork::{Fork, ForkStore, MergeReport};
-pub use handle::{BOOTSTRAP_ANCHOR, COMPACTION_ANCHOR, ResetReport, Tape, TapeInfo, TapeSettings, kept_from};
+pub use handle::{
+    BOOTSTRAP_ANCHOR, COMPACTION_ANCHOR, COMPACTION_WARNING, ResetReport, Tape, TapeInfo, TapeSettings, kept_from,
+};
 pub use memory::InMemoryTapeStore;
 pub use name::TapeName;
 pub use query::{Scope, TapeQuery};

@@ -13,7 +13,7 @@
 //! It finds its agent by downcasting the host (`ToolHost: Any`) to the agent's
 //! own type, which nothing outside `agent/` can name.
 
-use super::ToolRegistry;
+use super::{ToolRegistry, TurnState};
 use std::any::Any;
 use std::sync::Arc;
 
@@ -30,11 +30,23 @@ pub trait ToolHost: Any + Send + Sync {
     /// The comma-command prefix (`,`), when the agent takes commands.
     fn command_prefix(&self) -> Option<String>;
 
-    /// The context window of `model` in tokens and where compaction starts
+    /// How `model`'s window is shared out for the run on `state` (its
+    /// chat's window may be its own) when the system prompt is `system`
     /// (for `tape.info`); `None` when the agent does not compact.
-    fn context_limits(&self, _model: &str) -> Option<(u64, u64)> {
+    fn context_limits(&self, _state: &TurnState, _model: &str, _system: Option<&str>) -> Option<ContextLimits> {
         None
     }
+}
+
+/// A model's window shared out, in tokens, as [`ToolHost::context_limits`]
+/// tells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ContextLimits {
+    pub window: u64,
+    /// Where compaction starts.
+    pub threshold: u64,
+    /// The system prompt and the tool schemas: in every request, never compacted.
+    pub fixed: u64,
 }
 
 /// Which comma commands the person running this one may run, by tool name

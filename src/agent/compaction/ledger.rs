@@ -165,9 +165,9 @@ impl Agent {
         };
         let reported = end.usage.map_or(0, |u| u.prompt_tokens + u.completion_tokens);
         let estimate = counted.total().max(reported);
-        let window = end.settings.window_for(end.spec);
-        let threshold = end.settings.threshold(window);
-        tracing::debug!(session = %session, estimate, threshold, window, "context estimate");
+        let budget = end.settings.budget(end.settings.window_for(end.spec), counted.overhead);
+        let (threshold, window, fixed) = (budget.threshold, budget.window, budget.fixed);
+        tracing::debug!(session = %session, estimate, threshold, window, fixed, "context estimate");
         if estimate < threshold || !end.settings.auto {
             return;
         }
@@ -201,12 +201,31 @@ impl Agent {
         let counter = TokenCounter::for_model(spec);
         let entries = tape.scope_or_whole(crate::tape::TapeQuery::context()).await?;
         let context = entries.iter().map(|e| entry_tokens(&counter, e)).sum();
-        let tools: u64 =
-            self.tools().model_tools().map(|tool| TokenCounter::estimate().count(&tool.definition().to_string())).sum();
-        let system = system.map_or(0, |s| counter.count(s) + MESSAGE_OVERHEAD);
-        let counted = Counted { context, overhead: tools + system };
+        let counted = Counted { context, overhead: self.fixed_tokens(tape, &counter, system).await? };
         self.inner.compactions.remember(tape.name().as_str(), &entries, last_id, counted);
         Ok(counted)
+    }
+
+    /// The fixed part of `tape`'s requests, counted with `counter` (the
+    /// model's, as the context is): the tool schemas and `system`, else the
+    /// newest system prompt on the tape.
+    pub(crate) async fn fixed_tokens(
+        &self,
+        tape: &Tape,
+        counter: &TokenCounter,
+        system: Option<&str>,
+    ) -> TapeResult<u64> {
+        let recorded = match system {
+            Some(_) => None,
+            None => tape.system_prompt().await?,
+        };
+        Ok(self.fixed_part(counter, system.or(recorded.as_deref())))
+    }
+
+    /// The tool schemas and `system`, counted with `counter`.
+    pub(crate) fn fixed_part(&self, counter: &TokenCounter, system: Option<&str>) -> u64 {
+        let tools: u64 = self.tools().model_tools().map(|tool| counter.count(&tool.definition().to_string())).sum();
+        tools + system.map_or(0, |s| counter.count(s) + MESSAGE_OVERHEAD)
     }
 
     /// Runs `compact` unless the session is being compacted already (then

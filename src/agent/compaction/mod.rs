@@ -4,35 +4,46 @@
 //!
 //! After every run the agent estimates the tokens the next turn's context
 //! will hold (the entries from the last anchor on, the system prompt and the
-//! tool schemas; see [`ContextEstimate`]). When that passes
-//! [`CompactionSettings::compact_at`] of the window, a background task (the
-//! reply is already on its way: nobody waits for it) asks the session's model
-//! for a summary of the older part, with the prompt in `prompt.md`, and
-//! writes two things:
+//! tool schemas; see [`ContextEstimate`]). When that passes the
+//! [`Budget`]'s threshold ([`CompactionSettings::compact_at`] of the window,
+//! unless the system prompt and the tool schemas leave too little below it),
+//! a background task (the reply is already on its way: nobody waits for it)
+//! asks the session's model for a summary of the older part, with the prompt
+//! in `prompt.md`, and writes two things:
 //! 1. an event [`SUMMARY_EVENT`] `{summary, covers, keep_from, base, model,
-//!    usage, elapsed_ms, trigger}`: the summary and what it cost;
+//!    usage, elapsed_ms, trigger, max_tokens, cut_from_tokens}`: the summary
+//!    and what it cost (`cut_from_tokens` when the model's answer passed
+//!    `max_tokens` and was cut to it);
 //! 2. an anchor [`COMPACTION_ANCHOR`] whose state is `{summary, covers:
 //!    [first id, last id], keep_from}`.
 //!
 //! The next context is that anchor (read as the summary, see
 //! [`crate::tape::context`]), then the most recent turns verbatim (from
-//! `keep_from`, within [`CompactionSettings::keep_recent_tokens`]), then what
+//! `keep_from`, within [`Budget::keep`]), then what
 //! came after: the tape is only appended to, and everything before stays
 //! there for `tape.search`. A crash between the two writes leaves the event
 //! alone, which no context reads; the next compaction of the same stretch
 //! uses that summary instead of asking the model again. A failed summary call
 //! (429, timeout, an empty answer) is recorded as a [`FAILURE_EVENT`] and
 //! tried again after the next turn; the context meanwhile stays as it was.
+//! A compaction that leaves room for fewer than [`MIN_TURNS_BETWEEN`]
+//! turns says so once per tape and window ([`WARNING_EVENT`], shown by
+//! `tape.info`, and a log warning).
 //! A turn that starts while a compaction runs waits for it only when its
 //! context would not fit otherwise; the overflow handoff
 //! ([`crate::agent::OVERFLOW_ANCHOR`]) stays the last resort, and it too
 //! writes a summary when the model gives one.
 
+mod budget;
+mod cap;
 mod ledger;
+mod room;
 mod summary;
 mod tool;
 
+pub use budget::Budget;
 pub(crate) use ledger::{Compactions, RunEnd};
+pub use room::{MIN_TURNS_BETWEEN, WARNING_EVENT};
 pub use tool::tape_compact_tool;
 
 use super::runtime::Agent;
@@ -56,10 +67,13 @@ pub struct CompactionSettings {
     /// `BUB_CONTEXT_WINDOW`); a run's own ([`crate::agent::RunOptions::context_window`]) wins.
     pub context_window: Option<u64>,
     /// Compact when the next context would pass this fraction of the window
-    /// (above 0, at most 1; default 0.75).
+    /// (above 0, at most 1; default 0.75), or, where the system prompt and
+    /// the tool schemas leave less than a quarter of the window below it,
+    /// when the context passes them plus that quarter (see [`Budget`]).
     pub compact_at: f64,
     /// Tokens of the most recent turns kept verbatim after the summary;
-    /// `None`: a quarter of the window. Never more than half of it.
+    /// `None`: a third of the conversation's room (see [`Budget`]). Never
+    /// more than half of it.
     pub keep_recent_tokens: Option<u64>,
     /// Compact on its own after runs (default true); `,tape.compact` and the
     /// overflow handoff compact either way.
@@ -100,17 +114,6 @@ impl CompactionSettings {
     /// The window of `model`: the configured one, else the family's.
     pub fn window_for(&self, model: &str) -> u64 {
         crate::model::window::window_of(model, self.context_window)
-    }
-
-    /// The tokens at which a context is compacted, for a window.
-    pub fn threshold(&self, window: u64) -> u64 {
-        let at = if self.compact_at > 0.0 && self.compact_at <= 1.0 { self.compact_at } else { DEFAULT_COMPACT_AT };
-        (window as f64 * at) as u64
-    }
-
-    /// The tokens of recent turns kept verbatim, for a window.
-    pub fn keep_budget(&self, window: u64) -> u64 {
-        self.keep_recent_tokens.unwrap_or(window / 4).min(window / 2)
     }
 }
 
@@ -164,8 +167,10 @@ pub struct ContextEstimate {
     pub tokens: u64,
     /// The model's window.
     pub window: u64,
-    /// Where compaction starts.
+    /// Where compaction starts (see [`Budget::threshold`]).
     pub threshold: u64,
+    /// The system prompt and the tool schemas, in `tokens`.
+    pub fixed: u64,
     /// Counted with the model's own tokenizer (else the calibrated estimate).
     pub exact: bool,
 }
@@ -217,12 +222,13 @@ impl Agent {
             None => self.session_model(&handle).await?.unwrap_or_default(),
         };
         let settings = &self.inner.compactions.settings;
-        let window = settings.window_for(&spec);
         let counted = self.count_context(&handle, &spec, None, None).await?;
+        let budget = settings.budget(settings.window_for(&spec), counted.overhead);
         Ok(ContextEstimate {
             tokens: counted.total(),
-            window,
-            threshold: settings.threshold(window),
+            window: budget.window,
+            threshold: budget.threshold,
+            fixed: budget.fixed,
             exact: crate::model::tokens::TokenCounter::for_model(&spec).is_exact(),
         })
     }

@@ -1,7 +1,8 @@
 //! One compaction: choose what to summarise and what to keep verbatim, ask
 //! the model for the summary, write the summary event and the anchor.
 
-use super::{COMPACTION_ANCHOR, Compaction, CompactionError, FAILURE_EVENT, SUMMARY_EVENT, Trigger};
+use super::room::{self, Room};
+use super::{Budget, COMPACTION_ANCHOR, Compaction, CompactionError, FAILURE_EVENT, SUMMARY_EVENT, Trigger};
 use crate::agent::runtime::Agent;
 use crate::model::tokens::TokenCounter;
 use crate::model::{ChatRequest, ModelEvent, ModelSpec, Usage};
@@ -28,6 +29,9 @@ struct Plan<'a> {
     covers: (u64, u64),
     /// The `provenance` meta of the first untrusted entry summarised.
     untrusted: Option<Value>,
+    /// The average tokens of a turn (from one user message to the next) in
+    /// the context, kept part included.
+    turn_tokens: u64,
 }
 
 impl Agent {
@@ -50,27 +54,28 @@ impl Agent {
         settings: &super::CompactionSettings,
         trigger: Trigger,
     ) -> Result<Option<Compaction>, CompactionError> {
-        let window = settings.window_for(spec);
+        let counter = TokenCounter::for_model(spec);
+        let budget = settings.budget(settings.window_for(spec), self.fixed_tokens(tape, &counter, None).await?);
         let scope = tape.scope_or_whole(TapeQuery::last_anchor()).await?;
         let keep = match trigger {
             Trigger::Overflow => 0,
-            _ => settings.keep_budget(window),
+            _ => budget.keep,
         };
-        let counter = TokenCounter::for_model(spec);
         let Some(plan) = plan(&scope, &counter, keep) else { return Ok(None) };
         let base_id = plan.base.map_or(0, |e| e.id);
         let (summary, usage, reused) = match pending_summary(tape, base_id, plan.covers).await? {
             Some(summary) => (summary, None, true),
             None => {
                 let started = Instant::now();
-                let (summary, usage) = match self.summarise(spec, &plan, window, &counter).await {
-                    Ok(done) => done,
-                    Err(error) => {
-                        let data = json!({"trigger": trigger, "model": spec, "error": error.to_string()});
-                        tape.append_event(FAILURE_EVENT, data).await?;
-                        return Err(error);
-                    }
-                };
+                let Summary { text: summary, usage, max_tokens, cut_from } =
+                    match self.summarise(spec, &plan, &budget, &counter).await {
+                        Ok(done) => done,
+                        Err(error) => {
+                            let data = json!({"trigger": trigger, "model": spec, "error": error.to_string()});
+                            tape.append_event(FAILURE_EVENT, data).await?;
+                            return Err(error);
+                        }
+                    };
                 let mut data = json!({
                     "summary": summary,
                     "covers": [plan.covers.0, plan.covers.1],
@@ -79,7 +84,11 @@ impl Agent {
                     "model": spec,
                     "trigger": trigger,
                     "elapsed_ms": started.elapsed().as_millis() as u64,
+                    "max_tokens": max_tokens,
                 });
+                if let Some(tokens) = cut_from {
+                    data["cut_from_tokens"] = json!(tokens);
+                }
                 if let Some(usage) = &usage {
                     data["usage"] = serde_json::to_value(usage).unwrap_or(Value::Null);
                 }
@@ -103,21 +112,34 @@ impl Agent {
         let handoff = NewEntry::event("handoff", json!({"name": name, "state": state}));
         let stored = tape.append_all(vec![anchor, handoff]).await?;
         let anchor_id = stored.first().map_or(0, |e| e.id);
+        if trigger != Trigger::Overflow {
+            let room = Room::of(&budget, plan.turn_tokens);
+            if let Err(error) = room::warn_once(tape, &budget, settings, room).await {
+                tracing::warn!(session = %tape.name(), %error, "cannot record the compaction warning");
+            }
+        }
         Ok(Some(Compaction { anchor_id, covers: plan.covers, keep_from: plan.keep_from, summary, usage, reused }))
     }
 
-    /// Asks the model for the summary of `plan.old`.
+    /// Asks the model for the summary of `plan.old`, within `budget.summary`
+    /// tokens and never more than what it replaces (the prompt asks for half
+    /// as many words: a word is 1.3 tokens in English, more in most other
+    /// languages); a longer answer is cut to that (see [`cap`](super::cap)).
     async fn summarise(
         &self,
         spec: &str,
         plan: &Plan<'_>,
-        window: u64,
+        budget: &Budget,
         counter: &TokenCounter,
-    ) -> Result<(String, Option<Usage>), CompactionError> {
+    ) -> Result<Summary, CompactionError> {
         let models = self.inner.models.as_ref().ok_or(CompactionError::NoModel)?;
         let client = models.client(spec)?;
-        let max_words = (window / 14).clamp(60, 1_500);
+        let window = budget.window;
         let previous = plan.base.and_then(|base| base.payload.get("state")?.get("summary")).and_then(Value::as_str);
+        let replaced = plan.old.iter().map(|entry| entry_tokens(counter, entry)).sum::<u64>()
+            + previous.map_or(0, |summary| counter.count(summary));
+        let max_tokens = budget.summary.min(replaced).max(1);
+        let max_words = (max_tokens / 2).max(1);
         let request = ChatRequest {
             model: ModelSpec::parse(spec).map_or_else(|_| spec.to_string(), |spec| spec.model),
             messages: vec![
@@ -125,7 +147,7 @@ impl Agent {
                 json!({"role": "user", "content": transcript(previous, &plan.old, counter, window / 2)}).into(),
             ],
             tools: Vec::new(),
-            max_tokens: Some((max_words * 2) as u32),
+            max_tokens: Some(u32::try_from(max_tokens).unwrap_or(u32::MAX)),
             options: Default::default(),
             cache_key: None,
         };
@@ -141,12 +163,32 @@ impl Agent {
         if let Some(usage) = &usage {
             crate::agent::run::token_metrics(usage);
         }
-        let text = text.trim().to_string();
+        let text = text.trim();
         if text.is_empty() {
             return Err(CompactionError::EmptySummary);
         }
-        Ok((text, usage))
+        let cut = super::cap::cut_to(text, counter, max_tokens);
+        let cut_from = cut.is_some().then(|| counter.count(text));
+        if let Some(tokens) = cut_from {
+            tracing::warn!(
+                model = spec,
+                tokens,
+                max_tokens,
+                "the summary passed its max_tokens (ignored by the model or a proxy); cut"
+            );
+        }
+        Ok(Summary { text: cut.unwrap_or_else(|| text.to_string()), usage, max_tokens, cut_from })
     }
+}
+
+/// The model's summary, within its budget.
+struct Summary {
+    text: String,
+    usage: Option<Usage>,
+    /// What the request asked for.
+    max_tokens: u64,
+    /// The tokens of the answer when it passed `max_tokens` and was cut.
+    cut_from: Option<u64>,
 }
 
 /// Splits the context of `scope` (the last anchor's entries, all kinds) into
@@ -185,7 +227,9 @@ fn plan<'a>(scope: &'a [Entry], counter: &TokenCounter, keep: u64) -> Option<Pla
         let meta = entry.meta.get(META_KEY)?;
         (!Provenance::from_meta(meta)?.is_trusted()).then(|| meta.clone())
     });
-    Some(Plan { base, old, keep_from, covers, untrusted })
+    let tokens: u64 = body.iter().map(|entry| entry_tokens(counter, entry)).sum();
+    let turns = body.iter().filter(|entry| is_user_message(entry)).count().max(1) as u64;
+    Some(Plan { base, old, keep_from, covers, untrusted, turn_tokens: tokens / turns })
 }
 
 fn is_user_message(entry: &Entry) -> bool {

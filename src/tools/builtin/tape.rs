@@ -38,8 +38,14 @@ pub fn tape_info_tool() -> Tool {
         let tokens: u64 = entries.iter().map(|entry| crate::tape::entry_tokens(&counter, entry)).sum();
         let how = if counter.is_exact() { "counted" } else { "estimated" };
         text.push_str(&format!("\ncontext_tokens: {tokens} ({how}, entries only)"));
-        if let Some((window, threshold)) = ctx.host.as_ref().and_then(|host| host.context_limits(&model)) {
-            text.push_str(&format!("\ncontext_window: {window} (compacts at {threshold})"));
+        let system = ctx.tape.system_prompt().await?;
+        if let Some(limits) =
+            ctx.host.as_ref().and_then(|host| host.context_limits(&ctx.state, &model, system.as_deref()))
+        {
+            let (window, threshold, fixed) = (limits.window, limits.threshold, limits.fixed);
+            text.push_str(&format!(
+                "\ncontext_window: {window} (compacts at {threshold}; system prompt and tool schemas: {fixed})"
+            ));
         }
         Ok::<_, ToolError>(text)
     })

@@ -12,6 +12,9 @@
 //!   chat-platform config.
 //! - `sandbox`: the shell of a chat bot reading the gateway's secrets,
 //!   writing the host, reaching its port, forking or eating memory.
+//! - `host_side`: the sandbox attacked from the host's side: the gateway's
+//!   terminal, a killed gateway's leftovers, the config's folder, memory and
+//!   processes of a whole tree, the workspace's disk.
 //! - `held`: routes that held (command-line tricks, symlinks), kept holding.
 //! - `provenance`: text nobody vouched for (a stranger's message, a fetched
 //!   page) steering the model into the shell.
@@ -21,6 +24,7 @@ mod support;
 
 mod agent;
 mod held;
+mod host_side;
 mod model_tools;
 // A stranger on Telegram: the route is a chat platform's.
 #[cfg(feature = "telegram")]

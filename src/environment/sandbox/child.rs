@@ -10,7 +10,9 @@
 //!
 //! Three processes, each forked with a raw `clone` (no `atfork` handlers):
 //! - **A**, the process `std` forked (its pid is the one the host waits for
-//!   and signals, and its process group holds everything below). It drops
+//!   and signals, and its process group holds everything below). It starts
+//!   a session of its own (no controlling terminal: a command cannot reach
+//!   the terminal the gateway was started from, nor type into it), drops
 //!   its supplementary groups (when root), enters a new user namespace whose
 //!   id maps a short-lived helper forked before writes from the parent
 //!   namespace (a process may not map ids other than its own from inside),
@@ -63,10 +65,11 @@ pub enum Step {
     Limits,
     Descriptors,
     Seccomp,
+    Session,
 }
 
 impl Step {
-    const ALL: [Step; 13] = [
+    const ALL: [Step; 14] = [
         Step::Groups,
         Step::Fork,
         Step::UserNamespace,
@@ -80,6 +83,7 @@ impl Step {
         Step::Limits,
         Step::Descriptors,
         Step::Seccomp,
+        Step::Session,
     ];
 
     /// What a reported step code was about.
@@ -104,6 +108,7 @@ impl Step {
             Step::Limits => "setting resource limits",
             Step::Descriptors => "closing inherited file descriptors",
             Step::Seccomp => "installing the seccomp filter",
+            Step::Session => "starting a session without a controlling terminal",
         }
         .to_string()
     }
@@ -120,6 +125,10 @@ pub unsafe fn enter(blueprint: &Blueprint, wiring: &Wiring) -> io::Result<()> {
     // below is a raw syscall on memory the host prepared.
     unsafe {
         reset_signals();
+        // A session of its own, so no controlling terminal: the gateway's
+        // (when started from a shell) is not reachable through /dev/tty.
+        // Also a process group led by A, which the host signals.
+        step(wiring, Step::Session as u32, libc::setsid() as libc::c_long)?;
         if blueprint.outer_root {
             step(wiring, Step::Groups as u32, libc::syscall(libc::SYS_setgroups, 0, ptr::null::<libc::gid_t>()))?;
         }

@@ -163,7 +163,8 @@ impl SandboxEnvironment {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .process_group(0)
+            // No `process_group(0)`: `child::enter` calls setsid, which makes
+            // a group too and fails in a process that already leads one.
             .kill_on_drop(false);
         let blueprint = self.blueprint.clone();
         // SAFETY: `child::enter` does only async-signal-safe work (raw

@@ -33,12 +33,15 @@
 //!   inside those;
 //! - a fresh `/tmp` and `/dev/shm` (tmpfs), its own `/proc`, a `/dev` with
 //!   `null`, `zero`, `full`, `random`, `urandom` and `tty`;
+//! - a session of its own without a controlling terminal (`setsid`; stdin
+//!   is a pipe), so it cannot reach the terminal the gateway was started
+//!   from;
 //! - uid and gid 1000 inside (mapped to the gateway's uid, or to 65534 when
 //!   the gateway is root, so `RLIMIT_NPROC` applies), no capabilities after
 //!   exec, `no_new_privs`, no supplementary groups of root;
 //! - a seccomp filter that refuses new namespaces, mounts, the keyring,
-//!   `bpf`, `perf_event_open`, `userfaultfd`, `io_uring` and module loading
-//!   (`seccomp.rs`);
+//!   `bpf`, `perf_event_open`, `userfaultfd`, `io_uring`, module loading
+//!   and typing into a terminal (`TIOCSTI`, `TIOCLINUX`) (`seccomp.rs`);
 //! - its own network namespace with only a loopback unless
 //!   [`SandboxSettings::network`];
 //! - rlimits on address space, processes, CPU time, file size and open files

@@ -142,7 +142,8 @@ pub fn probe() -> ProbeReport {
             name: names::SECCOMP,
             available: seccomp_exists(),
             required: true,
-            detail: "a filter refusing namespaces, mounts, keyring, bpf, io_uring and module loading inside".into(),
+            detail: "a filter refusing namespaces, mounts, keyring, bpf, io_uring, module loading and TIOCSTI inside"
+                .into(),
             remedy: Some("Enable CONFIG_SECCOMP and CONFIG_SECCOMP_FILTER in the kernel".into()),
         },
     ];

@@ -1,0 +1,137 @@
+//! Route 7 (issue 28): the sandbox held every attack from inside, but not
+//! from the host's side. A sandboxed command pushed keystrokes into the
+//! terminal the gateway was started from; outlived a SIGKILLed gateway;
+//! held gigabytes across processes that were capped one by one; read the
+//! files beside the config; filled the disk the database lives on. Each
+//! test here drives the real gateway binary's sandboxed `bash` through an
+//! operator's `,bash` over the webhook and asserts what the attacker got.
+
+use crate::support::fake_model::FakeModel;
+use crate::support::gateway::{GatewayProcess, client, signed_request};
+use serde_json::json;
+use std::net::SocketAddr;
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+const SECRET: &str = "host-side";
+
+/// A webhook channel whose chat `a` runs in the sandbox, with `ops` as operator.
+fn config(extra: &str) -> String {
+    format!(
+        "[channels.webhook]\nkind = \"webhook\"\nsecrets = [\"{SECRET}\"]\n\
+         [channels.webhook.policy]\noperators = [\"webhook:ops\"]\n\
+         [channels.webhook.chats.\"a\".policy]\nenvironment = \"sandbox\"\n{extra}"
+    )
+}
+
+/// The sandboxed chat's workspace.
+fn workspace(home: &Path) -> std::path::PathBuf {
+    home.join("workspaces").join("webhook%3Aa")
+}
+
+/// The operator says `text` in chat `a`; the reply's text.
+async fn say(addr: SocketAddr, id: &str, text: &str) -> String {
+    let body = json!({"message_id": id, "chat_id": "a", "sender_id": "ops", "text": text});
+    let response =
+        signed_request(&client(), addr, "webhook", "sync", &body, SECRET).await.expect("the webhook answers");
+    response.json::<serde_json::Value>().await.expect("a JSON reply")["text"].as_str().unwrap_or_default().to_string()
+}
+
+/// A pseudo-terminal: (master, slave).
+fn open_terminal() -> (OwnedFd, OwnedFd) {
+    let (mut master, mut slave) = (-1, -1);
+    // SAFETY: openpty writes two descriptors; no name, termios or size given.
+    let opened =
+        unsafe { libc::openpty(&mut master, &mut slave, std::ptr::null_mut(), std::ptr::null(), std::ptr::null()) };
+    assert_eq!(opened, 0, "openpty: {}", std::io::Error::last_os_error());
+    // SAFETY: both descriptors were just opened and are owned here.
+    unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) }
+}
+
+/// Tries TIOCSTI, one byte at a time, on fds 0 to 2 and on `/dev/tty`,
+/// printing `<where> INJECTED` or `<where> refused <errno>`.
+const INJECT: &str = r#"
+import fcntl, os, sys, termios
+line = sys.argv[1].encode() + b"\n"
+def inject(fd, where):
+    try:
+        for byte in line:
+            fcntl.ioctl(fd, termios.TIOCSTI, bytes([byte]))
+        print(where, "INJECTED")
+    except OSError as error:
+        print(where, "refused", error.errno)
+for fd in (0, 1, 2):
+    inject(fd, "fd%d" % fd)
+try:
+    inject(os.open("/dev/tty", os.O_RDWR), "tty")
+except OSError as error:
+    print("tty", "refused", error.errno)
+"#;
+
+/// Started from an interactive terminal, the gateway's sandboxed `bash`
+/// pushed `touch …` into that terminal with TIOCSTI; the shell reading it
+/// next ran it on the host as the gateway's user. Now the sandbox has no
+/// controlling terminal and the ioctl is refused.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sandboxed_command_cannot_type_into_the_gateways_terminal() {
+    let home = tempfile::tempdir().unwrap();
+    let pwned = home.path().join("pwned");
+    let fake = FakeModel::start_answering("text").await;
+    let (master, slave) = open_terminal();
+    // Whatever the terminal shows is read, so that nothing blocks on a full buffer.
+    let mut shown = std::fs::File::from(master.try_clone().unwrap());
+    std::thread::spawn(move || std::io::copy(&mut shown, &mut std::io::sink()));
+    let path = home.path().join("bub.toml");
+    std::fs::write(&path, config("")).unwrap();
+    let terminal = slave.try_clone().unwrap();
+    let gateway = GatewayProcess::start_with(
+        home.path(),
+        &fake.vars("openai:gpt-test"),
+        &["--config", path.to_str().unwrap()],
+        move |command| {
+            command.stdin(terminal.try_clone().unwrap()).stdout(terminal);
+            // SAFETY: setsid and ioctl are raw syscalls, fine between fork and exec.
+            unsafe {
+                command.pre_exec(|| {
+                    // A login shell's job: a session whose controlling terminal this is.
+                    if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        },
+    )
+    .await;
+    std::fs::create_dir_all(workspace(home.path())).unwrap();
+    std::fs::write(workspace(home.path()).join("inject.py"), INJECT).unwrap();
+    let line = format!("touch {}", pwned.display());
+    let reply = say(gateway.addr, "m1", &format!(",bash cmd='python3 inject.py \"{line}\"'")).await;
+    assert!(gateway.stop().await, "the gateway stops cleanly");
+
+    // The terminal's next reader (the shell the gateway was started from) runs what was typed.
+    let mut shell = std::process::Command::new("sh")
+        .arg("-s")
+        .stdin(slave.try_clone().unwrap())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut keyboard = std::fs::File::from(master);
+    std::io::Write::write_all(&mut keyboard, b"exit\n").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while shell.try_wait().unwrap().is_none() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _ = shell.kill();
+    let _ = shell.wait();
+    assert!(!pwned.exists(), "a command typed into the gateway's terminal ran on the host: {reply}");
+    assert!(!reply.contains("INJECTED"), "{reply}");
+    for fd in ["fd0", "fd1", "fd2"] {
+        assert!(reply.contains(&format!("{fd} refused {}", libc::EPERM)), "the ioctl is refused: {reply}");
+    }
+    assert!(reply.contains("tty refused"), "no terminal to open: {reply}");
+    drop(slave);
+}

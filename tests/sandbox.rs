@@ -253,6 +253,16 @@ async fn a_memory_hog_is_stopped() {
     assert_eq!(home.sh("echo fine").await, ("fine\n".to_string(), 0));
 }
 
+/// A sandbox dies with the thread that forked it (its parent-death signal,
+/// so that it dies with a killed gateway): a command must outlive the
+/// runtime's blocking threads, which retire after ten idle seconds.
+#[tokio::test]
+async fn a_long_command_outlives_the_thread_that_started_it() {
+    let home = Home::new().await;
+    let (out, code) = home.sh("sleep 13; echo finished").await;
+    assert_eq!((out.trim(), code), ("finished", 0));
+}
+
 #[tokio::test]
 async fn close_kills_everything_the_environment_started() {
     let home = Home::new().await;

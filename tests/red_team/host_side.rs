@@ -135,3 +135,63 @@ async fn a_sandboxed_command_cannot_type_into_the_gateways_terminal() {
     assert!(reply.contains("tty refused"), "no terminal to open: {reply}");
     drop(slave);
 }
+
+/// The pids of processes whose command line holds `marker`.
+fn processes_with(marker: &str) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|cmdline| String::from_utf8_lossy(&cmdline).replace('\0', " ").contains(marker))
+        })
+        .collect()
+}
+
+/// Waits up to `timeout` until no process holds `marker`; the ones left.
+async fn wait_gone(marker: &str, timeout: Duration) -> Vec<i32> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let left = processes_with(marker);
+        if left.is_empty() || Instant::now() > deadline {
+            return left;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A SIGKILLed (or crashed) gateway left its sandboxed commands running, as
+/// root under the sandbox's setup processes, unknown to the next start;
+/// some were alive 30 minutes later. Now the sandbox dies with the gateway.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_killed_gateways_sandboxed_commands_die_with_it() {
+    let home = tempfile::tempdir().unwrap();
+    let fake = FakeModel::start_answering("text").await;
+    let mut gateway = GatewayProcess::start_with_config(home.path(), &fake.vars("openai:gpt-test"), &config("")).await;
+    // Unique to this run: `sleep` takes any number.
+    let marker = format!("sleep 98{}{}", std::process::id(), rand_suffix());
+    let command = format!(",bash cmd='{marker}; echo x' timeout_seconds=900");
+    let body = json!({"message_id": "m1", "chat_id": "a", "sender_id": "ops", "text": command});
+    let addr = gateway.addr;
+    // The turn never ends: its gateway is killed.
+    let turn = tokio::spawn(async move { signed_request(&client(), addr, "webhook", "sync", &body, SECRET).await });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while processes_with(&marker).is_empty() {
+        assert!(Instant::now() < deadline, "the sandboxed command never started: {}", gateway.stderr());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    gateway.kill_hard();
+    let left = wait_gone(&marker, Duration::from_secs(30)).await;
+    for pid in &left {
+        // SAFETY: kill(2) on a process this test started (it carries the test's marker).
+        unsafe { libc::kill(*pid, libc::SIGKILL) };
+    }
+    assert!(left.is_empty(), "the sandboxed command outlived the killed gateway: pids {left:?}");
+    turn.abort();
+}
+
+/// A number no other run of this test picks at the same time.
+fn rand_suffix() -> u32 {
+    use std::time::{SystemTime, UNIX_EPOCH};
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.subsec_nanos() % 1000)
+}

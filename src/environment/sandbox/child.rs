@@ -19,6 +19,12 @@
 //!   then unshares mount, PID, network, IPC and UTS namespaces. It forks B,
 //!   closes every descriptor and waits, exiting as B exits (or dying of the
 //!   host's signal, which takes B with it through B's parent-death signal).
+//!   A itself has a parent-death signal (`SIGKILL`): a SIGKILLed or crashed
+//!   gateway takes A, so B, so everything inside, with it. The kernel sends
+//!   it when the *thread* that forked A ends, which is why sandboxes are
+//!   forked from threads that live as long as the gateway (`spawner.rs`).
+//!   Setting ids inside a user namespace would reset it, but A and B keep
+//!   theirs; C drops its own, and needs none (it dies with B).
 //! - **B**, PID 1 of the new PID namespace: builds the file system (the
 //!   blueprint's steps: a tmpfs root, read-only binds, the workspace, a fresh
 //!   `/tmp`, `/dev`, `/proc`, then the host's root detached), brings up its
@@ -46,6 +52,8 @@ pub struct Wiring {
     pub sync_write: RawFd,
     /// The working directory, the same path inside as on the host.
     pub cwd: CString,
+    /// The gateway's pid: A's parent, whose death A must not outlive.
+    pub gateway: libc::pid_t,
 }
 
 /// A step of the setup that is not one of the blueprint's operations.
@@ -66,10 +74,11 @@ pub enum Step {
     Descriptors,
     Seccomp,
     Session,
+    Parent,
 }
 
 impl Step {
-    const ALL: [Step; 14] = [
+    const ALL: [Step; 15] = [
         Step::Groups,
         Step::Fork,
         Step::UserNamespace,
@@ -84,6 +93,7 @@ impl Step {
         Step::Descriptors,
         Step::Seccomp,
         Step::Session,
+        Step::Parent,
     ];
 
     /// What a reported step code was about.
@@ -109,6 +119,7 @@ impl Step {
             Step::Descriptors => "closing inherited file descriptors",
             Step::Seccomp => "installing the seccomp filter",
             Step::Session => "starting a session without a controlling terminal",
+            Step::Parent => "tying the sandbox's life to the gateway's",
         }
         .to_string()
     }
@@ -129,6 +140,13 @@ pub unsafe fn enter(blueprint: &Blueprint, wiring: &Wiring) -> io::Result<()> {
         // (when started from a shell) is not reachable through /dev/tty.
         // Also a process group led by A, which the host signals.
         step(wiring, Step::Session as u32, libc::setsid() as libc::c_long)?;
+        // Dies with the gateway, SIGKILLed or crashed (the forking thread
+        // lives as long as the gateway: `spawner.rs`). A gateway already
+        // gone before this line has made A a child of another process.
+        step(wiring, Step::Parent as u32, libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) as _)?;
+        if libc::getppid() != wiring.gateway {
+            step(wiring, Step::Parent as u32, fail_with(libc::ESRCH))?;
+        }
         if blueprint.outer_root {
             step(wiring, Step::Groups as u32, libc::syscall(libc::SYS_setgroups, 0, ptr::null::<libc::gid_t>()))?;
         }
@@ -153,14 +171,24 @@ pub unsafe fn enter(blueprint: &Blueprint, wiring: &Wiring) -> io::Result<()> {
             namespaces |= libc::CLONE_NEWNET;
         }
         step(wiring, Step::Namespaces as u32, libc::unshare(namespaces) as libc::c_long)?;
+        // B cannot see A (outside its PID namespace) to check that A is still
+        // its parent once B asked to die with it; A's end of this pipe tells
+        // instead: it closes when A dies.
+        let mut alive = [-1 as libc::c_int; 2];
+        step(wiring, Step::Parent as u32, libc::pipe2(alive.as_mut_ptr(), libc::O_CLOEXEC) as libc::c_long)?;
         let init = step(wiring, Step::Fork as u32, raw_fork())?;
         if init != 0 {
-            close_from(0);
+            close_all_but(alive[1] as libc::c_uint);
             exit_as(wait_for(init as libc::pid_t));
         }
 
-        // B: PID 1 of the sandbox.
-        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
+        // B: PID 1 of the sandbox; its death ends everything inside.
+        libc::close(alive[1]);
+        step(wiring, Step::Parent as u32, libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) as _)?;
+        if parent_gone(alive[0]) {
+            step(wiring, Step::Parent as u32, fail_with(libc::ESRCH))?;
+        }
+        libc::close(alive[0]);
         for (index, op) in blueprint.ops.iter().enumerate() {
             step(wiring, index as u32, apply(op))?;
         }
@@ -481,6 +509,32 @@ unsafe fn reap_until(command: libc::pid_t) -> ! {
             }
         }
     }
+}
+
+/// Closes every descriptor but `keep`.
+unsafe fn close_all_but(keep: libc::c_uint) {
+    // SAFETY: close_range, else close on each possible descriptor.
+    unsafe {
+        if keep > 0 && libc::syscall(libc::SYS_close_range, 0, keep - 1, 0) != 0 {
+            for fd in 0..keep {
+                libc::close(fd as libc::c_int);
+            }
+        }
+        close_from(keep.saturating_add(1));
+    }
+}
+
+/// Whether the write end of `pipe` was closed everywhere (its holder died).
+unsafe fn parent_gone(pipe: libc::c_int) -> bool {
+    let mut poll = libc::pollfd { fd: pipe, events: libc::POLLIN, revents: 0 };
+    // SAFETY: poll on a stack struct, without waiting.
+    unsafe { libc::poll(&mut poll, 1, 0) != 0 && poll.revents & libc::POLLHUP != 0 }
+}
+
+/// A failed result with `errno` set to `error`, for a check that is not a syscall.
+fn fail_with(error: libc::c_int) -> libc::c_long {
+    set_errno(error);
+    -1
 }
 
 /// Closes every descriptor from `first` on.

@@ -5,6 +5,7 @@ use super::error::SandboxError;
 use super::files;
 use super::plan::{self, Blueprint};
 use super::process::Capped;
+use super::spawner;
 use crate::environment::LocalProcess;
 use crate::environment::path::resolve_path;
 use crate::environment::process_group::{group_is_alive, signal_group};
@@ -147,6 +148,7 @@ impl SandboxEnvironment {
             sync_read: sync_read.as_raw_fd(),
             sync_write: sync_write.as_raw_fd(),
             cwd: cwd_c,
+            gateway: rustix::process::getpid().as_raw_nonzero().get(),
         };
 
         let mut process = tokio::process::Command::new(program);
@@ -172,14 +174,16 @@ impl SandboxEnvironment {
         unsafe {
             process.pre_exec(move || child::enter(&blueprint, &wiring));
         }
-        // The child is built before std's spawn returns, which blocks: off the runtime's threads.
-        let spawned = tokio::task::spawn_blocking(move || {
+        // The child is built before std's spawn returns, which blocks: off
+        // the runtime's threads, on one that lives as long as the gateway
+        // (the sandbox dies with the thread that forked it: `spawner.rs`).
+        let spawned = spawner::run(move || {
             let spawned = process.spawn();
             drop((report_write, sync_read, sync_write));
             spawned
         })
         .await
-        .map_err(|e| fail(SpawnFailure::Io(std::io::Error::other(e))))?;
+        .map_err(|e| fail(SpawnFailure::Sandbox(e)))?;
         let mut child = match spawned {
             Ok(child) => child,
             Err(error) => {

@@ -54,7 +54,9 @@
 //! and the kernel kills everything left in the namespace, so
 //! [`crate::environment::Process::signal`] and
 //! [`crate::environment::Environment::close`] reach the whole tree even when
-//! something inside left the process group.
+//! something inside left the process group. The host's child dies with
+//! the gateway (a parent-death signal), so a SIGKILLed or crashed gateway
+//! leaves nothing running either.
 //!
 //! # Why this design
 //! No helper binary and no system package: the sandbox is built by the
@@ -91,6 +93,7 @@
 //! - `files.rs`: the host's race-free file access to the workspace.
 //! - `python.rs`: resolving the interpreter past shims.
 //! - `seccomp.rs`: the syscall filter.
+//! - `spawner.rs`: the long-lived threads every sandbox is forked from.
 //! - `error.rs`: [`SandboxError`].
 
 mod child;
@@ -103,6 +106,7 @@ mod process;
 mod python;
 mod seccomp;
 mod settings;
+mod spawner;
 
 pub use environment::SandboxEnvironment;
 pub use error::SandboxError;

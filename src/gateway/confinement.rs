@@ -77,7 +77,7 @@ pub struct PolicyConfinement {
 #[derive(Debug, thiserror::Error)]
 #[error(
     "channel {channel} runs the shell and code in the sandbox (environment = \"sandbox\", the default on chat \
-     platforms), but {source}\nEnable what is missing, or set environment = \"local\" in [channels.{channel}.policy] \
+     platforms), but {source}\nDo what it says, or set environment = \"local\" in [channels.{channel}.policy] \
      to run them on the host as the gateway's user."
 )]
 pub struct SandboxUnavailable {

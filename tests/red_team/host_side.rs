@@ -195,3 +195,55 @@ fn rand_suffix() -> u32 {
     use std::time::{SystemTime, UNIX_EPOCH};
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.subsec_nanos() % 1000)
 }
+
+/// A path under `/etc` unique to this test run, removed when dropped.
+struct InEtc(std::path::PathBuf);
+
+impl InEtc {
+    fn new(name: &str) -> InEtc {
+        InEtc(Path::new("/etc").join(format!("bub-red-team-{name}-{}-{}", std::process::id(), rand_suffix())))
+    }
+}
+
+impl Drop for InEtc {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// With the config in a folder of `/etc` (shown to the sandbox read-only),
+/// only the config file was hidden: the `bub.env` holding the API key and
+/// the editor's `bub.toml.bak` beside it were readable from the sandbox.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_files_beside_the_config_are_hidden_from_the_sandbox() {
+    let home = tempfile::tempdir().unwrap();
+    let folder = InEtc::new("conf");
+    std::fs::create_dir_all(&folder.0).unwrap();
+    std::fs::write(folder.0.join("bub.env"), "OPENAI_API_KEY=sk-beside-the-config\n").unwrap();
+    std::fs::write(folder.0.join("bub.toml.bak"), "secrets = [\"old-secret-beside\"]\n").unwrap();
+    let path = folder.0.join("bub.toml");
+    std::fs::write(&path, config("")).unwrap();
+    let fake = FakeModel::start_answering("text").await;
+    let gateway =
+        GatewayProcess::start(home.path(), &fake.vars("openai:gpt-test"), &["--config", path.to_str().unwrap()]).await;
+    let dir = folder.0.display();
+    let command = format!(",bash cmd='cat {dir}/bub.env {dir}/bub.toml.bak; echo listing=$(ls -A {dir}).'");
+    let reply = say(gateway.addr, "m1", &command).await;
+    assert!(!reply.contains("beside"), "the files beside the config are readable: {reply}");
+    assert!(reply.contains("listing=."), "the config's folder shows empty: {reply}");
+    assert!(gateway.stop().await);
+}
+
+/// Hiding the config's folder would hide what the sandbox needs when that
+/// folder is `/etc` itself: the gateway refuses to start and says what to do.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_config_directly_in_etc_is_refused_with_a_sandbox() {
+    let home = tempfile::tempdir().unwrap();
+    let path = InEtc::new("direct.toml");
+    std::fs::write(&path.0, config("")).unwrap();
+    let gateway = GatewayProcess::spawn(home.path(), &[], &["--config", path.0.to_str().unwrap()]);
+    let (status, stderr) = gateway.exit_within(Duration::from_secs(60)).await;
+    assert!(status.is_some_and(|s| !s.success()), "started with its config folder shown to the sandbox: {stderr}");
+    assert!(stderr.contains("/etc") && stderr.contains("folder of its own"), "says what to do: {stderr}");
+}

@@ -217,9 +217,10 @@ impl SandboxProvider {
         let workspace_error = |source| SandboxError::Workspace { path: workspace.clone(), source };
         std::fs::create_dir_all(&workspace).map_err(workspace_error)?;
         let workspace = workspace.canonicalize().map_err(workspace_error)?;
-        let mut exposed = Exposed { read_only: self.settings.read_only.clone() };
+        let mut exposed = Exposed { read_only: self.settings.read_only.clone(), ..Exposed::default() };
         if let Some(python) = &self.python {
-            exposed.read_only.extend(python.prefixes.iter().cloned());
+            exposed.needed.extend(python.prefixes.iter().cloned());
+            exposed.needed.push(python.executable.clone());
         }
         let blueprint = plan::blueprint(&workspace, &self.settings, &exposed)?;
         let (interpreter, dir) = match &self.python {

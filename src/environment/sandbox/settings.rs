@@ -19,8 +19,13 @@ pub struct SandboxSettings {
     /// directory is covered by an empty, read-only directory (a hidden file
     /// by one that cannot be opened). The session's own workspace stays
     /// visible even when it lies under a hidden path, and nothing else of
-    /// that path does (its parents appear as empty directories). A shown
-    /// directory inside a hidden path is not shown: hiding wins.
+    /// that path does (its parents appear as empty directories). A
+    /// [`SandboxSettings::read_only`] directory inside a hidden path is not
+    /// shown: hiding wins. What the sandbox needs (the system directories,
+    /// the shell, the Python installation) is shown even inside a hidden
+    /// path, which then shows nothing else; and a hidden path that would
+    /// have to be covered with something needed inside (a config folder
+    /// that is `/etc` itself) is refused: [`super::SandboxError::HidesNeeded`].
     pub hidden: Vec<PathBuf>,
     /// Extra host paths made visible read-only, beyond `/usr`, `/bin`,
     /// `/sbin`, `/lib*`, `/etc` and the Python installation.

@@ -247,3 +247,112 @@ async fn a_config_directly_in_etc_is_refused_with_a_sandbox() {
     assert!(status.is_some_and(|s| !s.success()), "started with its config folder shown to the sandbox: {stderr}");
     assert!(stderr.contains("/etc") && stderr.contains("folder of its own"), "says what to do: {stderr}");
 }
+
+/// Fills the command's `/tmp` with 200 MB, then starts four Python
+/// processes that each take 700 MiB (under the 1 GiB each may have) and
+/// hold it for ten seconds; prints `survived` for each that held it to the end.
+const HOG: &str = r#"
+head -c 200000000 /dev/zero > /tmp/fill
+for i in 1 2 3 4; do
+    python3 -c 'import time; x = b"x" * (700 << 20); time.sleep(10); print("survived")' &
+done
+wait
+echo finished
+"#;
+
+/// Forks `argv[1]` children that sleep `argv[2]` seconds, says how many it
+/// got and waits for them.
+const FORKS: &str = r#"
+import os, sys, time
+n = 0
+try:
+    for _ in range(int(sys.argv[1])):
+        if os.fork() == 0:
+            time.sleep(int(sys.argv[2]))
+            os._exit(0)
+        n += 1
+    print("forked", n, flush=True)
+except OSError as error:
+    print("refused after", n, error.errno, flush=True)
+for _ in range(n):
+    os.wait()
+"#;
+
+/// Memory was capped per process and processes per command, so one
+/// command's four processes plus its `/tmp` held 2.9 GiB, and two commands
+/// of one chat twice the process cap. Now a session's whole tree shares
+/// `[sandbox] session_memory_bytes` and `session_processes` (a cgroup), and
+/// the gateway keeps answering.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sessions_whole_tree_shares_one_memory_and_process_cap() {
+    let home = tempfile::tempdir().unwrap();
+    let fake = FakeModel::start_answering("text").await;
+    let limits = "[sandbox]\nsession_memory_bytes = 1073741824\nsession_processes = 64\n";
+    let gateway = GatewayProcess::start_with_config(home.path(), &fake.vars("openai:gpt-test"), &config(limits)).await;
+    assert!(gateway.stderr().contains("session limits: ok"), "the start-up report says: {}", gateway.stderr());
+    std::fs::create_dir_all(workspace(home.path())).unwrap();
+    std::fs::write(workspace(home.path()).join("hog.sh"), HOG).unwrap();
+    std::fs::write(workspace(home.path()).join("forks.py"), FORKS).unwrap();
+
+    let hogged = say(gateway.addr, "m1", ",bash cmd='sh hog.sh' timeout_seconds=120").await;
+    assert!(hogged.contains("finished"), "{hogged}");
+    // Any two survivors held 1.4 GiB at once (their ten seconds overlap): more than the session may.
+    assert!(hogged.matches("survived").count() <= 1, "the tree held more than its cap: {hogged}");
+    assert!(say(gateway.addr, "m2", ",bash cmd='echo alive'").await.contains("alive"), "the gateway still answers");
+
+    let started = say(gateway.addr, "m3", ",bash cmd='python3 forks.py 40 60 > first.txt' background=true").await;
+    assert!(started.contains("started"), "{started}");
+    // Once the first command holds its 40 processes, the second asks for 40 more.
+    let second = "until grep -q forked first.txt; do sleep 0.1; done; cat first.txt; python3 forks.py 40 1";
+    let forked = say(gateway.addr, "m4", &format!(",bash cmd='{second}' timeout_seconds=60")).await;
+    assert!(forked.contains("forked 40\nrefused after"), "two commands share the session's processes: {forked}");
+    assert!(gateway.stop().await);
+}
+
+/// This process's cgroup directory in the hierarchy that counts processes
+/// (v1's `pids`, else v2's): where a gateway it starts makes its sandboxes'.
+fn own_pids_cgroup() -> std::path::PathBuf {
+    let text = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    let find = |wanted: &dyn Fn(&str) -> bool| {
+        text.lines().find_map(|line| {
+            let mut fields = line.splitn(3, ':');
+            let (_, controllers, path) = (fields.next()?, fields.next()?, fields.next()?);
+            wanted(controllers).then(|| path.trim_start_matches('/').to_string())
+        })
+    };
+    match find(&|c| c.split(',').any(|c| c == "pids")) {
+        Some(path) => Path::new("/sys/fs/cgroup/pids").join(path),
+        None => Path::new("/sys/fs/cgroup").join(find(&str::is_empty).expect("a cgroup v2 line")),
+    }
+}
+
+/// Whatever a SIGKILLed gateway's sandboxes still ran (had they escaped its
+/// death) is in its sessions' cgroups: the next gateway to start there kills
+/// it and removes them, so nothing is left unknown.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_next_start_empties_a_gone_gateways_cgroups() {
+    // A pid that is free now: a process that has exited.
+    let mut gone = std::process::Command::new("true").spawn().unwrap();
+    let gone_pid = gone.id();
+    gone.wait().unwrap();
+    let base = own_pids_cgroup().join(format!("bub-sandboxes-{gone_pid}"));
+    let session = base.join("session-0");
+    std::fs::create_dir_all(&session).expect("a cgroup (the tests run as root)");
+    let marker = format!("98{}{}", std::process::id(), rand_suffix());
+    let mut left = std::process::Command::new("sleep").arg(&marker).spawn().unwrap();
+    std::fs::write(session.join("cgroup.procs"), left.id().to_string()).unwrap();
+
+    let home = tempfile::tempdir().unwrap();
+    let fake = FakeModel::start_answering("text").await;
+    let gateway = GatewayProcess::start_with_config(home.path(), &fake.vars("openai:gpt-test"), &config("")).await;
+    let alive = wait_gone(&format!("sleep {marker}"), Duration::from_secs(30)).await;
+    let removed = !base.exists();
+    let _ = left.kill();
+    let _ = left.wait();
+    let _ = std::fs::remove_dir(&session);
+    let _ = std::fs::remove_dir(&base);
+    assert!(alive.is_empty(), "the gone gateway's process is still running: {alive:?}");
+    assert!(removed, "{} is left", base.display());
+    assert!(gateway.stderr().contains("killed what a gone gateway left running"), "{}", gateway.stderr());
+    assert!(gateway.stop().await);
+}

@@ -24,7 +24,8 @@
 //!   it when the *thread* that forked A ends, which is why sandboxes are
 //!   forked from threads that live as long as the gateway (`spawner.rs`).
 //!   Setting ids inside a user namespace would reset it, but A and B keep
-//!   theirs; C drops its own, and needs none (it dies with B).
+//!   theirs; C drops its own, and needs none (it dies with B). Before it
+//!   forks anything, A moves itself into the session's cgroup (`cgroup.rs`).
 //! - **B**, PID 1 of the new PID namespace: builds the file system (the
 //!   blueprint's steps: a tmpfs root, read-only binds, the workspace, a fresh
 //!   `/tmp`, `/dev`, `/proc`, then the host's root detached), brings up its
@@ -75,10 +76,11 @@ pub enum Step {
     Seccomp,
     Session,
     Parent,
+    Cgroup,
 }
 
 impl Step {
-    const ALL: [Step; 15] = [
+    const ALL: [Step; 16] = [
         Step::Groups,
         Step::Fork,
         Step::UserNamespace,
@@ -94,6 +96,7 @@ impl Step {
         Step::Seccomp,
         Step::Session,
         Step::Parent,
+        Step::Cgroup,
     ];
 
     /// What a reported step code was about.
@@ -120,6 +123,7 @@ impl Step {
             Step::Seccomp => "installing the seccomp filter",
             Step::Session => "starting a session without a controlling terminal",
             Step::Parent => "tying the sandbox's life to the gateway's",
+            Step::Cgroup => "joining the session's cgroup",
         }
         .to_string()
     }
@@ -146,6 +150,11 @@ pub unsafe fn enter(blueprint: &Blueprint, wiring: &Wiring) -> io::Result<()> {
         step(wiring, Step::Parent as u32, libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) as _)?;
         if libc::getppid() != wiring.gateway {
             step(wiring, Step::Parent as u32, fail_with(libc::ESRCH))?;
+        }
+        // Into the session's cgroup before anything is forked, so the whole
+        // tree is counted (as root of the host's namespace, which may).
+        for procs in &blueprint.cgroup_procs {
+            step(wiring, Step::Cgroup as u32, join_cgroup(procs))?;
         }
         if blueprint.outer_root {
             step(wiring, Step::Groups as u32, libc::syscall(libc::SYS_setgroups, 0, ptr::null::<libc::gid_t>()))?;
@@ -508,6 +517,23 @@ unsafe fn reap_until(command: libc::pid_t) -> ! {
                 libc::_exit(127);
             }
         }
+    }
+}
+
+/// Moves this process into the cgroup whose `cgroup.procs` is `procs`
+/// ("0" is the writer itself, in v1 and v2 alike).
+unsafe fn join_cgroup(procs: &CStr) -> libc::c_long {
+    // SAFETY: open, write and close on a C string and a static byte.
+    unsafe {
+        let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return -1;
+        }
+        let written = libc::write(fd, b"0".as_ptr().cast(), 1);
+        let saved = errno();
+        libc::close(fd);
+        set_errno(saved);
+        if written == 1 { 0 } else { -1 }
     }
 }
 

@@ -1,5 +1,6 @@
 //! [`SandboxEnvironment`]: one session's sandbox, implementing [`Environment`].
 
+use super::cgroup::SessionCgroup;
 use super::child::{self, Step, Wiring};
 use super::error::SandboxError;
 use super::files;
@@ -43,6 +44,8 @@ pub struct SandboxEnvironment {
     /// The host uid created files are given to (when the gateway is root).
     owner: Option<u32>,
     groups: Mutex<Vec<Pid>>,
+    /// The session's cgroup, removed when the environment is dropped.
+    _cgroup: Option<SessionCgroup>,
 }
 
 impl std::fmt::Debug for SandboxEnvironment {
@@ -60,6 +63,7 @@ impl SandboxEnvironment {
         python: String,
         python_dir: Option<&Path>,
         blueprint: Blueprint,
+        cgroup: Option<SessionCgroup>,
     ) -> Result<SandboxEnvironment, SandboxError> {
         let owner = blueprint.outer_root.then_some(blueprint.outer_id);
         if let Some(owner) = owner {
@@ -78,6 +82,7 @@ impl SandboxEnvironment {
             blueprint: Arc::new(blueprint),
             owner,
             groups: Mutex::new(Vec::new()),
+            _cgroup: cgroup,
         })
     }
 

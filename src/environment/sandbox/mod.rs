@@ -47,6 +47,9 @@
 //! - rlimits on address space, processes, CPU time, file size and open files
 //!   ([`SandboxLimits`]), and its stdout and stderr cut after
 //!   [`SandboxLimits::max_output_bytes`];
+//! - a cgroup per session, where the host has one to give, capping the
+//!   memory and processes of the session's whole tree (`cgroup.rs`;
+//!   [`SandboxProvider::report`] says whether it holds);
 //! - only `PATH`, `HOME`, `TMPDIR`, `LANG`, `USER` and the spawn's own
 //!   variables: none of the gateway's environment (tokens, API keys).
 //!
@@ -93,9 +96,11 @@
 //! - `files.rs`: the host's race-free file access to the workspace.
 //! - `python.rs`: resolving the interpreter past shims.
 //! - `seccomp.rs`: the syscall filter.
+//! - `cgroup.rs`: the memory and process caps of a session's whole tree.
 //! - `spawner.rs`: the long-lived threads every sandbox is forked from.
 //! - `error.rs`: [`SandboxError`].
 
+mod cgroup;
 mod child;
 mod environment;
 mod error;
@@ -127,6 +132,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub struct SandboxProvider {
     settings: SandboxSettings,
     python: Option<Python>,
+    /// Where sessions' cgroups are made, or why there are none.
+    cgroups: Result<Arc<cgroup::Cgroups>, String>,
+    report: ProbeReport,
 }
 
 impl SandboxProvider {
@@ -137,7 +145,7 @@ impl SandboxProvider {
     /// sandbox fails here for another reason.
     pub async fn new(settings: SandboxSettings) -> Result<SandboxProvider, SandboxError> {
         let network = settings.network;
-        let report = tokio::task::spawn_blocking(probe::probe)
+        let mut report = tokio::task::spawn_blocking(probe::probe)
             .await
             .map_err(|e| SandboxError::Setup { step: "probing the kernel".into(), source: std::io::Error::other(e) })?;
         let missing = report.missing().any(|feature| !(network && feature.name == probe::names::NETWORK_NAMESPACES));
@@ -153,9 +161,23 @@ impl SandboxProvider {
         })
         .await
         .map_err(|e| SandboxError::Setup { step: "resolving Python".into(), source: std::io::Error::other(e) })??;
-        let provider = SandboxProvider { settings, python };
+        let cgroups = tokio::task::spawn_blocking(cgroup::shared)
+            .await
+            .map_err(|e| SandboxError::Setup { step: "finding cgroups".into(), source: std::io::Error::other(e) })?;
+        if let Err(why) = &cgroups {
+            tracing::warn!(%why, "no cgroup caps a session's whole tree; only per-process limits hold");
+        }
+        let version = cgroups.as_ref().map(|c| c.version).map_err(Clone::clone);
+        report.features.push(probe::session_limits(&version, &settings.limits));
+        let provider = SandboxProvider { settings, python, cgroups, report };
         provider.check().await?;
         Ok(provider)
+    }
+
+    /// What the probe found at construction, and how a session's tree is
+    /// capped here: for the start-up output.
+    pub fn report(&self) -> &ProbeReport {
+        &self.report
     }
 
     /// The settings every environment of this provider gets.
@@ -222,12 +244,19 @@ impl SandboxProvider {
             exposed.needed.extend(python.prefixes.iter().cloned());
             exposed.needed.push(python.executable.clone());
         }
-        let blueprint = plan::blueprint(&workspace, &self.settings, &exposed)?;
+        let mut blueprint = plan::blueprint(&workspace, &self.settings, &exposed)?;
+        let cgroup = match &self.cgroups {
+            Ok(cgroups) => Some(cgroups.session(&self.settings.limits)?),
+            Err(_) => None,
+        };
+        if let Some(cgroup) = &cgroup {
+            blueprint.cgroup_procs = cgroup.procs()?;
+        }
         let (interpreter, dir) = match &self.python {
             Some(python) => (python.executable.to_string_lossy().into_owned(), python.executable.parent()),
             None => ("python3".to_string(), None),
         };
-        SandboxEnvironment::new(workspace, interpreter, dir, blueprint)
+        SandboxEnvironment::new(workspace, interpreter, dir, blueprint, cgroup)
     }
 }
 

@@ -105,6 +105,9 @@ pub struct Blueprint {
     pub limits: SandboxLimits,
     /// The seccomp filters C installs before exec (see `seccomp.rs`).
     pub filters: Vec<seccompiler::BpfProgram>,
+    /// The session cgroup's `cgroup.procs` files A writes itself into (one
+    /// per hierarchy; none where there is no cgroup: `cgroup.rs`).
+    pub cgroup_procs: Vec<CString>,
 }
 
 /// Shells a command may run in (the first that exists is used): the
@@ -267,6 +270,7 @@ pub fn blueprint(workspace: &Path, settings: &SandboxSettings, exposed: &Exposed
         network: settings.network,
         limits: settings.limits,
         filters: super::seccomp::filters()?,
+        cgroup_procs: Vec::new(),
     })
 }
 

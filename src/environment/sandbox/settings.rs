@@ -62,6 +62,16 @@ pub struct SandboxLimits {
     pub tmp_bytes: u64,
     /// Open files of each process (`RLIMIT_NOFILE`). Default 1024.
     pub open_files: u64,
+    /// Memory of one session's whole tree, in bytes: every process of every
+    /// command of the session, and what they keep in `/tmp` and `/dev/shm`.
+    /// Past it the kernel stops one of them (the OOM killer, inside the
+    /// session only). Held by a cgroup where the host has one to give
+    /// (`cgroup.rs`); elsewhere only the per-process and `/tmp` caps hold,
+    /// and the start-up report says so. Default 2 GiB.
+    pub session_memory_bytes: u64,
+    /// Processes (and threads) of one session's whole tree, all commands
+    /// together; past it `fork` fails. Held by the same cgroup. Default 256.
+    pub session_processes: u64,
 }
 
 impl Default for SandboxLimits {
@@ -75,6 +85,8 @@ impl Default for SandboxLimits {
             max_output_bytes: 64 * MIB,
             tmp_bytes: 256 * MIB,
             open_files: 1024,
+            session_memory_bytes: 2048 * MIB,
+            session_processes: 256,
         }
     }
 }

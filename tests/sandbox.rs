@@ -465,6 +465,18 @@ async fn a_sandbox_that_cannot_be_built_runs_nothing() {
     assert!(!marker.exists(), "the command ran without its sandbox");
 }
 
+/// The host side's writes into the workspace (`fs.write`) keep to its quota too.
+#[tokio::test]
+async fn a_host_side_write_past_the_quota_is_refused() {
+    const MIB: usize = 1024 * 1024;
+    let limits = SandboxLimits { workspace_bytes: 2 * MIB as u64, ..SandboxLimits::default() };
+    let home = Home::with(SandboxSettings { limits, ..SandboxSettings::default() }).await;
+    home.environment.write_bytes("small.txt", &[b'x'; MIB / 2]).await.expect("fits");
+    let refused = home.environment.write_bytes("big.bin", &vec![b'x'; 3 * MIB]).await;
+    assert!(refused.is_err_and(|e| e.to_string().contains("do not fit")), "past the quota");
+    assert!(!home.path("workspaces/one/big.bin").exists());
+}
+
 /// The cgroup directory of the hierarchy that caps processes, from a
 /// `/proc/<pid>/cgroup` text: v1's `pids` line, else v2's `0::` line.
 fn pids_cgroup(text: &str) -> Option<PathBuf> {

@@ -36,6 +36,12 @@ pub struct SandboxConfig {
     /// Open files of each process.
     #[serde(default, deserialize_with = "above_zero")]
     pub open_files: Option<u64>,
+    /// What one session's workspace may hold on disk, in bytes.
+    #[serde(default, deserialize_with = "above_zero")]
+    pub workspace_bytes: Option<u64>,
+    /// Free space sandboxed commands leave on the workspaces' disk, in bytes.
+    #[serde(default)]
+    pub disk_reserve_bytes: Option<u64>,
 }
 
 /// A limit of 0 would make the sandbox unusable: it is a typo.

@@ -77,6 +77,8 @@ pub fn limits(config: &SandboxConfig) -> SandboxLimits {
         max_file_bytes: config.max_file_bytes.unwrap_or(default.max_file_bytes),
         tmp_bytes: config.tmp_bytes.unwrap_or(default.tmp_bytes),
         open_files: config.open_files.unwrap_or(default.open_files),
+        workspace_bytes: config.workspace_bytes.unwrap_or(default.workspace_bytes),
+        disk_reserve_bytes: config.disk_reserve_bytes.unwrap_or(default.disk_reserve_bytes),
         ..default
     }
 }

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 const SECRET: &str = "host-side";
 
 /// A webhook channel whose chat `a` runs in the sandbox, with `ops` as operator.
-fn config(extra: &str) -> String {
+pub(crate) fn config(extra: &str) -> String {
     format!(
         "[channels.webhook]\nkind = \"webhook\"\nsecrets = [\"{SECRET}\"]\n\
          [channels.webhook.policy]\noperators = [\"webhook:ops\"]\n\
@@ -27,12 +27,12 @@ fn config(extra: &str) -> String {
 }
 
 /// The sandboxed chat's workspace.
-fn workspace(home: &Path) -> std::path::PathBuf {
+pub(crate) fn workspace(home: &Path) -> std::path::PathBuf {
     home.join("workspaces").join("webhook%3Aa")
 }
 
 /// The operator says `text` in chat `a`; the reply's text.
-async fn say(addr: SocketAddr, id: &str, text: &str) -> String {
+pub(crate) async fn say(addr: SocketAddr, id: &str, text: &str) -> String {
     let body = json!({"message_id": id, "chat_id": "a", "sender_id": "ops", "text": text});
     let response =
         signed_request(&client(), addr, "webhook", "sync", &body, SECRET).await.expect("the webhook answers");

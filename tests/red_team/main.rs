@@ -14,7 +14,9 @@
 //!   writing the host, reaching its port, forking or eating memory.
 //! - `host_side`: the sandbox attacked from the host's side: the gateway's
 //!   terminal, a killed gateway's leftovers, the config's folder, memory and
-//!   processes of a whole tree, the workspace's disk.
+//!   processes of a whole tree.
+//! - `disk`: a sandboxed command filling the disk the gateway's database
+//!   lives on: the workspace's quota and the disk's reserve.
 //! - `held`: routes that held (command-line tricks, symlinks), kept holding.
 //! - `provenance`: text nobody vouched for (a stranger's message, a fetched
 //!   page) steering the model into the shell.
@@ -23,6 +25,7 @@
 mod support;
 
 mod agent;
+mod disk;
 mod held;
 mod host_side;
 mod model_tools;

@@ -55,6 +55,9 @@ pub struct Wiring {
     pub cwd: CString,
     /// The gateway's pid: A's parent, whose death A must not outlive.
     pub gateway: libc::pid_t,
+    /// `RLIMIT_FSIZE` of this spawn: the blueprint's, or less when the
+    /// workspace's quota or the disk's reserve leave less (`quota.rs`).
+    pub max_file_bytes: u64,
 }
 
 /// A step of the setup that is not one of the blueprint's operations.
@@ -224,7 +227,7 @@ pub unsafe fn enter(blueprint: &Blueprint, wiring: &Wiring) -> io::Result<()> {
             (libc::RLIMIT_AS, limits.memory_bytes, limits.memory_bytes),
             (libc::RLIMIT_NPROC, limits.max_processes, limits.max_processes),
             (libc::RLIMIT_CPU, limits.cpu_seconds, limits.cpu_seconds.saturating_add(5)),
-            (libc::RLIMIT_FSIZE, limits.max_file_bytes, limits.max_file_bytes),
+            (libc::RLIMIT_FSIZE, wiring.max_file_bytes, wiring.max_file_bytes),
             (libc::RLIMIT_NOFILE, limits.open_files, limits.open_files),
             (libc::RLIMIT_CORE, 0, 0),
         ] {

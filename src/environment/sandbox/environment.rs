@@ -5,7 +5,8 @@ use super::child::{self, Step, Wiring};
 use super::error::SandboxError;
 use super::files;
 use super::plan::{self, Blueprint};
-use super::process::Capped;
+use super::process::{Capped, Noted};
+use super::quota;
 use super::spawner;
 use crate::environment::LocalProcess;
 use crate::environment::path::resolve_path;
@@ -145,6 +146,11 @@ impl SandboxEnvironment {
             None => self.workspace.clone(),
         };
         let cwd_c = plan::cp(&cwd).map_err(|e| fail(SpawnFailure::Sandbox(e)))?;
+        // The disk: what this command's files may grow to (`quota.rs`).
+        let (workspace, limits) = (self.workspace.clone(), self.blueprint.limits);
+        let room = tokio::task::spawn_blocking(move || quota::room(&workspace, &limits))
+            .await
+            .map_err(|e| fail(SpawnFailure::Io(std::io::Error::other(e))))?;
         let pipe = || rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(std::io::Error::from);
         let (report_read, report_write) = pipe().map_err(|e| fail(SpawnFailure::Io(e)))?;
         let (sync_read, sync_write) = pipe().map_err(|e| fail(SpawnFailure::Io(e)))?;
@@ -154,6 +160,7 @@ impl SandboxEnvironment {
             sync_write: sync_write.as_raw_fd(),
             cwd: cwd_c,
             gateway: rustix::process::getpid().as_raw_nonzero().get(),
+            max_file_bytes: limits.max_file_bytes.min(room.bytes),
         };
 
         let mut process = tokio::process::Command::new(program);
@@ -207,10 +214,13 @@ impl SandboxEnvironment {
             .and_then(|id| Pid::from_raw(i32::try_from(id).ok()?))
             .ok_or_else(|| fail(SpawnFailure::Io(std::io::Error::other("exited at once"))))?;
         self.groups.lock().unwrap_or_else(|p| p.into_inner()).push(pgid);
+        let note = Arc::new(Mutex::new(None));
+        let before = room.full.as_ref().map(|why| format!("bub: {why}\n"));
+        tokio::spawn(quota::watch(self.workspace.clone(), limits, pgid, room, note.clone()));
         let cap = self.max_output_bytes;
         let io = ProcessIo {
             stdin: child.stdin.take().map(|p| Box::new(p) as _),
-            stdout: child.stdout.take().map(|p| Box::new(Capped::new(p, cap)) as _),
+            stdout: child.stdout.take().map(|p| Box::new(Noted::new(before, Capped::new(p, cap), note)) as _),
             stderr: child.stderr.take().map(|p| Box::new(Capped::new(p, cap)) as _),
         };
         Ok(LocalProcess::leading(child, pgid, io))
@@ -269,14 +279,21 @@ impl Environment for SandboxEnvironment {
             .map_err(|source| EnvironmentError::File { path: resolved, source })
     }
 
+    /// Refused, with why, when the content does not fit in what the
+    /// workspace's quota and the disk's reserve leave (`quota.rs`).
     async fn write_bytes(&self, path: &str, content: &[u8]) -> Result<PathBuf, EnvironmentError> {
         let (resolved, relative) = self.relative(path)?;
-        let (root, content, owner) = (self.workspace.clone(), content.to_vec(), self.owner);
-        tokio::task::spawn_blocking(move || files::write(&root, &relative, &content, owner))
-            .await
-            .map_err(std::io::Error::other)
-            .and_then(|written| written)
-            .map_err(|source| EnvironmentError::File { path: resolved.clone(), source })?;
+        let (root, content, owner, limits) =
+            (self.workspace.clone(), content.to_vec(), self.owner, self.blueprint.limits);
+        tokio::task::spawn_blocking(move || {
+            quota::fits(&root, &limits, content.len() as u64)
+                .map_err(|why| std::io::Error::new(std::io::ErrorKind::QuotaExceeded, why))?;
+            files::write(&root, &relative, &content, owner)
+        })
+        .await
+        .map_err(std::io::Error::other)
+        .and_then(|written| written)
+        .map_err(|source| EnvironmentError::File { path: resolved.clone(), source })?;
         Ok(resolved)
     }
 

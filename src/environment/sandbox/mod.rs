@@ -47,6 +47,10 @@
 //! - rlimits on address space, processes, CPU time, file size and open files
 //!   ([`SandboxLimits`]), and its stdout and stderr cut after
 //!   [`SandboxLimits::max_output_bytes`];
+//! - a quota on what the workspace holds and a reserve of free disk the
+//!   gateway keeps ([`SandboxLimits::workspace_bytes`],
+//!   [`SandboxLimits::disk_reserve_bytes`]), measured before and while each
+//!   command runs (`quota.rs`: a bounded guarantee, not an exact one);
 //! - a cgroup per session, where the host has one to give, capping the
 //!   memory and processes of the session's whole tree (`cgroup.rs`;
 //!   [`SandboxProvider::report`] says whether it holds);
@@ -97,6 +101,7 @@
 //! - `python.rs`: resolving the interpreter past shims.
 //! - `seccomp.rs`: the syscall filter.
 //! - `cgroup.rs`: the memory and process caps of a session's whole tree.
+//! - `quota.rs`: the workspace's quota and the disk's reserve.
 //! - `spawner.rs`: the long-lived threads every sandbox is forked from.
 //! - `error.rs`: [`SandboxError`].
 
@@ -109,6 +114,7 @@ mod plan;
 mod probe;
 mod process;
 mod python;
+mod quota;
 mod seccomp;
 mod settings;
 mod spawner;

@@ -72,6 +72,14 @@ pub struct SandboxLimits {
     /// Processes (and threads) of one session's whole tree, all commands
     /// together; past it `fork` fails. Held by the same cgroup. Default 256.
     pub session_processes: u64,
+    /// What the workspace may hold on disk, in bytes (`quota.rs`): a command
+    /// started over it cannot make any file grow, and one that passes it is
+    /// stopped; the command's output says which. Default 1 GiB.
+    pub workspace_bytes: u64,
+    /// Free space on the workspace's file system that sandboxed commands
+    /// leave alone, in bytes, so the gateway's database (on the same disk,
+    /// under `$BUB_HOME`) has room: the same rules as the quota. Default 512 MiB.
+    pub disk_reserve_bytes: u64,
 }
 
 impl Default for SandboxLimits {
@@ -87,6 +95,8 @@ impl Default for SandboxLimits {
             open_files: 1024,
             session_memory_bytes: 2048 * MIB,
             session_processes: 256,
+            workspace_bytes: 1024 * MIB,
+            disk_reserve_bytes: 512 * MIB,
         }
     }
 }

@@ -32,7 +32,8 @@
 //! Where neither works, the start-up report says so and what holds: the
 //! per-process rlimits and the size of each `/tmp` and `/dev/shm`.
 //!
-//! A base whose gateway died (a SIGKILL) is emptied by the next gateway that
+//! A session's cgroup goes with its environment, and the base with its last
+//! session. A base whose gateway died (a SIGKILL) is emptied by the next gateway that
 //! starts in the same cgroup: what is left in it is killed and its
 //! directories removed ([`sweep`]).
 
@@ -148,7 +149,16 @@ impl Cgroups {
         let mut session = SessionCgroup { dirs: Vec::new() };
         for base in &self.bases {
             let dir = base.join(format!("session-{n}"));
-            make_dir(&dir).map_err(failed)?;
+            // The base goes with its last session (below); it is made again,
+            // and again if that last session's removal raced this.
+            let mut made = Err(String::new());
+            for _ in 0..3 {
+                made = self.make_base(base).and_then(|()| make_dir(&dir));
+                if made.is_ok() {
+                    break;
+                }
+            }
+            made.map_err(failed)?;
             session.dirs.push(dir);
         }
         let (memory, pids) = match self.version {
@@ -173,6 +183,16 @@ impl Cgroups {
     }
 }
 
+impl Cgroups {
+    fn make_base(&self, base: &Path) -> Result<(), String> {
+        make_dir(base)?;
+        match self.version {
+            Version::V2 => write(&base.join("cgroup.subtree_control"), "+memory +pids"),
+            Version::V1 => Ok(()),
+        }
+    }
+}
+
 impl SessionCgroup {
     /// The `cgroup.procs` files the sandbox's outer process writes itself into.
     pub fn procs(&self) -> Result<Vec<CString>, SandboxError> {
@@ -188,7 +208,7 @@ impl SessionCgroup {
     /// Removes the directories, trying for up to two seconds. Blocking.
     fn remove(mut self) {
         for _ in 0..100 {
-            self.dirs.retain(|dir| !remove_dir(dir));
+            self.dirs.retain(|dir| !remove_session_dir(dir));
             if self.dirs.is_empty() {
                 return;
             }
@@ -205,7 +225,7 @@ impl Drop for SessionCgroup {
     /// just killed).
     fn drop(&mut self) {
         let dirs = std::mem::take(&mut self.dirs);
-        let left: Vec<PathBuf> = dirs.into_iter().filter(|dir| !remove_dir(dir)).collect();
+        let left: Vec<PathBuf> = dirs.into_iter().filter(|dir| !remove_session_dir(dir)).collect();
         if !left.is_empty() {
             let session = SessionCgroup { dirs: left };
             let _ = std::thread::Builder::new().name("bub-cgroup-rmdir".into()).spawn(move || session.remove());
@@ -296,6 +316,18 @@ fn make_dir(path: &Path) -> Result<(), String> {
         }
         _ => Ok(()),
     }
+}
+
+/// Removes a session's directory, then its base when that was the last
+/// session in it (no gateway leaves an empty base behind); true when the
+/// session's directory is gone.
+fn remove_session_dir(path: &Path) -> bool {
+    let gone = remove_dir(path);
+    if gone && let Some(base) = path.parent() {
+        // Refused while other sessions live in it.
+        let _ = std::fs::remove_dir(base);
+    }
+    gone
 }
 
 /// `rmdir`; true when the directory is gone.

@@ -36,6 +36,7 @@ async fn a_workspace_cannot_grow_past_its_quota() {
     let fake = FakeModel::start_answering("text").await;
     let limits = format!("[sandbox]\nworkspace_bytes = {}\n", 300 * MIB);
     let gateway = GatewayProcess::start_with_config(home.path(), &fake.vars("openai:gpt-test"), &config(&limits)).await;
+    assert!(gateway.stderr().contains("workspace quota: ok (300 MiB per workspace"), "{}", gateway.stderr());
     let filled = say(gateway.addr, "m1", &format!(",bash cmd='{FILL}' timeout_seconds=120")).await;
     let used = disk_usage(&workspace(home.path()));
     // The quota, and at most what a fast disk takes in the moments before the watch stops the command.

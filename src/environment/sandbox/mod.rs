@@ -175,6 +175,7 @@ impl SandboxProvider {
         }
         let version = cgroups.as_ref().map(|c| c.version).map_err(Clone::clone);
         report.features.push(probe::session_limits(&version, &settings.limits));
+        report.features.push(probe::workspace_quota(&settings.limits));
         let provider = SandboxProvider { settings, python, cgroups, report };
         provider.check().await?;
         Ok(provider)

@@ -70,6 +70,26 @@ pub mod names {
     pub const LANDLOCK: &str = "Landlock";
     pub const SECCOMP: &str = "seccomp";
     pub const SESSION_LIMITS: &str = "session limits";
+    pub const WORKSPACE_QUOTA: &str = "workspace quota";
+}
+
+/// The workspace's quota and the disk's reserve (`quota.rs`), which hold
+/// everywhere, and how far.
+pub(super) fn workspace_quota(limits: &SandboxLimits) -> Feature {
+    const MIB: u64 = 1024 * 1024;
+    Feature {
+        name: names::WORKSPACE_QUOTA,
+        available: true,
+        required: false,
+        detail: format!(
+            "{} MiB per workspace, {} MiB of its disk kept for the gateway; measured before and every {} ms while \
+             a command runs, which may pass them by what it writes meanwhile",
+            limits.workspace_bytes / MIB,
+            limits.disk_reserve_bytes / MIB,
+            super::quota::WATCH_EVERY.as_millis()
+        ),
+        remedy: None,
+    }
 }
 
 /// Whether a session's whole tree is capped (a cgroup, `cgroup.rs`) or only

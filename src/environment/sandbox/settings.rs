@@ -37,9 +37,12 @@ pub struct SandboxSettings {
     pub python: Option<PathBuf>,
 }
 
-/// Resource limits, applied as rlimits to the command and inherited by
-/// everything it starts. Each spawn gets a user namespace of its own, so the
-/// process limit counts the processes of that one command tree.
+/// Resource limits. Most are rlimits of the command, inherited by everything
+/// it starts (each spawn gets a user namespace of its own, so the process
+/// limit counts the processes of that one command tree); the `session_*`
+/// caps hold for the session's whole tree (a cgroup, where there is one),
+/// and the workspace's quota and the disk's reserve are measured
+/// (`quota.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SandboxLimits {
     /// Address space of each process, in bytes (`RLIMIT_AS`): an allocation

@@ -253,6 +253,16 @@ async fn a_memory_hog_is_stopped() {
     assert_eq!(home.sh("echo fine").await, ("fine\n".to_string(), 0));
 }
 
+/// A sandbox dies with the thread that forked it (its parent-death signal,
+/// so that it dies with a killed gateway): a command must outlive the
+/// runtime's blocking threads, which retire after ten idle seconds.
+#[tokio::test]
+async fn a_long_command_outlives_the_thread_that_started_it() {
+    let home = Home::new().await;
+    let (out, code) = home.sh("sleep 13; echo finished").await;
+    assert_eq!((out.trim(), code), ("finished", 0));
+}
+
 #[tokio::test]
 async fn close_kills_everything_the_environment_started() {
     let home = Home::new().await;
@@ -453,4 +463,51 @@ async fn a_sandbox_that_cannot_be_built_runs_nothing() {
     let message = error.to_string();
     assert!(message.contains("building the sandbox failed while binding"), "{message}");
     assert!(!marker.exists(), "the command ran without its sandbox");
+}
+
+/// The host side's writes into the workspace (`fs.write`) keep to its quota too.
+#[tokio::test]
+async fn a_host_side_write_past_the_quota_is_refused() {
+    const MIB: usize = 1024 * 1024;
+    let limits = SandboxLimits { workspace_bytes: 2 * MIB as u64, ..SandboxLimits::default() };
+    let home = Home::with(SandboxSettings { limits, ..SandboxSettings::default() }).await;
+    home.environment.write_bytes("small.txt", &[b'x'; MIB / 2]).await.expect("fits");
+    let refused = home.environment.write_bytes("big.bin", &vec![b'x'; 3 * MIB]).await;
+    assert!(refused.is_err_and(|e| e.to_string().contains("do not fit")), "past the quota");
+    assert!(!home.path("workspaces/one/big.bin").exists());
+}
+
+/// The cgroup directory of the hierarchy that caps processes, from a
+/// `/proc/<pid>/cgroup` text: v1's `pids` line, else v2's `0::` line.
+fn pids_cgroup(text: &str) -> Option<PathBuf> {
+    let line = |wanted: &dyn Fn(&str) -> bool| {
+        text.lines().find_map(|l| {
+            let mut fields = l.splitn(3, ':');
+            let (_, controllers, path) = (fields.next()?, fields.next()?, fields.next()?);
+            wanted(controllers).then(|| path.trim_start_matches('/').to_string())
+        })
+    };
+    if let Some(path) = line(&|c| c.split(',').any(|c| c == "pids")) {
+        return Some(Path::new("/sys/fs/cgroup/pids").join(path));
+    }
+    line(&str::is_empty).map(|path| Path::new("/sys/fs/cgroup").join(path))
+}
+
+/// Every command of a session runs in the session's cgroup (so they share
+/// its caps), and the cgroup goes away with the session's environment.
+#[tokio::test]
+async fn a_sessions_commands_share_its_cgroup_which_goes_with_it() {
+    let home = Home::new().await;
+    let (first, _) = home.sh("cat /proc/self/cgroup").await;
+    let (second, _) = home.sh("cat /proc/self/cgroup").await;
+    let dir = pids_cgroup(&first).expect("a cgroup line");
+    assert_eq!(Some(&dir), pids_cgroup(&second).as_ref(), "one cgroup for the session");
+    assert!(dir.to_string_lossy().contains("bub-sandboxes-"), "{first}");
+    assert_eq!(std::fs::read_to_string(dir.join("pids.max")).unwrap().trim(), "256");
+    drop(home);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while dir.exists() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(!dir.exists(), "{} was left", dir.display());
 }

@@ -17,6 +17,7 @@ use super::channel::{ChannelConfig, ChannelKind, RawChannel, WebhookConfig, chec
 use super::error::{ConfigError, Source, closest, friendly_message};
 use super::http::HttpConfig;
 use super::layer::{Layer, PolicyLayer};
+use super::sandbox::SandboxConfig;
 use super::value::UserPattern;
 use bub_channel::Secret;
 use indexmap::IndexMap;
@@ -31,6 +32,8 @@ pub struct GatewayConfig {
     pub http: HttpConfig,
     /// `[agent]`: the context window and compaction of the gateway's agent.
     pub agent: AgentConfig,
+    /// `[sandbox]`: the sandbox's resource limits.
+    pub sandbox: SandboxConfig,
     /// `[policy.defaults]`: the first policy layer, for every channel and chat.
     pub defaults: PolicyLayer,
     /// Channel instances by name, in file order. The name is what `Inbound::channel`
@@ -58,6 +61,8 @@ struct RawConfig {
     http: HttpConfig,
     #[serde(default)]
     agent: AgentConfig,
+    #[serde(default)]
+    sandbox: SandboxConfig,
     #[serde(default)]
     policy: RawPolicySection,
     #[serde(default)]
@@ -103,6 +108,7 @@ impl GatewayConfig {
         let config = GatewayConfig {
             http: raw.http,
             agent: raw.agent,
+            sandbox: raw.sandbox,
             defaults: raw.policy.defaults,
             channels,
             source: Some(source),
@@ -124,6 +130,7 @@ impl GatewayConfig {
         GatewayConfig {
             http: HttpConfig::default(),
             agent: AgentConfig::default(),
+            sandbox: SandboxConfig::default(),
             defaults: PolicyLayer::default(),
             channels: IndexMap::from([("webhook".to_string(), channel)]),
             source: None,

@@ -270,6 +270,9 @@ fn needs_restart(old: &GatewayConfig, new: &GatewayConfig) -> Vec<String> {
     if fixed_at_start(&old.http) != fixed_at_start(&new.http) {
         sections.push("http".to_string());
     }
+    if old.sandbox != new.sandbox {
+        sections.push("sandbox".to_string());
+    }
     let names = old.channels.keys().chain(new.channels.keys().filter(|n| !old.channels.contains_key(*n)));
     for name in names {
         match (old.channels.get(name), new.channels.get(name)) {
@@ -344,6 +347,11 @@ mod tests {
                      callback_url = \"http://127.0.0.1:9/cb\"\n[channels.tg]\nkind = \"telegram\"\ntoken = \"t\"\n";
         let new = GatewayConfig::parse(moved, "bub.toml").unwrap();
         assert_eq!(needs_restart(&old, &new), ["http", "channels.hooks", "channels.tg"]);
+        let capped = format!("[sandbox]\nsession_memory_bytes = 1073741824\n{BASE}");
+        let new = GatewayConfig::parse(&capped, "bub.toml").unwrap();
+        assert_eq!(needs_restart(&old, &new), ["sandbox"], "the sandboxes are built at start");
+        let zero = format!("[sandbox]\nsession_processes = 0\n{BASE}");
+        assert!(GatewayConfig::parse(&zero, "bub.toml").is_err(), "a limit of 0 is a typo");
     }
 
     #[cfg(all(feature = "telegram", feature = "discord"))]

@@ -6,6 +6,7 @@
 //!   checks across tables, and where each policy layer sits in it.
 //! - [`agent`]: `[agent]` ([`AgentConfig`]): the context window and compaction.
 //! - [`http`](mod@http): `[http]` ([`HttpConfig`]) and the server's [`ServeLimits`].
+//! - [`sandbox`](mod@sandbox): `[sandbox]` ([`SandboxConfig`]): the sandbox's limits.
 //! - [`channel`]: `[channels.NAME]` — one settings type per channel kind
 //!   ([`WebhookConfig`], [`TelegramConfig`], [`DiscordConfig`]), each kind in
 //!   its own file with its keys and checks.
@@ -47,6 +48,7 @@ pub mod layer;
 pub mod live;
 pub mod pattern;
 pub mod rate;
+pub mod sandbox;
 pub mod value;
 
 pub use agent::AgentConfig;
@@ -62,4 +64,5 @@ pub use layer::{
 pub use live::{LiveConfig, ReloadOutcome, require_channels};
 pub use pattern::ToolPattern;
 pub use rate::{Rate, RateError};
+pub use sandbox::SandboxConfig;
 pub use value::{Operator, Seconds, UserPattern};

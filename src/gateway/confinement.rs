@@ -16,8 +16,8 @@
 //! environment there is: a sandbox without network when one was built, else
 //! the host confined to the workspace.
 
-use crate::config::{EnvironmentKind, GatewayConfig};
-use crate::environment::sandbox::{SandboxError, SandboxProvider, SandboxSettings};
+use crate::config::{EnvironmentKind, GatewayConfig, SandboxConfig};
+use crate::environment::sandbox::{SandboxError, SandboxLimits, SandboxProvider, SandboxSettings};
 use crate::environment::{Environment, EnvironmentError, EnvironmentProvider, LocalEnvironment};
 use async_trait::async_trait;
 use std::collections::HashMap;
@@ -65,6 +65,24 @@ pub fn sandbox_needs(config: &GatewayConfig) -> Vec<(String, bool)> {
     needs
 }
 
+/// The sandbox's limits: `[sandbox]` over the defaults.
+pub fn limits(config: &SandboxConfig) -> SandboxLimits {
+    let default = SandboxLimits::default();
+    SandboxLimits {
+        session_memory_bytes: config.session_memory_bytes.unwrap_or(default.session_memory_bytes),
+        session_processes: config.session_processes.unwrap_or(default.session_processes),
+        memory_bytes: config.memory_bytes.unwrap_or(default.memory_bytes),
+        max_processes: config.max_processes.unwrap_or(default.max_processes),
+        cpu_seconds: config.cpu_seconds.unwrap_or(default.cpu_seconds),
+        max_file_bytes: config.max_file_bytes.unwrap_or(default.max_file_bytes),
+        tmp_bytes: config.tmp_bytes.unwrap_or(default.tmp_bytes),
+        open_files: config.open_files.unwrap_or(default.open_files),
+        workspace_bytes: config.workspace_bytes.unwrap_or(default.workspace_bytes),
+        disk_reserve_bytes: config.disk_reserve_bytes.unwrap_or(default.disk_reserve_bytes),
+        ..default
+    }
+}
+
 /// Environments whose kind and confinement follow the session's policy.
 #[derive(Default)]
 pub struct PolicyConfinement {
@@ -77,7 +95,7 @@ pub struct PolicyConfinement {
 #[derive(Debug, thiserror::Error)]
 #[error(
     "channel {channel} runs the shell and code in the sandbox (environment = \"sandbox\", the default on chat \
-     platforms), but {source}\nEnable what is missing, or set environment = \"local\" in [channels.{channel}.policy] \
+     platforms), but {source}\nDo what it says, or set environment = \"local\" in [channels.{channel}.policy] \
      to run them on the host as the gateway's user."
 )]
 pub struct SandboxUnavailable {
@@ -106,20 +124,18 @@ impl PolicyConfinement {
             if slot.is_some() {
                 continue;
             }
-            let settings = SandboxSettings { network: *network, hidden: hidden.clone(), ..SandboxSettings::default() };
+            let settings = SandboxSettings {
+                network: *network,
+                hidden: hidden.clone(),
+                limits: limits(&config.sandbox),
+                ..SandboxSettings::default()
+            };
             let provider = SandboxProvider::new(settings)
                 .await
                 .map_err(|source| SandboxUnavailable { channel: channel.clone(), source })?;
             *slot = Some(provider);
         }
-        let report = match needs.is_empty() {
-            true => None,
-            false => Some(
-                tokio::task::spawn_blocking(crate::environment::sandbox::probe)
-                    .await
-                    .map_or_else(|error| format!("(the probe failed: {error})"), |report| report.to_string()),
-            ),
-        };
+        let report = built.0.as_ref().or(built.1.as_ref()).map(|provider| provider.report().to_string());
         *self.sandboxes.lock().unwrap_or_else(|p| p.into_inner()) = built;
         Ok(report)
     }

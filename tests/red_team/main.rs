@@ -12,6 +12,11 @@
 //!   chat-platform config.
 //! - `sandbox`: the shell of a chat bot reading the gateway's secrets,
 //!   writing the host, reaching its port, forking or eating memory.
+//! - `host_side`: the sandbox attacked from the host's side: the gateway's
+//!   terminal, a killed gateway's leftovers, the config's folder, memory and
+//!   processes of a whole tree.
+//! - `disk`: a sandboxed command filling the disk the gateway's database
+//!   lives on: the workspace's quota and the disk's reserve.
 //! - `held`: routes that held (command-line tricks, symlinks), kept holding.
 //! - `front_door`: the HTTP server's connection slots taken without a
 //!   credential (slowloris from one or many addresses), starving health
@@ -27,8 +32,10 @@
 mod support;
 
 mod agent;
+mod disk;
 mod front_door;
 mod held;
+mod host_side;
 mod model_tools;
 mod own_address;
 // A stranger on Telegram: the route is a chat platform's.

@@ -64,20 +64,24 @@ impl GatewayProcess {
     /// override any of them). Waits up to [`START_TIMEOUT`] for the
     /// `listening on` line; panics with the stderr when it does not come.
     pub async fn start(home: &Path, env: &[(String, String)], args: &[&str]) -> GatewayProcess {
-        let mut process = GatewayProcess::spawn(home, env, args);
+        GatewayProcess::spawn(home, env, args).wait_listening().await
+    }
+
+    /// Waits up to [`START_TIMEOUT`] for the `listening on` line.
+    async fn wait_listening(mut self) -> GatewayProcess {
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
-            let text = process.stderr();
+            let text = self.stderr();
             if let Some(addr) = listening_addr(&text) {
-                process.addr = addr;
-                return process;
+                self.addr = addr;
+                return self;
             }
-            if let Some(status) = process.child_mut().try_wait().expect("poll bub gateway") {
+            if let Some(status) = self.child_mut().try_wait().expect("poll bub gateway") {
                 panic!("bub gateway exited ({status}) before listening; stderr:\n{text}");
             }
             if Instant::now() > deadline {
-                process.kill_hard();
-                panic!("bub gateway did not listen within {START_TIMEOUT:?}; stderr:\n{}", process.stderr());
+                self.kill_hard();
+                panic!("bub gateway did not listen within {START_TIMEOUT:?}; stderr:\n{}", self.stderr());
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -86,6 +90,27 @@ impl GatewayProcess {
     /// Like [`GatewayProcess::start`] without waiting for the `listening on`
     /// line (`addr` stays unset), to stop a gateway while it is starting.
     pub fn spawn(home: &Path, env: &[(String, String)], args: &[&str]) -> GatewayProcess {
+        GatewayProcess::spawn_with(home, env, args, |_| {})
+    }
+
+    /// [`GatewayProcess::start`] with the command changed by `customize`
+    /// before the spawn (a terminal as its stdin, a session of its own).
+    pub async fn start_with(
+        home: &Path,
+        env: &[(String, String)],
+        args: &[&str],
+        customize: impl FnOnce(&mut Command),
+    ) -> GatewayProcess {
+        let process = GatewayProcess::spawn_with(home, env, args, customize);
+        process.wait_listening().await
+    }
+
+    fn spawn_with(
+        home: &Path,
+        env: &[(String, String)],
+        args: &[&str],
+        customize: impl FnOnce(&mut Command),
+    ) -> GatewayProcess {
         std::fs::create_dir_all(home).expect("create BUB_HOME");
         let n = STARTS.fetch_add(1, Ordering::Relaxed);
         let stderr_path = home.join(format!("gateway-{}-{n}.stderr", std::process::id()));
@@ -104,8 +129,26 @@ impl GatewayProcess {
             command.args(["--listen", "127.0.0.1:0"]);
         }
         command.args(args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(stderr);
+        customize(&mut command);
         let child = command.spawn().expect("spawn bub gateway");
         GatewayProcess { addr: SocketAddr::from(([127, 0, 0, 1], 0)), stderr_path, child: Some(child) }
+    }
+
+    /// Waits up to `timeout` for the process to exit on its own (it is
+    /// killed after that, or once it listens); its status, `None` when it
+    /// did not exit, and its stderr.
+    pub async fn exit_within(mut self, timeout: Duration) -> (Option<std::process::ExitStatus>, String) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child_mut().try_wait().expect("poll bub gateway") {
+                return (Some(status), self.stderr());
+            }
+            if Instant::now() > deadline || listening_addr(&self.stderr()).is_some() {
+                self.kill_hard();
+                return (None, self.stderr());
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// The process id (for `/proc/<pid>/status`).

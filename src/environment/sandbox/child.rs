@@ -10,13 +10,22 @@
 //!
 //! Three processes, each forked with a raw `clone` (no `atfork` handlers):
 //! - **A**, the process `std` forked (its pid is the one the host waits for
-//!   and signals, and its process group holds everything below). It drops
+//!   and signals, and its process group holds everything below). It starts
+//!   a session of its own (no controlling terminal: a command cannot reach
+//!   the terminal the gateway was started from, nor type into it), drops
 //!   its supplementary groups (when root), enters a new user namespace whose
 //!   id maps a short-lived helper forked before writes from the parent
 //!   namespace (a process may not map ids other than its own from inside),
 //!   then unshares mount, PID, network, IPC and UTS namespaces. It forks B,
 //!   closes every descriptor and waits, exiting as B exits (or dying of the
 //!   host's signal, which takes B with it through B's parent-death signal).
+//!   A itself has a parent-death signal (`SIGKILL`): a SIGKILLed or crashed
+//!   gateway takes A, so B, so everything inside, with it. The kernel sends
+//!   it when the *thread* that forked A ends, which is why sandboxes are
+//!   forked from threads that live as long as the gateway (`spawner.rs`).
+//!   Setting ids inside a user namespace would reset it, but A and B keep
+//!   theirs; C drops its own, and needs none (it dies with B). Before it
+//!   forks anything, A moves itself into the session's cgroup (`cgroup.rs`).
 //! - **B**, PID 1 of the new PID namespace: builds the file system (the
 //!   blueprint's steps: a tmpfs root, read-only binds, the workspace, a fresh
 //!   `/tmp`, `/dev`, `/proc`, then the host's root detached), brings up its
@@ -44,6 +53,11 @@ pub struct Wiring {
     pub sync_write: RawFd,
     /// The working directory, the same path inside as on the host.
     pub cwd: CString,
+    /// The gateway's pid: A's parent, whose death A must not outlive.
+    pub gateway: libc::pid_t,
+    /// `RLIMIT_FSIZE` of this spawn: the blueprint's, or less when the
+    /// workspace's quota or the disk's reserve leave less (`quota.rs`).
+    pub max_file_bytes: u64,
 }
 
 /// A step of the setup that is not one of the blueprint's operations.
@@ -63,10 +77,13 @@ pub enum Step {
     Limits,
     Descriptors,
     Seccomp,
+    Session,
+    Parent,
+    Cgroup,
 }
 
 impl Step {
-    const ALL: [Step; 13] = [
+    const ALL: [Step; 16] = [
         Step::Groups,
         Step::Fork,
         Step::UserNamespace,
@@ -80,6 +97,9 @@ impl Step {
         Step::Limits,
         Step::Descriptors,
         Step::Seccomp,
+        Step::Session,
+        Step::Parent,
+        Step::Cgroup,
     ];
 
     /// What a reported step code was about.
@@ -104,6 +124,9 @@ impl Step {
             Step::Limits => "setting resource limits",
             Step::Descriptors => "closing inherited file descriptors",
             Step::Seccomp => "installing the seccomp filter",
+            Step::Session => "starting a session without a controlling terminal",
+            Step::Parent => "tying the sandbox's life to the gateway's",
+            Step::Cgroup => "joining the session's cgroup",
         }
         .to_string()
     }
@@ -120,6 +143,22 @@ pub unsafe fn enter(blueprint: &Blueprint, wiring: &Wiring) -> io::Result<()> {
     // below is a raw syscall on memory the host prepared.
     unsafe {
         reset_signals();
+        // A session of its own, so no controlling terminal: the gateway's
+        // (when started from a shell) is not reachable through /dev/tty.
+        // Also a process group led by A, which the host signals.
+        step(wiring, Step::Session as u32, libc::setsid() as libc::c_long)?;
+        // Dies with the gateway, SIGKILLed or crashed (the forking thread
+        // lives as long as the gateway: `spawner.rs`). A gateway already
+        // gone before this line has made A a child of another process.
+        step(wiring, Step::Parent as u32, libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) as _)?;
+        if libc::getppid() != wiring.gateway {
+            step(wiring, Step::Parent as u32, fail_with(libc::ESRCH))?;
+        }
+        // Into the session's cgroup before anything is forked, so the whole
+        // tree is counted (as root of the host's namespace, which may).
+        for procs in &blueprint.cgroup_procs {
+            step(wiring, Step::Cgroup as u32, join_cgroup(procs))?;
+        }
         if blueprint.outer_root {
             step(wiring, Step::Groups as u32, libc::syscall(libc::SYS_setgroups, 0, ptr::null::<libc::gid_t>()))?;
         }
@@ -144,14 +183,24 @@ pub unsafe fn enter(blueprint: &Blueprint, wiring: &Wiring) -> io::Result<()> {
             namespaces |= libc::CLONE_NEWNET;
         }
         step(wiring, Step::Namespaces as u32, libc::unshare(namespaces) as libc::c_long)?;
+        // B cannot see A (outside its PID namespace) to check that A is still
+        // its parent once B asked to die with it; A's end of this pipe tells
+        // instead: it closes when A dies.
+        let mut alive = [-1 as libc::c_int; 2];
+        step(wiring, Step::Parent as u32, libc::pipe2(alive.as_mut_ptr(), libc::O_CLOEXEC) as libc::c_long)?;
         let init = step(wiring, Step::Fork as u32, raw_fork())?;
         if init != 0 {
-            close_from(0);
+            close_all_but(alive[1] as libc::c_uint);
             exit_as(wait_for(init as libc::pid_t));
         }
 
-        // B: PID 1 of the sandbox.
-        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
+        // B: PID 1 of the sandbox; its death ends everything inside.
+        libc::close(alive[1]);
+        step(wiring, Step::Parent as u32, libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) as _)?;
+        if parent_gone(alive[0]) {
+            step(wiring, Step::Parent as u32, fail_with(libc::ESRCH))?;
+        }
+        libc::close(alive[0]);
         for (index, op) in blueprint.ops.iter().enumerate() {
             step(wiring, index as u32, apply(op))?;
         }
@@ -178,7 +227,7 @@ pub unsafe fn enter(blueprint: &Blueprint, wiring: &Wiring) -> io::Result<()> {
             (libc::RLIMIT_AS, limits.memory_bytes, limits.memory_bytes),
             (libc::RLIMIT_NPROC, limits.max_processes, limits.max_processes),
             (libc::RLIMIT_CPU, limits.cpu_seconds, limits.cpu_seconds.saturating_add(5)),
-            (libc::RLIMIT_FSIZE, limits.max_file_bytes, limits.max_file_bytes),
+            (libc::RLIMIT_FSIZE, wiring.max_file_bytes, wiring.max_file_bytes),
             (libc::RLIMIT_NOFILE, limits.open_files, limits.open_files),
             (libc::RLIMIT_CORE, 0, 0),
         ] {
@@ -472,6 +521,49 @@ unsafe fn reap_until(command: libc::pid_t) -> ! {
             }
         }
     }
+}
+
+/// Moves this process into the cgroup whose `cgroup.procs` is `procs`
+/// ("0" is the writer itself, in v1 and v2 alike).
+unsafe fn join_cgroup(procs: &CStr) -> libc::c_long {
+    // SAFETY: open, write and close on a C string and a static byte.
+    unsafe {
+        let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return -1;
+        }
+        let written = libc::write(fd, b"0".as_ptr().cast(), 1);
+        let saved = errno();
+        libc::close(fd);
+        set_errno(saved);
+        if written == 1 { 0 } else { -1 }
+    }
+}
+
+/// Closes every descriptor but `keep`.
+unsafe fn close_all_but(keep: libc::c_uint) {
+    // SAFETY: close_range, else close on each possible descriptor.
+    unsafe {
+        if keep > 0 && libc::syscall(libc::SYS_close_range, 0, keep - 1, 0) != 0 {
+            for fd in 0..keep {
+                libc::close(fd as libc::c_int);
+            }
+        }
+        close_from(keep.saturating_add(1));
+    }
+}
+
+/// Whether the write end of `pipe` was closed everywhere (its holder died).
+unsafe fn parent_gone(pipe: libc::c_int) -> bool {
+    let mut poll = libc::pollfd { fd: pipe, events: libc::POLLIN, revents: 0 };
+    // SAFETY: poll on a stack struct, without waiting.
+    unsafe { libc::poll(&mut poll, 1, 0) != 0 && poll.revents & libc::POLLHUP != 0 }
+}
+
+/// A failed result with `errno` set to `error`, for a check that is not a syscall.
+fn fail_with(error: libc::c_int) -> libc::c_long {
+    set_errno(error);
+    -1
 }
 
 /// Closes every descriptor from `first` on.

@@ -1,9 +1,12 @@
 //! [`SandboxEnvironment`]: one session's sandbox, implementing [`Environment`].
 
+use super::cgroup::SessionCgroup;
 use super::child::{self, Step, Wiring};
 use super::error::SandboxError;
 use super::plan::{self, Blueprint};
-use super::process::Capped;
+use super::process::{Capped, Noted};
+use super::quota;
+use super::spawner;
 use crate::environment::LocalProcess;
 use crate::environment::path::{Beneath, resolve_beneath, resolve_path};
 use crate::environment::process_group::{group_is_alive, signal_group};
@@ -42,6 +45,8 @@ pub struct SandboxEnvironment {
     /// The host uid created files are given to (when the gateway is root).
     owner: Option<u32>,
     groups: Mutex<Vec<Pid>>,
+    /// The session's cgroup, removed when the environment is dropped.
+    _cgroup: Option<SessionCgroup>,
 }
 
 impl std::fmt::Debug for SandboxEnvironment {
@@ -59,6 +64,7 @@ impl SandboxEnvironment {
         python: String,
         python_dir: Option<&Path>,
         blueprint: Blueprint,
+        cgroup: Option<SessionCgroup>,
     ) -> Result<SandboxEnvironment, SandboxError> {
         let owner = blueprint.outer_root.then_some(blueprint.outer_id);
         if let Some(owner) = owner {
@@ -79,6 +85,7 @@ impl SandboxEnvironment {
             blueprint: Arc::new(blueprint),
             owner,
             groups: Mutex::new(Vec::new()),
+            _cgroup: cgroup,
         })
     }
 
@@ -134,6 +141,11 @@ impl SandboxEnvironment {
             None => self.workspace.clone(),
         };
         let cwd_c = plan::cp(&cwd).map_err(|e| fail(SpawnFailure::Sandbox(e)))?;
+        // The disk: what this command's files may grow to (`quota.rs`).
+        let (workspace, limits) = (self.workspace.clone(), self.blueprint.limits);
+        let room = tokio::task::spawn_blocking(move || quota::room(&workspace, &limits))
+            .await
+            .map_err(|e| fail(SpawnFailure::Io(std::io::Error::other(e))))?;
         let pipe = || rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(std::io::Error::from);
         let (report_read, report_write) = pipe().map_err(|e| fail(SpawnFailure::Io(e)))?;
         let (sync_read, sync_write) = pipe().map_err(|e| fail(SpawnFailure::Io(e)))?;
@@ -142,6 +154,8 @@ impl SandboxEnvironment {
             sync_read: sync_read.as_raw_fd(),
             sync_write: sync_write.as_raw_fd(),
             cwd: cwd_c,
+            gateway: rustix::process::getpid().as_raw_nonzero().get(),
+            max_file_bytes: limits.max_file_bytes.min(room.bytes),
         };
 
         let mut process = tokio::process::Command::new(program);
@@ -158,7 +172,8 @@ impl SandboxEnvironment {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .process_group(0)
+            // No `process_group(0)`: `child::enter` calls setsid, which makes
+            // a group too and fails in a process that already leads one.
             .kill_on_drop(false);
         let blueprint = self.blueprint.clone();
         // SAFETY: `child::enter` does only async-signal-safe work (raw
@@ -166,14 +181,16 @@ impl SandboxEnvironment {
         unsafe {
             process.pre_exec(move || child::enter(&blueprint, &wiring));
         }
-        // The child is built before std's spawn returns, which blocks: off the runtime's threads.
-        let spawned = tokio::task::spawn_blocking(move || {
+        // The child is built before std's spawn returns, which blocks: off
+        // the runtime's threads, on one that lives as long as the gateway
+        // (the sandbox dies with the thread that forked it: `spawner.rs`).
+        let spawned = spawner::run(move || {
             let spawned = process.spawn();
             drop((report_write, sync_read, sync_write));
             spawned
         })
         .await
-        .map_err(|e| fail(SpawnFailure::Io(std::io::Error::other(e))))?;
+        .map_err(|e| fail(SpawnFailure::Sandbox(e)))?;
         let mut child = match spawned {
             Ok(child) => child,
             Err(error) => {
@@ -192,10 +209,13 @@ impl SandboxEnvironment {
             .and_then(|id| Pid::from_raw(i32::try_from(id).ok()?))
             .ok_or_else(|| fail(SpawnFailure::Io(std::io::Error::other("exited at once"))))?;
         self.groups.lock().unwrap_or_else(|p| p.into_inner()).push(pgid);
+        let note = Arc::new(Mutex::new(None));
+        let before = room.full.as_ref().map(|why| format!("bub: {why}\n"));
+        tokio::spawn(quota::watch(self.workspace.clone(), limits, pgid, room, note.clone()));
         let cap = self.max_output_bytes;
         let io = ProcessIo {
             stdin: child.stdin.take().map(|p| Box::new(p) as _),
-            stdout: child.stdout.take().map(|p| Box::new(Capped::new(p, cap)) as _),
+            stdout: child.stdout.take().map(|p| Box::new(Noted::new(before, Capped::new(p, cap), note)) as _),
             stderr: child.stderr.take().map(|p| Box::new(Capped::new(p, cap)) as _),
         };
         Ok(LocalProcess::leading(child, pgid, io))
@@ -251,12 +271,18 @@ impl Environment for SandboxEnvironment {
             .map_err(|source| EnvironmentError::FileAccess { path: resolved, source })
     }
 
+    /// Refused, with why, when the content does not fit in what the
+    /// workspace's quota and the disk's reserve leave (`quota.rs`).
     async fn write_bytes(&self, path: &str, content: &[u8]) -> Result<PathBuf, EnvironmentError> {
         let Beneath { root, resolved, relative } = self.beneath(path)?;
-        let (content, owner) = (content.to_vec(), self.owner);
-        off_runtime(move || WorkspaceDir::open(&root)?.write(&relative, &content, owner))
-            .await
-            .map_err(|source| EnvironmentError::FileAccess { path: resolved.clone(), source })?;
+        let (content, owner, limits) = (content.to_vec(), self.owner, self.blueprint.limits);
+        off_runtime(move || {
+            quota::fits(&root, &limits, content.len() as u64)
+                .map_err(|why| std::io::Error::new(std::io::ErrorKind::QuotaExceeded, why))?;
+            WorkspaceDir::open(&root)?.write(&relative, &content, owner)
+        })
+        .await
+        .map_err(|source| EnvironmentError::FileAccess { path: resolved.clone(), source })?;
         Ok(resolved)
     }
 

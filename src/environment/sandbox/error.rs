@@ -21,6 +21,17 @@ pub enum SandboxError {
     /// The workspace is not an absolute directory that can be prepared.
     #[error("the workspace {}: {source}", .path.display())]
     Workspace { path: PathBuf, source: std::io::Error },
+    /// A path that must be hidden lies in a directory the sandbox shows and
+    /// holds something the sandbox needs (the config directly in `/etc`):
+    /// covering it would break the sandbox, showing it would show secrets.
+    #[error(
+        "{} holds the gateway's config or data and must be hidden from the sandbox, yet the sandbox needs {} \
+         there. Move the config and the files beside it into a folder of its own, such as /etc/bub/ (and \
+         BUB_HOME into one of its own, such as /var/lib/bub)",
+        .hidden.display(),
+        .needed.display()
+    )]
+    HidesNeeded { hidden: PathBuf, needed: PathBuf },
     /// A path holds a NUL byte and cannot be passed to the kernel.
     #[error("the path {} holds a NUL byte", .0.display())]
     Nul(PathBuf),

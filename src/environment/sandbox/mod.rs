@@ -33,17 +33,27 @@
 //!   inside those;
 //! - a fresh `/tmp` and `/dev/shm` (tmpfs), its own `/proc`, a `/dev` with
 //!   `null`, `zero`, `full`, `random`, `urandom` and `tty`;
+//! - a session of its own without a controlling terminal (`setsid`; stdin
+//!   is a pipe), so it cannot reach the terminal the gateway was started
+//!   from;
 //! - uid and gid 1000 inside (mapped to the gateway's uid, or to 65534 when
 //!   the gateway is root, so `RLIMIT_NPROC` applies), no capabilities after
 //!   exec, `no_new_privs`, no supplementary groups of root;
 //! - a seccomp filter that refuses new namespaces, mounts, the keyring,
-//!   `bpf`, `perf_event_open`, `userfaultfd`, `io_uring` and module loading
-//!   (`seccomp.rs`);
+//!   `bpf`, `perf_event_open`, `userfaultfd`, `io_uring`, module loading
+//!   and typing into a terminal (`TIOCSTI`, `TIOCLINUX`) (`seccomp.rs`);
 //! - its own network namespace with only a loopback unless
 //!   [`SandboxSettings::network`];
 //! - rlimits on address space, processes, CPU time, file size and open files
 //!   ([`SandboxLimits`]), and its stdout and stderr cut after
 //!   [`SandboxLimits::max_output_bytes`];
+//! - a quota on what the workspace holds and a reserve of free disk the
+//!   gateway keeps ([`SandboxLimits::workspace_bytes`],
+//!   [`SandboxLimits::disk_reserve_bytes`]), measured before and while each
+//!   command runs (`quota.rs`: a bounded guarantee, not an exact one);
+//! - a cgroup per session, where the host has one to give, capping the
+//!   memory and processes of the session's whole tree (`cgroup.rs`;
+//!   [`SandboxProvider::report`] says whether it holds);
 //! - only `PATH`, `HOME`, `TMPDIR`, `LANG`, `USER` and the spawn's own
 //!   variables: none of the gateway's environment (tokens, API keys).
 //!
@@ -51,7 +61,9 @@
 //! and the kernel kills everything left in the namespace, so
 //! [`crate::environment::Process::signal`] and
 //! [`crate::environment::Environment::close`] reach the whole tree even when
-//! something inside left the process group.
+//! something inside left the process group. The host's child dies with
+//! the gateway (a parent-death signal), so a SIGKILLed or crashed gateway
+//! leaves nothing running either.
 //!
 //! # Why this design
 //! No helper binary and no system package: the sandbox is built by the
@@ -87,8 +99,12 @@
 //!   [`LocalProcess`](crate::environment::LocalProcess) leading its group).
 //! - `python.rs`: resolving the interpreter past shims.
 //! - `seccomp.rs`: the syscall filter.
+//! - `cgroup.rs`: the memory and process caps of a session's whole tree.
+//! - `quota.rs`: the workspace's quota and the disk's reserve.
+//! - `spawner.rs`: the long-lived threads every sandbox is forked from.
 //! - `error.rs`: [`SandboxError`].
 
+mod cgroup;
 mod child;
 mod environment;
 mod error;
@@ -96,8 +112,10 @@ mod plan;
 mod probe;
 mod process;
 mod python;
+mod quota;
 mod seccomp;
 mod settings;
+mod spawner;
 
 pub use environment::SandboxEnvironment;
 pub use error::SandboxError;
@@ -118,6 +136,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub struct SandboxProvider {
     settings: SandboxSettings,
     python: Option<Python>,
+    /// Where sessions' cgroups are made, or why there are none.
+    cgroups: Result<Arc<cgroup::Cgroups>, String>,
+    report: ProbeReport,
 }
 
 impl SandboxProvider {
@@ -128,7 +149,7 @@ impl SandboxProvider {
     /// sandbox fails here for another reason.
     pub async fn new(settings: SandboxSettings) -> Result<SandboxProvider, SandboxError> {
         let network = settings.network;
-        let report = tokio::task::spawn_blocking(probe::probe)
+        let mut report = tokio::task::spawn_blocking(probe::probe)
             .await
             .map_err(|e| SandboxError::Setup { step: "probing the kernel".into(), source: std::io::Error::other(e) })?;
         let missing = report.missing().any(|feature| !(network && feature.name == probe::names::NETWORK_NAMESPACES));
@@ -144,9 +165,24 @@ impl SandboxProvider {
         })
         .await
         .map_err(|e| SandboxError::Setup { step: "resolving Python".into(), source: std::io::Error::other(e) })??;
-        let provider = SandboxProvider { settings, python };
+        let cgroups = tokio::task::spawn_blocking(cgroup::shared)
+            .await
+            .map_err(|e| SandboxError::Setup { step: "finding cgroups".into(), source: std::io::Error::other(e) })?;
+        if let Err(why) = &cgroups {
+            tracing::warn!(%why, "no cgroup caps a session's whole tree; only per-process limits hold");
+        }
+        let version = cgroups.as_ref().map(|c| c.version).map_err(Clone::clone);
+        report.features.push(probe::session_limits(&version, &settings.limits));
+        report.features.push(probe::workspace_quota(&settings.limits));
+        let provider = SandboxProvider { settings, python, cgroups, report };
         provider.check().await?;
         Ok(provider)
+    }
+
+    /// What the probe found at construction, and how a session's tree is
+    /// capped here: for the start-up output.
+    pub fn report(&self) -> &ProbeReport {
+        &self.report
     }
 
     /// The settings every environment of this provider gets.
@@ -208,16 +244,24 @@ impl SandboxProvider {
         let workspace_error = |source| SandboxError::Workspace { path: workspace.clone(), source };
         std::fs::create_dir_all(&workspace).map_err(workspace_error)?;
         let workspace = workspace.canonicalize().map_err(workspace_error)?;
-        let mut exposed = Exposed { read_only: self.settings.read_only.clone() };
+        let mut exposed = Exposed { read_only: self.settings.read_only.clone(), ..Exposed::default() };
         if let Some(python) = &self.python {
-            exposed.read_only.extend(python.prefixes.iter().cloned());
+            exposed.needed.extend(python.prefixes.iter().cloned());
+            exposed.needed.push(python.executable.clone());
         }
-        let blueprint = plan::blueprint(&workspace, &self.settings, &exposed)?;
+        let mut blueprint = plan::blueprint(&workspace, &self.settings, &exposed)?;
+        let cgroup = match &self.cgroups {
+            Ok(cgroups) => Some(cgroups.session(&self.settings.limits)?),
+            Err(_) => None,
+        };
+        if let Some(cgroup) = &cgroup {
+            blueprint.cgroup_procs = cgroup.procs()?;
+        }
         let (interpreter, dir) = match &self.python {
             Some(python) => (python.executable.to_string_lossy().into_owned(), python.executable.parent()),
             None => ("python3".to_string(), None),
         };
-        SandboxEnvironment::new(workspace, interpreter, dir, blueprint)
+        SandboxEnvironment::new(workspace, interpreter, dir, blueprint, cgroup)
     }
 }
 

@@ -105,12 +105,24 @@ pub struct Blueprint {
     pub limits: SandboxLimits,
     /// The seccomp filters C installs before exec (see `seccomp.rs`).
     pub filters: Vec<seccompiler::BpfProgram>,
+    /// The session cgroup's `cgroup.procs` files A writes itself into (one
+    /// per hierarchy; none where there is no cgroup: `cgroup.rs`).
+    pub cgroup_procs: Vec<CString>,
 }
+
+/// Shells a command may run in (the first that exists is used): the
+/// sandbox needs them, so no hidden path may cover them.
+const SHELLS: &[&str] = &["/bin/bash", "/bin/sh"];
 
 /// Host paths the sandbox shows read-only besides the system directories.
 #[derive(Debug, Clone, Default)]
 pub struct Exposed {
+    /// Shown unless hidden: a hidden path wins over them.
     pub read_only: Vec<PathBuf>,
+    /// Needed (the Python installation and executable): directories are
+    /// shown even inside a hidden path that is not itself shown, and a
+    /// hidden path that must be covered may not hold any of them.
+    pub needed: Vec<PathBuf>,
 }
 
 /// The blueprint of a sandbox around `workspace` (canonical) per `settings`,
@@ -129,6 +141,13 @@ pub fn blueprint(workspace: &Path, settings: &SandboxSettings, exposed: &Exposed
     let gid_map = format!("{root_line}{INSIDE_ID} {outer_gid} 1\n").into_bytes();
     let hidden: Vec<PathBuf> = settings.hidden.iter().filter_map(|p| p.canonicalize().ok()).collect();
     let is_hidden = |path: &Path| hidden.iter().any(|h| path.starts_with(h));
+    let needed: Vec<PathBuf> = SYSTEM_DIRS
+        .iter()
+        .chain(SHELLS)
+        .map(PathBuf::from)
+        .chain(exposed.needed.iter().cloned())
+        .filter_map(|path| path.canonicalize().ok())
+        .collect();
 
     let mut plan = Plan::default();
     plan.push(Op::MakePrivate);
@@ -142,9 +161,13 @@ pub fn blueprint(workspace: &Path, settings: &SandboxSettings, exposed: &Exposed
     plan.push(Op::Chdir(c("/")?));
 
     // The system and whatever else is shown, read-only; a source inside one
-    // already shown comes with it.
+    // already shown comes with it. What is needed is shown even inside a
+    // hidden path (nothing else of that path is); an extra is not.
     let mut sources: Vec<PathBuf> = Vec::new();
-    for dir in SYSTEM_DIRS.iter().map(PathBuf::from).chain(exposed.read_only.iter().cloned()) {
+    let needed_dirs =
+        SYSTEM_DIRS.iter().map(PathBuf::from).chain(exposed.needed.iter().filter(|p| p.is_dir()).cloned());
+    let shown = needed_dirs.map(|dir| (dir, true)).chain(exposed.read_only.iter().map(|dir| (dir.clone(), false)));
+    for (dir, is_needed) in shown {
         let Ok(metadata) = std::fs::symlink_metadata(&dir) else { continue };
         if metadata.file_type().is_symlink() && SYSTEM_DIRS.iter().any(|s| Path::new(s) == dir) {
             // /bin → usr/bin on merged-/usr systems: the same link inside.
@@ -154,7 +177,7 @@ pub fn blueprint(workspace: &Path, settings: &SandboxSettings, exposed: &Exposed
             continue;
         }
         let Ok(canonical) = dir.canonicalize() else { continue };
-        if is_hidden(&canonical) || sources.iter().any(|s| canonical.starts_with(s)) {
+        if (!is_needed && is_hidden(&canonical)) || sources.iter().any(|s| canonical.starts_with(s)) {
             continue;
         }
         sources.retain(|s| !s.starts_with(&canonical));
@@ -198,9 +221,13 @@ pub fn blueprint(workspace: &Path, settings: &SandboxSettings, exposed: &Exposed
         plan.push(Op::ReadOnly { target: cp(source)?, recursive: true });
     }
 
-    // Hidden paths inside what is shown are covered.
+    // Hidden paths inside what is shown are covered, unless covering one
+    // would cover what the sandbox needs: then no sandbox is built at all.
     let mut masks = Vec::new();
     for path in hidden.iter().filter(|h| sources.iter().any(|s| h.starts_with(s))) {
+        if let Some(inside) = needed.iter().find(|n| n.starts_with(path)) {
+            return Err(SandboxError::HidesNeeded { hidden: path.clone(), needed: inside.clone() });
+        }
         if path.is_dir() {
             plan.push(Op::Tmpfs {
                 target: cp(path)?,
@@ -243,6 +270,7 @@ pub fn blueprint(workspace: &Path, settings: &SandboxSettings, exposed: &Exposed
         network: settings.network,
         limits: settings.limits,
         filters: super::seccomp::filters()?,
+        cgroup_procs: Vec::new(),
     })
 }
 
@@ -347,7 +375,7 @@ mod tests {
         let workspace = tempfile::tempdir().unwrap();
         let settings =
             SandboxSettings { hidden: vec![secret.clone(), shown.path().join("token")], ..SandboxSettings::default() };
-        let exposed = Exposed { read_only: vec![shown.path().to_path_buf()] };
+        let exposed = Exposed { read_only: vec![shown.path().to_path_buf()], ..Exposed::default() };
         let blueprint = blueprint(&workspace.path().canonicalize().unwrap(), &settings, &exposed).unwrap();
         let secret = secret.canonicalize().unwrap();
         let covered = blueprint
@@ -357,5 +385,37 @@ mod tests {
         assert!(covered, "{:?}", blueprint.ops);
         let token = shown.path().canonicalize().unwrap().join("token");
         assert!(targets(&blueprint).contains(&token.to_string_lossy().into_owned()));
+    }
+
+    #[test]
+    fn a_hidden_folder_that_holds_what_the_sandbox_needs_is_refused() {
+        let workspace = tempfile::tempdir().unwrap();
+        let workspace = workspace.path().canonicalize().unwrap();
+        let hiding = |folder: &str| {
+            let settings = SandboxSettings { hidden: vec![PathBuf::from(folder)], ..SandboxSettings::default() };
+            blueprint(&workspace, &settings, &Exposed::default())
+        };
+        for folder in ["/etc", "/usr/bin"] {
+            let refused = hiding(folder);
+            assert!(matches!(refused, Err(SandboxError::HidesNeeded { .. })), "{folder}: {refused:?}");
+        }
+        // Nothing of `/` is shown but what the sandbox needs: a config there has no visible neighbours.
+        assert!(hiding("/").is_ok());
+    }
+
+    #[test]
+    fn what_is_needed_stays_shown_inside_a_hidden_folder_and_an_extra_does_not() {
+        let home = tempfile::tempdir().unwrap();
+        let home = home.path().canonicalize().unwrap();
+        let (python, extra) = (home.join("pyenv/3.12"), home.join("extra"));
+        std::fs::create_dir_all(&python).unwrap();
+        std::fs::create_dir_all(&extra).unwrap();
+        let workspace = tempfile::tempdir().unwrap();
+        let settings = SandboxSettings { hidden: vec![home.clone()], ..SandboxSettings::default() };
+        let exposed = Exposed { read_only: vec![extra.clone()], needed: vec![python.clone()] };
+        let blueprint = blueprint(&workspace.path().canonicalize().unwrap(), &settings, &exposed).unwrap();
+        let binds = targets(&blueprint);
+        assert!(binds.contains(&python.to_string_lossy().into_owned()), "{binds:?}");
+        assert!(!binds.contains(&extra.to_string_lossy().into_owned()), "{binds:?}");
     }
 }

@@ -1,6 +1,7 @@
 //! [`probe`]: which kernel features the sandbox can use on this host, and
 //! for each missing one what to enable.
 
+use super::settings::SandboxLimits;
 use std::fmt;
 use std::os::unix::process::CommandExt;
 
@@ -68,6 +69,63 @@ pub mod names {
     pub const RLIMITS: &str = "rlimits";
     pub const LANDLOCK: &str = "Landlock";
     pub const SECCOMP: &str = "seccomp";
+    pub const SESSION_LIMITS: &str = "session limits";
+    pub const WORKSPACE_QUOTA: &str = "workspace quota";
+}
+
+/// The workspace's quota and the disk's reserve (`quota.rs`), which hold
+/// everywhere, and how far.
+pub(super) fn workspace_quota(limits: &SandboxLimits) -> Feature {
+    const MIB: u64 = 1024 * 1024;
+    Feature {
+        name: names::WORKSPACE_QUOTA,
+        available: true,
+        required: false,
+        detail: format!(
+            "{} MiB per workspace, {} MiB of its disk kept for the gateway; measured before and every {} ms while \
+             a command runs, which may pass them by what it writes meanwhile",
+            limits.workspace_bytes / MIB,
+            limits.disk_reserve_bytes / MIB,
+            super::quota::WATCH_EVERY.as_millis()
+        ),
+        remedy: None,
+    }
+}
+
+/// Whether a session's whole tree is capped (a cgroup, `cgroup.rs`) or only
+/// each process and each `/tmp`, and at what.
+pub(super) fn session_limits(found: &Result<super::cgroup::Version, String>, limits: &SandboxLimits) -> Feature {
+    const MIB: u64 = 1024 * 1024;
+    let (memory, processes) = (limits.session_memory_bytes / MIB, limits.session_processes);
+    let (per_process, tmp) = (limits.memory_bytes / MIB, limits.tmp_bytes / MIB);
+    let (available, detail) = match found {
+        Ok(version) => {
+            let version = match version {
+                super::cgroup::Version::V1 => "cgroup v1",
+                super::cgroup::Version::V2 => "cgroup v2",
+            };
+            (true, format!("{version}: each session's whole tree is capped at {memory} MiB and {processes} processes"))
+        }
+        Err(why) => (
+            false,
+            format!(
+                "no cgroup to cap a session's whole tree ({why}); what holds: {per_process} MiB per process, \
+                 {} processes per command, {tmp} MiB for each /tmp and /dev/shm",
+                limits.max_processes
+            ),
+        ),
+    };
+    Feature {
+        name: names::SESSION_LIMITS,
+        available,
+        required: false,
+        detail,
+        remedy: Some(
+            "Delegate the memory and pids controllers of cgroup v2 to the gateway (systemd: Delegate=yes in its \
+             unit), or run it as root where the v1 memory and pids hierarchies are mounted"
+                .into(),
+        ),
+    }
 }
 
 /// Tests, each in a throwaway child, the kernel features the sandbox builds
@@ -142,7 +200,8 @@ pub fn probe() -> ProbeReport {
             name: names::SECCOMP,
             available: seccomp_exists(),
             required: true,
-            detail: "a filter refusing namespaces, mounts, keyring, bpf, io_uring and module loading inside".into(),
+            detail: "a filter refusing namespaces, mounts, keyring, bpf, io_uring, module loading and TIOCSTI inside"
+                .into(),
             remedy: Some("Enable CONFIG_SECCOMP and CONFIG_SECCOMP_FILTER in the kernel".into()),
         },
     ];

@@ -1,5 +1,7 @@
 //! The output of a sandboxed command, capped: the host reads at most
-//! [`super::SandboxLimits::max_output_bytes`] of each of its pipes.
+//! [`super::SandboxLimits::max_output_bytes`] of each of its pipes; and
+//! noted: what the host says about the command's disk (`quota.rs`) comes
+//! before and after it.
 //!
 //! The command itself is a [`LocalProcess`](crate::environment::LocalProcess):
 //! the host's child is the sandbox's outer process (A in [`super::child`]),
@@ -8,6 +10,7 @@
 //! escaped the group, they still die with PID 1, which dies with A.
 
 use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, ready};
 use tokio::io::{AsyncRead, ReadBuf};
 
@@ -49,10 +52,66 @@ impl<R: AsyncRead + Unpin> AsyncRead for Capped<R> {
     }
 }
 
+/// What the host adds to a command's output: a line before it (why files
+/// cannot grow), and one after it, when the command was stopped for the
+/// disk (set in `note` before the kill, so it is there by the end of the
+/// output).
+pub(super) struct Noted<R> {
+    before: Vec<u8>,
+    inner: R,
+    note: Arc<Mutex<Option<String>>>,
+    after: Option<Vec<u8>>,
+}
+
+impl<R> Noted<R> {
+    pub(super) fn new(before: Option<String>, inner: R, note: Arc<Mutex<Option<String>>>) -> Noted<R> {
+        Noted { before: before.map(String::into_bytes).unwrap_or_default(), inner, note, after: None }
+    }
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for Noted<R> {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        if !this.before.is_empty() {
+            let n = this.before.len().min(buf.remaining());
+            buf.put_slice(&this.before[..n]);
+            this.before.drain(..n);
+            return Poll::Ready(Ok(()));
+        }
+        if this.after.is_none() {
+            let before = buf.filled().len();
+            ready!(Pin::new(&mut this.inner).poll_read(cx, buf))?;
+            if buf.filled().len() > before || buf.remaining() == 0 {
+                return Poll::Ready(Ok(()));
+            }
+            let note = this.note.lock().unwrap_or_else(|p| p.into_inner()).take();
+            this.after = Some(note.map(String::into_bytes).unwrap_or_default());
+        }
+        let after = this.after.get_or_insert_with(Vec::new);
+        let n = after.len().min(buf.remaining());
+        buf.put_slice(&after[..n]);
+        after.drain(..n);
+        Poll::Ready(Ok(()))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use tokio::io::AsyncReadExt;
+
+    #[tokio::test]
+    async fn notes_come_before_and_after_the_output() {
+        let note = Arc::new(Mutex::new(Some("\nstopped\n".to_string())));
+        let mut noted = Noted::new(Some("full\n".into()), &b"output"[..], note);
+        let mut text = String::new();
+        noted.read_to_string(&mut text).await.unwrap();
+        assert_eq!(text, "full\noutput\nstopped\n");
+        let mut plain = Noted::new(None, &b"output"[..], Arc::new(Mutex::new(None)));
+        let mut text = String::new();
+        plain.read_to_string(&mut text).await.unwrap();
+        assert_eq!(text, "output");
+    }
 
     #[tokio::test]
     async fn output_past_the_cap_is_cut_and_the_pipe_closed() {

@@ -6,8 +6,9 @@
 //! what has been the door of kernel exploits from unprivileged namespaces:
 //! new namespaces (`unshare`, `setns`, `clone` with a `CLONE_NEW*` flag) and
 //! mounts, the keyring, `bpf`, `perf_event_open`, `userfaultfd`, `io_uring`,
-//! module and kexec loading, file handles, swap, reboot, `syslog`, port I/O.
-//! They fail with `EPERM`. `clone3` fails with `ENOSYS`: its flags sit behind
+//! module and kexec loading, file handles, swap, reboot, `syslog`, port I/O,
+//! and the `ioctl`s that type into a terminal or drive a console (`TIOCSTI`,
+//! `TIOCLINUX`). They fail with `EPERM`. `clone3` fails with `ENOSYS`: its flags sit behind
 //! a pointer a filter cannot read, and libc then falls back to `clone`,
 //! whose flags it can.
 
@@ -70,6 +71,12 @@ const NAMESPACE_FLAGS: &[libc::c_int] = &[
     libc::CLONE_NEWCGROUP,
 ];
 
+/// `ioctl` requests refused: `TIOCSTI` types into a terminal (a command
+/// that reached the gateway's terminal would type commands for the shell
+/// that reads it next), `TIOCLINUX` reads and writes a Linux console.
+/// Compared on the low 32 bits, all the kernel reads of the request.
+const DENIED_IOCTLS: &[libc::c_ulong] = &[libc::TIOCSTI as libc::c_ulong, libc::TIOCLINUX as libc::c_ulong];
+
 /// The argument of `clone` that holds its flags.
 const CLONE_FLAGS_ARG: u8 = if cfg!(target_arch = "s390x") { 1 } else { 0 };
 
@@ -94,6 +101,15 @@ pub fn filters() -> Result<Vec<BpfProgram>, SandboxError> {
         .collect::<Result<Vec<_>, _>>()
         .map_err(failed)?;
     denied.insert(i64::from(libc::SYS_clone), clone_rules);
+    let ioctl_rules = DENIED_IOCTLS
+        .iter()
+        .map(|request| {
+            let request = u64::from(*request);
+            SeccompRule::new(vec![SeccompCondition::new(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, request)?])
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(failed)?;
+    denied.insert(i64::from(libc::SYS_ioctl), ioctl_rules);
     let eperm = SeccompFilter::new(denied, SeccompAction::Allow, SeccompAction::Errno(libc::EPERM as u32), arch)
         .map_err(failed)?;
     let clone3 = [(i64::from(libc::SYS_clone3), Vec::new())].into_iter().collect();

@@ -19,8 +19,13 @@ pub struct SandboxSettings {
     /// directory is covered by an empty, read-only directory (a hidden file
     /// by one that cannot be opened). The session's own workspace stays
     /// visible even when it lies under a hidden path, and nothing else of
-    /// that path does (its parents appear as empty directories). A shown
-    /// directory inside a hidden path is not shown: hiding wins.
+    /// that path does (its parents appear as empty directories). A
+    /// [`SandboxSettings::read_only`] directory inside a hidden path is not
+    /// shown: hiding wins. What the sandbox needs (the system directories,
+    /// the shell, the Python installation) is shown even inside a hidden
+    /// path, which then shows nothing else; and a hidden path that would
+    /// have to be covered with something needed inside (a config folder
+    /// that is `/etc` itself) is refused: [`super::SandboxError::HidesNeeded`].
     pub hidden: Vec<PathBuf>,
     /// Extra host paths made visible read-only, beyond `/usr`, `/bin`,
     /// `/sbin`, `/lib*`, `/etc` and the Python installation.
@@ -32,9 +37,12 @@ pub struct SandboxSettings {
     pub python: Option<PathBuf>,
 }
 
-/// Resource limits, applied as rlimits to the command and inherited by
-/// everything it starts. Each spawn gets a user namespace of its own, so the
-/// process limit counts the processes of that one command tree.
+/// Resource limits. Most are rlimits of the command, inherited by everything
+/// it starts (each spawn gets a user namespace of its own, so the process
+/// limit counts the processes of that one command tree); the `session_*`
+/// caps hold for the session's whole tree (a cgroup, where there is one),
+/// and the workspace's quota and the disk's reserve are measured
+/// (`quota.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SandboxLimits {
     /// Address space of each process, in bytes (`RLIMIT_AS`): an allocation
@@ -57,6 +65,24 @@ pub struct SandboxLimits {
     pub tmp_bytes: u64,
     /// Open files of each process (`RLIMIT_NOFILE`). Default 1024.
     pub open_files: u64,
+    /// Memory of one session's whole tree, in bytes: every process of every
+    /// command of the session, and what they keep in `/tmp` and `/dev/shm`.
+    /// Past it the kernel stops one of them (the OOM killer, inside the
+    /// session only). Held by a cgroup where the host has one to give
+    /// (`cgroup.rs`); elsewhere only the per-process and `/tmp` caps hold,
+    /// and the start-up report says so. Default 2 GiB.
+    pub session_memory_bytes: u64,
+    /// Processes (and threads) of one session's whole tree, all commands
+    /// together; past it `fork` fails. Held by the same cgroup. Default 256.
+    pub session_processes: u64,
+    /// What the workspace may hold on disk, in bytes (`quota.rs`): a command
+    /// started over it cannot make any file grow, and one that passes it is
+    /// stopped; the command's output says which. Default 1 GiB.
+    pub workspace_bytes: u64,
+    /// Free space on the workspace's file system that sandboxed commands
+    /// leave alone, in bytes, so the gateway's database (on the same disk,
+    /// under `$BUB_HOME`) has room: the same rules as the quota. Default 512 MiB.
+    pub disk_reserve_bytes: u64,
 }
 
 impl Default for SandboxLimits {
@@ -70,6 +96,10 @@ impl Default for SandboxLimits {
             max_output_bytes: 64 * MIB,
             tmp_bytes: 256 * MIB,
             open_files: 1024,
+            session_memory_bytes: 2048 * MIB,
+            session_processes: 256,
+            workspace_bytes: 1024 * MIB,
+            disk_reserve_bytes: 512 * MIB,
         }
     }
 }

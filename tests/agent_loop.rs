@@ -176,7 +176,9 @@ async fn a_context_overflow_hands_off_once_and_retries_the_prompt() {
     model.error(overflow());
     model.text("Ada asked for a summary of everything.");
     model.text("short answer");
-    let outcome = agent.run("summarise everything", RunOptions::new("chat")).collect().await;
+    // Longer than the summary: a summary is never longer than what it replaces.
+    let prompt = "summarise everything we said about the release plan, the budget, the people and the dates";
+    let outcome = agent.run(prompt, RunOptions::new("chat")).collect().await;
     assert_eq!(outcome.text, "short answer");
     assert!(outcome.error.is_none());
     // The handoff asked for a summary of the refused context, and the retry reads it.
@@ -187,7 +189,7 @@ async fn a_context_overflow_hands_off_once_and_retries_the_prompt() {
     let note = retry.messages[1]["content"].as_str().unwrap();
     assert!(note.starts_with("[Anchor created: auto_handoff/context_overflow]"), "{note}");
     assert!(note.ends_with("Ada asked for a summary of everything."), "{note}");
-    assert_eq!(retry.messages[2], json!({"role": "user", "content": "summarise everything"}));
+    assert_eq!(retry.messages[2], json!({"role": "user", "content": prompt}));
     let info = store.tape("chat").info().await.unwrap();
     assert_eq!(info.last_anchor.as_deref(), Some("auto_handoff/context_overflow"));
     let steps = store.tape("chat").read(&TapeQuery::all().named("loop.step")).await.unwrap();

@@ -29,10 +29,25 @@ const DISCORD_DM: u64 = 400_000_000_000_000_001;
 fn telegram_config(telegram: &FakeTelegram) -> String {
     format!(
         "[policy.defaults]\ndebounce = {{ quiet_seconds = 0.1 }}\n\
-         dm_policy = \"open\"\ngroup_policy = \"open\"\n\n\
+         dm_policy = \"open\"\ngroup_policy = \"open\"\noperators = [\"tg:1001\"]\n\n\
          [channels.tg]\nkind = \"telegram\"\ntoken = \"{TOKEN}\"\napi_url = \"{}\"\n",
         telegram.api_url()
     )
+}
+
+/// [`FakeDiscord::open_config`] with [`DISCORD_USER`] an operator.
+fn discord_config(discord: &FakeDiscord) -> String {
+    discord
+        .open_config(support::fake_discord::TOKEN)
+        .replace("[policy.defaults]\n", &format!("[policy.defaults]\noperators = [\"dc:{DISCORD_USER}\"]\n"))
+}
+
+/// Asserts `parts` hold `1` to `last`, one number a line, in order, each part within `limit` characters.
+fn assert_numbers_in_parts(parts: &[String], last: u32, limit: usize) {
+    assert!(parts.iter().all(|part| part.chars().count() <= limit), "{parts:?}");
+    let whole = parts.join("\n");
+    let numbers: Vec<u32> = whole.lines().filter_map(|line| line.parse().ok()).collect();
+    assert_eq!(numbers, (1..=last).collect::<Vec<_>>(), "every line once, in order: {whole}");
 }
 
 async fn start(home: &Path, fake: &FakeModel, config_text: &str) -> GatewayProcess {
@@ -87,7 +102,7 @@ fn discord_calls(answered: &[Answered]) -> Vec<(bool, Instant)> {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn telegram_a_commands_output_ready_at_once_is_one_message_and_no_edit() {
+async fn telegram_a_commands_output_ready_at_once_is_one_message_per_part_and_no_edit() {
     let home = tempfile::tempdir().unwrap();
     let telegram = FakeTelegram::start().await;
     let fake = FakeModel::start_answering("never asked").await;
@@ -100,23 +115,41 @@ async fn telegram_a_commands_output_ready_at_once_is_one_message_and_no_edit() {
     assert!(sent[0].text.starts_with("Commands (type ,name"), "{}", sent[0].text);
     assert!(sent[0].text.chars().count() > 200, "long enough to have been cut before: {}", sent[0].text);
     assert!(telegram.edits().is_empty(), "and no edit: {:?}", telegram.edits());
+
+    // About 8,900 characters of output: three of Telegram's 4,096-character messages.
+    telegram.user_says(1001, ",bash cmd='seq 1 2000'");
+    wait_for_replies(&gateway, "tg", 2).await;
+    let parts: Vec<String> = telegram.sent().into_iter().skip(1).map(|sent| sent.text).collect();
+    assert!(parts.len() >= 3, "split at the limit: {parts:?}");
+    assert_numbers_in_parts(&parts, 2000, 4096);
+    assert!(telegram.edits().is_empty(), "one message per part and no edit: {:?}", telegram.edits());
     assert_eq!(fake.request_count(), 0);
     gateway.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn discord_a_commands_output_ready_at_once_is_one_message_and_no_edit() {
+async fn discord_a_commands_output_ready_at_once_is_one_message_per_part_and_no_edit() {
     let home = tempfile::tempdir().unwrap();
     let discord = FakeDiscord::start().await;
     let fake = FakeModel::start_answering("never asked").await;
-    let gateway = start(home.path(), &fake, &discord.open_config(support::fake_discord::TOKEN)).await;
+    let gateway = start(home.path(), &fake, &discord_config(&discord)).await;
 
     discord.user_says(DISCORD_DM, None, DISCORD_USER, ",help", json!({}));
     wait_for_replies(&gateway, "dc", 1).await;
-    let sent = discord.sent();
-    assert_eq!(sent.len(), 1, "one message: {sent:?}");
-    assert!(sent[0].content.starts_with("Commands (type ,name"), "{}", sent[0].content);
+    // An operator's list is over Discord's 2,000 characters: one message per part.
+    let help: Vec<String> = discord.sent().into_iter().map(|sent| sent.content).collect();
+    assert!(help[0].starts_with("Commands (type ,name"), "{help:?}");
+    assert!(help.iter().all(|part| part.chars().count() <= 2000), "{help:?}");
     assert!(discord.edits().is_empty(), "and no edit: {:?}", discord.edits());
+
+    // About 6,900 characters of output: four of Discord's 2,000-character messages.
+    discord.user_says(DISCORD_DM, None, DISCORD_USER, ",bash cmd='seq 1 1500'", json!({}));
+    wait_for_replies(&gateway, "dc", 2).await;
+    let parts: Vec<String> = discord.sent().into_iter().skip(help.len()).map(|sent| sent.content).collect();
+    assert!(parts.len() >= 4, "split at the limit: {parts:?}");
+    assert_numbers_in_parts(&parts, 1500, 2000);
+    assert!(discord.edits().is_empty(), "one message per part and no edit: {:?}", discord.edits());
+    assert_eq!(fake.request_count(), 0);
     gateway.stop().await;
 }
 
@@ -144,7 +177,7 @@ async fn discord_a_fast_answer_is_never_edited_within_the_interval() {
     let discord = FakeDiscord::start().await;
     let answer = long_answer(150);
     let fake = FakeModel::start_answering(&answer).await;
-    let gateway = start(home.path(), &fake, &discord.open_config(support::fake_discord::TOKEN)).await;
+    let gateway = start(home.path(), &fake, &discord_config(&discord)).await;
 
     discord.user_says(DISCORD_DM, None, DISCORD_USER, "tell me everything", json!({}));
     wait_for_replies(&gateway, "dc", 1).await;

@@ -643,6 +643,72 @@ async fn a_short_first_text_shows_once_the_wait_has_passed() {
     live.finish("Looking it up… found it.").await.unwrap();
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_text_ready_at_once_is_one_send_per_part_and_no_edit() {
+    let fake = FakeChannel::new("fake", 100, true);
+    let scheduler = scheduler_with(&fake, Budget::default());
+    let live = scheduler.live("fake", chat("a"), "k", "fake:a");
+    // A command's output: the whole text in one update, the finish a moment later.
+    let output = (1..=60).map(|n| n.to_string()).collect::<Vec<_>>().join("\n");
+    live.update(output.clone());
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    live.finish(output.clone()).await.unwrap();
+
+    let calls = fake.calls();
+    assert!(calls.iter().all(|call| call.kind == Kind::Send), "no edit: {calls:#?}");
+    let texts: Vec<String> = calls.into_iter().map(|call| call.text).collect();
+    assert_eq!(texts, split_message(&output, 100), "split only at the limit");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_text_ready_at_once_still_shows_once_the_wait_has_passed() {
+    let fake = FakeChannel::new("fake", 200, true);
+    let scheduler = scheduler_with(&fake, Budget::default());
+    let live = scheduler.live("fake", chat("a"), "k", "fake:a");
+    let wait = OutboundConfig::default().live_first_wait;
+    // A note before a long tool call: whole at once, then nothing for a while.
+    let note =
+        "Let me look through the whole repository for the place where that setting is read; this takes a moment.";
+    live.update(note);
+    tokio::time::sleep(wait / 2).await;
+    assert!(fake.calls().is_empty(), "it may still be the whole reply: {:?}", fake.calls());
+    tokio::time::sleep(wait).await;
+    assert_eq!(fake.calls().len(), 1, "shown once the wait passed: {:?}", fake.calls());
+    let answer = format!("{note} Found it.");
+    live.finish(answer.clone()).await.unwrap();
+    assert_eq!(fake.visible().into_iter().map(|(_, text)| text).collect::<Vec<_>>(), [answer]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn edits_of_a_live_message_keep_the_interval_the_final_one_included() {
+    let fake = FakeChannel::new("fake", 2000, true);
+    let scheduler = scheduler_with(&fake, Budget::default());
+    let interval = OutboundConfig::default().live_edit_interval;
+    let live = scheduler.live("fake", chat("a"), "k", "fake:a");
+    let answer = "A model streaming briskly: three characters every twenty milliseconds. ".repeat(8);
+    let chars: Vec<char> = answer.chars().collect();
+    for end in (3..=chars.len()).step_by(3) {
+        live.update(chars[..end].iter().collect::<String>());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let finish_called = Instant::now();
+    live.finish(answer.clone()).await.unwrap();
+
+    let calls = fake.calls();
+    assert_eq!(calls.iter().filter(|call| call.kind == Kind::Send).count(), 1, "{calls:#?}");
+    assert!(calls.iter().filter(|call| call.kind == Kind::Edit).count() >= 3, "{calls:#?}");
+    for pair in calls.windows(2) {
+        assert!(
+            pair[1].at - pair[0].at >= interval,
+            "edited {:?} after the call before: {calls:#?}",
+            pair[1].at - pair[0].at
+        );
+    }
+    let last = calls.last().unwrap();
+    assert_eq!(last.text, answer);
+    assert!(last.at - finish_called <= interval, "the final edit waited at most one interval");
+}
+
 /// The live messages a restart would find, kept in memory.
 #[derive(Default)]
 struct KeptLive(Mutex<HashMap<String, LiveMessage>>);
@@ -1034,9 +1100,11 @@ async fn mentions_head_only_the_first_part_and_every_part_fits_with_them() {
     let fake = FakeChannel::new("live", 400, true);
     let scheduler = scheduler_with(&fake, Budget::default());
     let live = scheduler.live("live", chat("a"), "k2", "s").mentioning(vec![bob]);
-    // Long enough (a sentence) for the live message to be sent before the end.
+    // Long enough (a sentence), and still growing, for the live message to be sent before the end.
     let opening = "Hello, this first sentence is long enough for the live message to be sent at once.";
     live.update(format!("{opening} And"));
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    live.update(format!("{opening} And there"));
     until_calls(&fake, 1).await;
     live.finish(format!("{opening} And there.")).await.unwrap();
     let calls = fake.delivered_to("a");

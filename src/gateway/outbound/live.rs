@@ -10,6 +10,26 @@
 //! tool call, still shows progress). A reply that ends before either is one
 //! plain send: one platform call, no edit.
 //!
+//! A text long enough is sent only once a later update shows it still
+//! growing: a text that came whole (a command's output, a fast model's
+//! answer that arrived before the live reply looked) may be the whole reply,
+//! and cutting it at a word boundary now would make it a message and an edit
+//! a moment later. Held back, it is one send at [`LiveReply::finish`], split
+//! only at the platform's limit, or is shown once the wait above has passed
+//! (the note before a long tool call). A stream that keeps growing shows its
+//! opening at the next update, as before.
+//!
+//! # Edits keep the interval, the final one included
+//! An edit of the live message comes at least
+//! [`OutboundConfig::live_edit_interval`](super::OutboundConfig) after the
+//! previous send or edit of that message returned, so the platform sees them
+//! at least that far apart. The final edit ([`LiveReply::finish`]) waits for
+//! it too: a wait for the interval is never longer than the interval, so the
+//! answer's end is delayed by at most one interval (1 s by default), which
+//! this rule accepts rather than a burst of two edits in a few milliseconds.
+//! Budget and 429 waits come on top, as for every call. Parts after the first
+//! are new messages and are not held to the interval.
+//!
 //! # After a crash
 //! The platform id of the live message (of the first part, for a reply sent
 //! whole at the end) is kept in [`LiveMessages`] under the reply's key as
@@ -86,6 +106,17 @@ struct Shown {
     message_id: Option<String>,
     /// Empty when unknown (a message resumed after a restart).
     text: String,
+    /// When the last platform call on the message returned (`None`: no call
+    /// yet, or it was before a restart): its next edit waits until the
+    /// edit interval has passed since.
+    called_at: Option<Instant>,
+}
+
+impl Shown {
+    /// When the message may be edited next.
+    fn editable_at(&self, interval: std::time::Duration) -> Option<Instant> {
+        self.called_at.map(|at| at + interval)
+    }
 }
 
 /// Keeps the live message of one reply in its [`LiveMessages`], if it has one.
@@ -156,7 +187,7 @@ impl LiveReply {
     }
 
     fn shown_before(&self) -> Shown {
-        Shown { message_id: self.resumed.clone(), text: String::new() }
+        Shown { message_id: self.resumed.clone(), text: String::new(), called_at: None }
     }
 
     /// The people the reply mentions ([`Outbound::mentions`]). Set before the
@@ -176,8 +207,9 @@ impl LiveReply {
     }
 
     /// Stops the live updates and delivers `final_text` exactly: the live
-    /// message, if one was sent, is edited to the first part (waiting for
-    /// budget and pauses; this edit is never dropped) and the other parts
+    /// message, if one was sent, is edited to the first part (waiting for the
+    /// edit interval since its last update, then for budget and pauses; this
+    /// edit is never dropped) and the other parts
     /// follow as new messages (keys `<key>#<i>`); without a live message the
     /// parts are sent like [`OutboundScheduler::send_final`](super::OutboundScheduler::send_final)
     /// does, the first one's id kept as the live message.
@@ -198,8 +230,8 @@ impl LiveReply {
         };
         let route = self.route.clone().ok_or_else(|| OutboundError::UnknownChannel(self.channel.clone()))?;
         let outbound = Outbound { text: final_text, ..self.template.clone() };
-        let _turn = route.chat_turn_unless_stopped(&outbound.chat.id, 0).await?;
-        let Some(message_id) = shown.message_id else {
+        let Some(message_id) = shown.message_id.clone() else {
+            let _turn = route.chat_turn_unless_stopped(&outbound.chat.id, 0).await?;
             return self.send_new(&route, outbound).await;
         };
         let mut parts = route.split(&outbound.text, &outbound.mentions).into_iter().enumerate();
@@ -208,7 +240,17 @@ impl LiveReply {
             warn!(channel = %self.channel, key = %outbound.idempotency_key, "final text is empty; the live message stays as it is");
             return Ok(delivered);
         };
-        if first != shown.text {
+        let edits = first != shown.text;
+        if edits && let Some(at) = shown.editable_at(route.config.live_edit_interval) {
+            // Before the chat's turn: other replies to the chat need not wait for this one's interval.
+            tokio::select! {
+                biased;
+                () = route.stopped() => return Err(route.stopped_error(0)),
+                () = tokio::time::sleep_until(at) => {}
+            }
+        }
+        let _turn = route.chat_turn_unless_stopped(&outbound.chat.id, 0).await?;
+        if edits {
             let edit =
                 Op::Edit { chat: &outbound.chat, message_id: &message_id, text: &first, mentions: &outbound.mentions };
             match route.deliver(edit, &outbound.idempotency_key, 0).await {
@@ -300,6 +342,9 @@ impl Editor {
         // Once the first text came: when it is shown whatever it holds.
         let mut show_anyway_at: Option<Instant> = None;
         let mut first_shown = false;
+        // An opening was found and held back, as the text may have come whole;
+        // the next update shows it growing (see the module docs).
+        let mut opening_held = config.live_first_chars == 0;
         loop {
             let waiting_to_show = !first_shown && show_anyway_at.is_some();
             tokio::select! {
@@ -321,17 +366,24 @@ impl Editor {
                 first
             } else {
                 let deadline = *show_anyway_at.get_or_insert_with(|| Instant::now() + config.live_first_wait);
+                let due = Instant::now() >= deadline;
                 match opening(&first, config.live_first_chars) {
-                    Some(opening) => opening.to_owned(),
-                    None if Instant::now() >= deadline => first,
+                    Some(opening) if due || opening_held => opening.to_owned(),
+                    Some(_) => {
+                        opening_held = true;
+                        continue;
+                    }
+                    None if due => first,
                     None => continue,
                 }
             };
             if candidate == self.shown.text {
                 continue;
             }
+            let shown = self.try_show(&candidate).await;
+            // Counted from the call's return: the platform sees the updates at least the interval apart.
             next_at = Some(Instant::now() + config.live_edit_interval);
-            match self.try_show(&candidate).await {
+            match shown {
                 Ok(()) => {
                     self.shown.text = candidate;
                     first_shown = true;
@@ -362,6 +414,7 @@ impl Editor {
                 route.call(&Op::Edit { chat, message_id, text, mentions }).await.map(|_| None)
             }
         };
+        self.shown.called_at = Some(Instant::now());
         let kind = if self.shown.message_id.is_some() { "edit" } else { "send" };
         match result {
             Ok(message_id) => {

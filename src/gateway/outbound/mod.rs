@@ -6,10 +6,13 @@
 //!   retried on transient failures with stable idempotency keys: they are
 //!   never dropped for budget reasons, only delayed.
 //! - Live replies ([`OutboundScheduler::live`]) grow one message by throttled,
-//!   coalesced edits that are dropped, not queued, under pressure; the first
-//!   message waits for a useful amount of text; their [`LiveReply::finish`]
-//!   is delivered like a final reply. The live message's id can be kept
-//!   ([`LiveMessages`]) so a restart finishes it instead of sending another.
+//!   coalesced edits that are dropped, not queued, under pressure, each at
+//!   least [`OutboundConfig::live_edit_interval`] after the one before, the
+//!   final edit included; the first message waits for a useful amount of
+//!   text that is still growing, so a text ready at once is one send; their
+//!   [`LiveReply::finish`] is delivered like a final reply. The live
+//!   message's id can be kept ([`LiveMessages`]) so a restart finishes it
+//!   instead of sending another.
 //! - Files ([`OutboundScheduler::send_file`]) are one message each, checked
 //!   against the channel's upload limit before anything is sent, then
 //!   delivered like one part of a final reply (budgets, pauses, retries).
@@ -53,14 +56,19 @@ pub struct OutboundConfig {
     /// How long transient failures of one message are retried, counted from
     /// the first one, before the send gives up ([`OutboundError::GaveUp`]).
     pub give_up_after: Duration,
-    /// The shortest time between two updates of one live message.
+    /// The shortest time between two updates of one live message, counted
+    /// from the return of the call before, so the platform sees them at least
+    /// this far apart. The final edit keeps it too, which delays the end of
+    /// an answer by at most this much (see [`LiveReply::finish`]).
     pub live_edit_interval: Duration,
     /// A live reply's first message waits until its text holds this many
-    /// characters at a word boundary (or [`OutboundConfig::live_first_wait`]
-    /// passed, or the reply ended): a push notification that reads "echo:"
-    /// tells nobody anything, and a reply shorter than this is then one send
-    /// and no edit. 80 characters is about a sentence, and about what a phone's
-    /// notification shows. 0 sends the first text as it comes.
+    /// characters at a word boundary and a later update shows it still
+    /// growing (or [`OutboundConfig::live_first_wait`] passed, or the reply
+    /// ended): a push notification that reads "echo:" tells nobody anything,
+    /// a reply shorter than this is then one send and no edit, and so is a
+    /// text that came whole (a command's output). 80 characters is about a
+    /// sentence, and about what a phone's notification shows. 0 sends the
+    /// first text as it comes.
     pub live_first_chars: usize,
     /// How long after its first text a live reply shows whatever it holds,
     /// short or not: a slow answer, or a note before a long tool call, still

@@ -15,7 +15,15 @@
 //!   it is allowed: what it returns is in the context from then on.
 //! - The context is untrusted when, since the last anchor, an entry carries an
 //!   untrusted provenance. It is read once per turn, on the first call of such
-//!   a tool (most turns call none), and kept on the turn state.
+//!   a tool or of one that moves the anchor (most turns call none), and kept
+//!   on the turn state; a check that found nothing looks at the state again,
+//!   so the calls of one step are judged with what the step saw.
+//! - Untrusted provenance follows the text, not the anchor: once a turn is
+//!   known to hold untrusted text, what it writes carries that origin
+//!   ([`CarriedMeta`]) — the anchors its tools write above all, so a handoff
+//!   or reset the injected text asked for does not clear it; and what brings
+//!   stored text back carries the origin of that text ([`super::carried`]).
+//!   Only an anchor an operator writes (`,tape.handoff`) starts trusted.
 //! - Comma commands are exempt: an operator typed them, no model chose them.
 
 use crate::agent::CarriedMeta;

@@ -1,6 +1,7 @@
-//! One suite, every store: the in-memory store, SQLite on a real file, and a
-//! fork overlay. Each case is an async fn taking a `TestStore`; the macro at
-//! the bottom runs every case against every store.
+//! One suite, every store: the in-memory store, SQLite on a real file,
+//! PostgreSQL (a throwaway cluster, `support::postgres`), and a fork
+//! overlay. Each case is an async fn taking a `TestStore`; the macro at the
+//! bottom runs every case against every store.
 
 mod support;
 
@@ -269,6 +270,7 @@ macro_rules! conformance {
     ($($case:ident),* $(,)?) => {
         mod memory { $( #[tokio::test] async fn $case() { super::$case(super::support::memory_store().await).await } )* }
         mod sqlite { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $case() { super::$case(super::support::sqlite_store().await).await } )* }
+        mod postgres { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $case() { super::$case(super::support::postgres_store().await).await } )* }
         mod fork { $( #[tokio::test] async fn $case() { super::$case(super::support::fork_store().await).await } )* }
     };
 }

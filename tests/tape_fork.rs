@@ -4,15 +4,13 @@ mod support;
 
 use bub::tape::{EntryKind, NewEntry, TapeError, TapeQuery};
 use serde_json::json;
-use support::{TestStore, sqlite_store};
+use support::TestStore;
 
 fn contents(entries: &[bub::tape::Entry]) -> Vec<String> {
     entries.iter().filter_map(|e| e.payload.get("content").and_then(|c| c.as_str()).map(str::to_string)).collect()
 }
 
-#[tokio::test]
-async fn reads_see_the_parent_then_the_overlay_and_the_parent_sees_nothing_until_merge() {
-    let s = sqlite_store().await;
+async fn reads_see_the_parent_then_the_overlay_and_the_parent_sees_nothing_until_merge(s: TestStore) {
     let tape = s.tape("chat");
     tape.ensure_bootstrap_anchor().await.unwrap();
     tape.append(NewEntry::chat("user", "before")).await.unwrap();
@@ -27,9 +25,7 @@ async fn reads_see_the_parent_then_the_overlay_and_the_parent_sees_nothing_until
 
 /// The context query reads only what a model sees, from the parent's last
 /// anchor through the overlay.
-#[tokio::test]
-async fn the_context_of_a_fork_spans_the_parent_and_the_overlay_without_events() {
-    let s = sqlite_store().await;
+async fn the_context_of_a_fork_spans_the_parent_and_the_overlay_without_events(s: TestStore) {
     let tape = s.tape("chat");
     tape.handoff("old", json!({})).await.unwrap();
     tape.append(NewEntry::chat("user", "too old")).await.unwrap();
@@ -50,9 +46,7 @@ async fn the_context_of_a_fork_spans_the_parent_and_the_overlay_without_events()
 }
 
 /// `latest` takes what the overlay holds and asks the parent for the rest.
-#[tokio::test]
-async fn latest_in_a_fork_prefers_the_overlay_then_the_parent() {
-    let s = sqlite_store().await;
+async fn latest_in_a_fork_prefers_the_overlay_then_the_parent(s: TestStore) {
     let tape = s.tape("chat");
     tape.append_event("model_switch", json!({"model": "parent:1"})).await.unwrap();
     tape.append(NewEntry::system("parent prompt")).await.unwrap();
@@ -67,9 +61,7 @@ async fn latest_in_a_fork_prefers_the_overlay_then_the_parent() {
     assert_eq!(parent[0].as_ref().unwrap().data().unwrap()["model"], "parent:1");
 }
 
-#[tokio::test]
-async fn merge_appends_the_overlay_with_fresh_ids_in_order() {
-    let s = sqlite_store().await;
+async fn merge_appends_the_overlay_with_fresh_ids_in_order(s: TestStore) {
     let tape = s.tape("chat");
     tape.append(NewEntry::chat("user", "one")).await.unwrap();
     let fork = tape.fork();
@@ -84,9 +76,7 @@ async fn merge_appends_the_overlay_with_fresh_ids_in_order() {
     assert_eq!(all.iter().map(|e| e.id).collect::<Vec<_>>(), vec![1, 2, 3, 4]);
 }
 
-#[tokio::test]
-async fn discard_drops_the_overlay_and_a_closed_fork_refuses_writes() {
-    let s = sqlite_store().await;
+async fn discard_drops_the_overlay_and_a_closed_fork_refuses_writes(s: TestStore) {
     let tape = s.tape("chat");
     let fork = tape.fork();
     fork.tape().append(NewEntry::chat("user", "gone")).await.unwrap();
@@ -97,9 +87,7 @@ async fn discard_drops_the_overlay_and_a_closed_fork_refuses_writes() {
     assert!(error.to_string().contains("discarded"));
 }
 
-#[tokio::test]
-async fn temporary_sessions_never_merge() {
-    let s = sqlite_store().await;
+async fn temporary_sessions_never_merge(s: TestStore) {
     let tape = s.tape("temp/subagent-1");
     let fork = tape.fork();
     fork.tape().append(NewEntry::chat("user", "scratch")).await.unwrap();
@@ -108,9 +96,7 @@ async fn temporary_sessions_never_merge() {
     assert!(tape.read(&TapeQuery::all()).await.unwrap().is_empty());
 }
 
-#[tokio::test]
-async fn an_anchor_written_in_the_fork_hides_the_parent_from_context() {
-    let s = sqlite_store().await;
+async fn an_anchor_written_in_the_fork_hides_the_parent_from_context(s: TestStore) {
     let tape = s.tape("chat");
     tape.ensure_bootstrap_anchor().await.unwrap();
     tape.append(NewEntry::chat("user", "old")).await.unwrap();
@@ -123,9 +109,7 @@ async fn an_anchor_written_in_the_fork_hides_the_parent_from_context() {
     assert_eq!(context[1]["content"], "retry");
 }
 
-#[tokio::test]
-async fn a_reset_inside_a_fork_waits_for_the_merge() {
-    let s = sqlite_store().await;
+async fn a_reset_inside_a_fork_waits_for_the_merge(s: TestStore) {
     let tape = s.tape("chat");
     tape.append(NewEntry::chat("user", "history")).await.unwrap();
     let fork = tape.fork();
@@ -139,9 +123,7 @@ async fn a_reset_inside_a_fork_waits_for_the_merge() {
     assert!(contents(&after).is_empty());
 }
 
-#[tokio::test]
-async fn concurrent_merges_of_two_forks_both_land_whole() {
-    let s = sqlite_store().await;
+async fn concurrent_merges_of_two_forks_both_land_whole(s: TestStore) {
     let tape = s.tape("chat");
     let forks: Vec<_> = (0..2).map(|_| tape.fork()).collect();
     for (n, fork) in forks.iter().enumerate() {
@@ -161,9 +143,7 @@ async fn concurrent_merges_of_two_forks_both_land_whole() {
     assert_eq!(first_block, expected.as_slice(), "order kept");
 }
 
-#[tokio::test]
-async fn sidecars_follow_the_fork() {
-    let s: TestStore = sqlite_store().await;
+async fn sidecars_follow_the_fork(s: TestStore) {
     let tape = s.tape("chat");
     let fork = tape.fork();
     let big = "x".repeat(20_000);
@@ -177,3 +157,16 @@ async fn sidecars_follow_the_fork() {
     let events = tape.read(&TapeQuery::all().kinds([EntryKind::Event]).named("spill.write")).await.unwrap();
     assert_eq!(events.len(), 1, "the spill.write record merged with the tape");
 }
+
+support::on_every_database!(
+    reads_see_the_parent_then_the_overlay_and_the_parent_sees_nothing_until_merge,
+    the_context_of_a_fork_spans_the_parent_and_the_overlay_without_events,
+    latest_in_a_fork_prefers_the_overlay_then_the_parent,
+    merge_appends_the_overlay_with_fresh_ids_in_order,
+    discard_drops_the_overlay_and_a_closed_fork_refuses_writes,
+    temporary_sessions_never_merge,
+    an_anchor_written_in_the_fork_hides_the_parent_from_context,
+    a_reset_inside_a_fork_waits_for_the_merge,
+    concurrent_merges_of_two_forks_both_land_whole,
+    sidecars_follow_the_fork,
+);

@@ -3,10 +3,12 @@
 
 mod support;
 
-use bub::tape::{NewEntry, TapeQuery};
+use bub::db::{PgTapeStore, SqliteTapeStore};
+use bub::tape::{NewEntry, Tape, TapeName, TapeQuery, TapeStore};
 use proptest::collection::vec;
 use proptest::prelude::*;
 use serde_json::json;
+use std::sync::Arc;
 use support::TestStore;
 
 /// Each writer appends its batches in order; batch sizes are the inner values.
@@ -63,6 +65,37 @@ proptest! {
     fn sqlite_ids_stay_gapless_under_concurrent_appends(writers in vec(vec(1usize..6, 1..8), 1..8)) {
         runtime().block_on(async { check(support::sqlite_store().await, writers).await });
     }
+
+    #[test]
+    fn postgres_ids_stay_gapless_under_concurrent_appends(writers in vec(vec(1usize..6, 1..8), 1..8)) {
+        runtime().block_on(async { check(support::postgres_store().await, writers).await });
+    }
+}
+
+/// Two stores of one database append to one tape at once, 100 batches of
+/// 1 to 3 entries each: ids stay gapless and every batch whole.
+async fn two_stores_append_without_gaps(first: Arc<dyn TapeStore>, second: Arc<dyn TapeStore>) {
+    let name = TapeName::new("shared").expect("name");
+    let writers: Vec<_> = [first.clone(), second]
+        .into_iter()
+        .enumerate()
+        .map(|(n, store)| {
+            let tape = Tape::new(store, name.clone());
+            tokio::spawn(async move {
+                for i in 0..100 {
+                    let batch = (0..1 + i % 3).map(|_| NewEntry::chat("user", format!("{n}"))).collect();
+                    tape.append_all(batch).await.expect("append");
+                }
+            })
+        })
+        .collect();
+    for writer in writers {
+        writer.await.expect("writer");
+    }
+    let entries = Tape::new(first, name).read(&TapeQuery::all()).await.expect("read");
+    let ids: Vec<u64> = entries.iter().map(|e| e.id).collect();
+    assert_eq!(ids, (1..=ids.len() as u64).collect::<Vec<_>>());
+    assert_eq!(ids.len(), 2 * (34 + 33 * 2 + 33 * 3));
 }
 
 /// Two stores on one file behave like two processes sharing a database (an
@@ -70,33 +103,22 @@ proptest! {
 #[test]
 fn two_stores_on_one_file_append_without_gaps() {
     runtime().block_on(async {
-        use bub::db::SqliteTapeStore;
-        use bub::tape::{Tape, TapeName};
-        use std::sync::Arc;
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("bub.db");
         let first = Arc::new(SqliteTapeStore::open(&path).await.expect("open"));
         let second = Arc::new(SqliteTapeStore::open(&path).await.expect("open again"));
-        let name = TapeName::new("shared").expect("name");
-        let writers: Vec<_> = [first.clone(), second.clone()]
-            .into_iter()
-            .enumerate()
-            .map(|(n, store)| {
-                let tape = Tape::new(store, name.clone());
-                tokio::spawn(async move {
-                    for i in 0..100 {
-                        let batch = (0..1 + i % 3).map(|_| NewEntry::chat("user", format!("{n}"))).collect();
-                        tape.append_all(batch).await.expect("append");
-                    }
-                })
-            })
-            .collect();
-        for writer in writers {
-            writer.await.expect("writer");
-        }
-        let entries = Tape::new(first, name).read(&TapeQuery::all()).await.expect("read");
-        let ids: Vec<u64> = entries.iter().map(|e| e.id).collect();
-        assert_eq!(ids, (1..=ids.len() as u64).collect::<Vec<_>>());
-        assert_eq!(ids.len(), 2 * (34 + 33 * 2 + 33 * 3));
+        two_stores_append_without_gaps(first, second).await;
+    });
+}
+
+/// Two pools on one PostgreSQL database, as two replicas: the tape's row
+/// lock keeps ids gapless.
+#[test]
+fn two_stores_on_one_postgres_database_append_without_gaps() {
+    runtime().block_on(async {
+        let url = support::postgres::fresh_database().await;
+        let first = Arc::new(PgTapeStore::connect(&url).await.expect("connect"));
+        let second = Arc::new(PgTapeStore::connect(&url).await.expect("connect again"));
+        two_stores_append_without_gaps(first, second).await;
     });
 }

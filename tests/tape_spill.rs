@@ -5,7 +5,7 @@ mod support;
 use bub::tape::spill::CHUNK_BYTES;
 use bub::tape::{NewEntry, SpillOutcome, SpillReadError, SpillSettings, TapeQuery, TapeSettings};
 use serde_json::json;
-use support::sqlite_store;
+use support::TestStore;
 
 /// Text whose 4-byte and 2-byte characters straddle every chunk edge.
 fn straddling_text(chunks: usize) -> String {
@@ -23,9 +23,7 @@ fn straddling_text(chunks: usize) -> String {
     text
 }
 
-#[tokio::test]
-async fn spill_round_trip_keeps_multibyte_characters_whole() {
-    let s = sqlite_store().await;
+async fn spill_round_trip_keeps_multibyte_characters_whole(s: TestStore) {
     let tape = s.tape("chat");
     let text = straddling_text(5);
     let outcome = tape.spill_if_large("bash", text.clone()).await;
@@ -49,9 +47,7 @@ async fn spill_round_trip_keeps_multibyte_characters_whole() {
     assert!(pages >= 3);
 }
 
-#[tokio::test]
-async fn reading_from_the_end_returns_the_last_chunks() {
-    let s = sqlite_store().await;
+async fn reading_from_the_end_returns_the_last_chunks(s: TestStore) {
     let tape = s.tape("chat");
     let text = format!("{}{}", "a".repeat(CHUNK_BYTES * 3), "THE END");
     let SpillOutcome::Spilled { handle, .. } = tape.spill_if_large("bash", text.clone()).await else { panic!() };
@@ -66,9 +62,7 @@ async fn reading_from_the_end_returns_the_last_chunks() {
     assert_eq!(format!("{}{}", rest.content, page.content), text);
 }
 
-#[tokio::test]
-async fn short_results_are_kept_and_the_threshold_is_configurable() {
-    let s = sqlite_store().await;
+async fn short_results_are_kept_and_the_threshold_is_configurable(s: TestStore) {
     let tape = s.tape("chat");
     assert_eq!(tape.spill_if_large("bash", "small".into()).await, SpillOutcome::Kept("small".into()));
     let exactly = "x".repeat(4096 * 4);
@@ -79,9 +73,7 @@ async fn short_results_are_kept_and_the_threshold_is_configurable() {
     assert!(matches!(tight.spill_if_large("bash", "123456789".into()).await, SpillOutcome::Spilled { .. }));
 }
 
-#[tokio::test]
-async fn threshold_zero_stops_new_spills_but_old_handles_stay_readable() {
-    let s = sqlite_store().await;
+async fn threshold_zero_stops_new_spills_but_old_handles_stay_readable(s: TestStore) {
     let tape = s.tape("chat");
     let big = "y".repeat(20_000);
     let SpillOutcome::Spilled { handle, .. } = tape.spill_if_large("bash", big.clone()).await else { panic!() };
@@ -92,9 +84,7 @@ async fn threshold_zero_stops_new_spills_but_old_handles_stay_readable() {
     assert_eq!(off.read_spill(&handle, 0, 4, false).await.unwrap().content, big);
 }
 
-#[tokio::test]
-async fn bad_reads_get_clear_messages() {
-    let s = sqlite_store().await;
+async fn bad_reads_get_clear_messages(s: TestStore) {
     let tape = s.tape("chat");
     let SpillOutcome::Spilled { handle, .. } = tape.spill_if_large("bash", "z".repeat(40_000)).await else { panic!() };
     let unknown = tape.read_spill("nope", 0, 1, false).await.unwrap_err();
@@ -106,9 +96,7 @@ async fn bad_reads_get_clear_messages() {
     assert!(cursor.to_string().contains("cursors 0-2"));
 }
 
-#[tokio::test]
-async fn a_spill_without_its_manifest_is_reported_incomplete() {
-    let s = sqlite_store().await;
+async fn a_spill_without_its_manifest_is_reported_incomplete(s: TestStore) {
     let tape = s.tape("chat");
     // What a crash between the chunk batches and the manifest leaves behind.
     tape.spill_tape()
@@ -125,9 +113,7 @@ async fn a_spill_without_its_manifest_is_reported_incomplete() {
     );
 }
 
-#[tokio::test]
-async fn spill_records_stay_out_of_the_model_context() {
-    let s = sqlite_store().await;
+async fn spill_records_stay_out_of_the_model_context(s: TestStore) {
     let tape = s.tape("chat");
     tape.ensure_bootstrap_anchor().await.unwrap();
     tape.spill_if_large("bash", "q".repeat(20_000)).await;
@@ -137,9 +123,7 @@ async fn spill_records_stay_out_of_the_model_context() {
     assert!(s.store.list().await.unwrap().iter().any(|t| t.name == "chat__sidecar__spill"));
 }
 
-#[tokio::test]
-async fn the_sidecar_is_reset_with_its_tape() {
-    let s = sqlite_store().await;
+async fn the_sidecar_is_reset_with_its_tape(s: TestStore) {
     let tape = s.tape("chat");
     let SpillOutcome::Spilled { handle, .. } = tape.spill_if_large("bash", "w".repeat(20_000)).await else { panic!() };
     let report = tape.reset(true).await.unwrap();
@@ -149,3 +133,14 @@ async fn the_sidecar_is_reset_with_its_tape() {
     assert!(archived.as_ref().unwrap().exists(), "the sidecar was archived too");
     assert!(matches!(tape.read_spill(&handle, 0, 1, false).await, Err(SpillReadError::UnknownHandle(_))));
 }
+
+support::on_every_database!(
+    spill_round_trip_keeps_multibyte_characters_whole,
+    reading_from_the_end_returns_the_last_chunks,
+    short_results_are_kept_and_the_threshold_is_configurable,
+    threshold_zero_stops_new_spills_but_old_handles_stay_readable,
+    bad_reads_get_clear_messages,
+    a_spill_without_its_manifest_is_reported_incomplete,
+    spill_records_stay_out_of_the_model_context,
+    the_sidecar_is_reset_with_its_tape,
+);

@@ -13,6 +13,9 @@ pub enum DbError {
     /// SQLite refused a statement; its own message, as SQLite words it.
     #[error(transparent)]
     Sqlite(#[from] rusqlite::Error),
+    /// PostgreSQL (or the connection to it) refused or lost a statement.
+    #[error(transparent)]
+    Postgres(#[from] sqlx_core::Error),
     /// The database was closed (the process is stopping).
     #[error("the database is closed")]
     Closed,

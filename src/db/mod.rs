@@ -61,11 +61,14 @@ pub(crate) mod context_cache;
 pub mod durability;
 pub mod error;
 pub mod gateway;
+pub mod postgres;
+pub(crate) mod sql;
 pub mod sqlite;
 
 pub use durability::{Durability, Flush};
 pub use error::{DbError, OpenError};
 pub use gateway::GatewayTables;
+pub use postgres::{PgDb, PgTapeStore};
 pub use sqlite::{SqliteDb, SqliteTapeStore};
 
 use crate::tape::TapeResult;

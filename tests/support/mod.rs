@@ -10,8 +10,9 @@ pub mod fake_model;
 pub mod fake_telegram;
 pub mod gateway;
 pub mod multipart;
+pub mod postgres;
 
-use bub::db::SqliteTapeStore;
+use bub::db::{PgTapeStore, SqliteTapeStore};
 use bub::tape::{ForkStore, InMemoryTapeStore, Tape, TapeName, TapeSettings, TapeStore};
 use std::sync::Arc;
 use tempfile::TempDir;
@@ -37,6 +38,14 @@ pub async fn sqlite_store() -> TestStore {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = SqliteTapeStore::open(dir.path().join("bub.db")).await.expect("open sqlite store");
     TestStore { store: Arc::new(store), dir }
+}
+
+/// A store on a new database of the test binary's PostgreSQL cluster.
+pub async fn postgres_store() -> TestStore {
+    let url = postgres::fresh_database().await;
+    let store = PgTapeStore::connect(&url).await.expect("open postgres store");
+    assert!(store.location().starts_with("postgres:postgres://"), "{}", store.location());
+    TestStore { store: Arc::new(store), dir: tempfile::tempdir().expect("tempdir") }
 }
 
 /// A fork over an empty in-memory store: every write lands in an overlay.
@@ -119,3 +128,16 @@ pub async fn gone_within(process: &dyn bub::environment::Process, limit: std::ti
     }
     false
 }
+
+/// Every case (an async fn taking a [`TestStore`]) as a test on SQLite and
+/// one on PostgreSQL, in modules `sqlite` and `postgres`. (Most test
+/// binaries that share this module do not use it.)
+#[allow(unused_macros)]
+macro_rules! on_every_database {
+    ($($case:ident),* $(,)?) => {
+        mod sqlite { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $case() { super::$case(super::support::sqlite_store().await).await } )* }
+        mod postgres { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $case() { super::$case(super::support::postgres_store().await).await } )* }
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use on_every_database;

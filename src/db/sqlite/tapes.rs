@@ -7,12 +7,16 @@
 //! cached once an append or a read has seen it. The statements of reads are
 //! built in `select`.
 
-use super::select::{LAST_ANCHOR_SQL, Sql, decode, latest_select, select_entries, select_from_last_anchor};
+use super::select::{Sql, decode, latest_select, select_entries, select_from_last_anchor};
 use super::tails;
 use super::writer::Work;
 use super::{DbError, Durability, SqliteDb};
 use crate::db::context_cache::{ContextCache, DEFAULT_BUDGET_BYTES, MIN_KEPT_ENTRIES};
-use crate::tape::entry::{Entry, NewEntry, format_date, parse_date};
+use crate::db::sql::{
+    Dialect, LIST_SQL, anchor_not_found, last_anchor, latest_in_one_statement, next_anchor, stats_select, tape_stats,
+    tape_summary,
+};
+use crate::tape::entry::{Entry, NewEntry, format_date};
 use crate::tape::error::{TapeError, TapeResult};
 use crate::tape::name::TapeName;
 use crate::tape::query::{Scope, TapeQuery, TextMatcher};
@@ -350,11 +354,7 @@ impl TapeStore for SqliteTapeStore {
     }
 
     async fn latest(&self, tape: &TapeName, queries: &[TapeQuery]) -> TapeResult<Vec<Option<Entry>>> {
-        let simple = |q: &TapeQuery| {
-            let bare = TapeQuery { kinds: q.kinds.clone(), name: q.name.clone(), ..TapeQuery::all() };
-            TapeQuery { newest_first: false, limit: None, ..q.clone() } == bare
-        };
-        if queries.is_empty() || !queries.iter().all(simple) {
+        if !latest_in_one_statement(queries) {
             return latest_one_by_one(self, tape, queries).await;
         }
         let slots = queries.len();
@@ -383,31 +383,16 @@ impl TapeStore for SqliteTapeStore {
         self.on_reader(move |conn| -> TapeResult<TapeStats> {
             let failed = reading.failed();
             // One statement: a consistent snapshot without a transaction.
-            let mut statement = conn
-                .prepare_cached(
-                    "SELECT t.last_entry_id, \
-                        (SELECT count(*) FROM tape_entries c WHERE c.tape_id = t.id AND c.kind = 'anchor'), \
-                        a.entry_id, a.kind, a.payload, a.meta, a.date \
-                     FROM tapes t LEFT JOIN tape_entries a ON a.tape_id = t.id AND a.kind = 'anchor' \
-                        AND a.entry_id = (SELECT max(m.entry_id) FROM tape_entries m \
-                                          WHERE m.tape_id = t.id AND m.kind = 'anchor') \
-                     WHERE t.name = ?1",
-                )
-                .map_err(&failed)?;
-            let mut rows = statement.query([reading.tape.as_str()]).map_err(&failed)?;
+            let select = stats_select(Dialect::Sqlite, &reading.tape);
+            let mut statement = conn.prepare_cached(&select.text).map_err(&failed)?;
+            let mut rows = statement.query(params_from_iter(select.params.iter())).map_err(&failed)?;
             let Some(row) = rows.next().map_err(&failed)? else {
                 return Ok(TapeStats::default());
             };
             let last_id: i64 = row.get(0).map_err(&failed)?;
             let anchors: i64 = row.get(1).map_err(&failed)?;
             let anchor_id: Option<i64> = row.get(2).map_err(&failed)?;
-            Ok(TapeStats {
-                // ids are gapless from 1, so the last id is the count
-                entries: last_id as u64,
-                anchors: anchors as u64,
-                last_id: last_id as u64,
-                last_anchor: anchor_id.map(|_| reading.decode(row, 2)).transpose()?,
-            })
+            Ok(tape_stats(last_id, anchors, anchor_id.map(|_| reading.decode(row, 2)).transpose()?))
         })
         .await
         .map_err(self.backend_error(tape, "stats"))?
@@ -422,21 +407,13 @@ impl TapeStore for SqliteTapeStore {
         };
         let rows = self
             .on_reader(|conn| -> rusqlite::Result<Vec<(String, i64, String)>> {
-                let mut statement =
-                    conn.prepare_cached("SELECT name, last_entry_id, updated_at FROM tapes ORDER BY name")?;
+                let mut statement = conn.prepare_cached(LIST_SQL)?;
                 statement.query_map([], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))?.collect()
             })
             .await
             .map_err(failed)?
             .map_err(|e| failed(DbError::Sqlite(e)))?;
-        Ok(rows
-            .into_iter()
-            .map(|(name, entries, updated)| TapeSummary {
-                name,
-                entries: entries as u64,
-                updated: if entries > 0 { parse_date(&updated) } else { None },
-            })
-            .collect())
+        Ok(rows.into_iter().map(|(name, entries, updated)| tape_summary(name, entries, &updated)).collect())
     }
 
     async fn reset(&self, tape: &TapeName) -> TapeResult<()> {
@@ -462,15 +439,6 @@ impl TapeStore for SqliteTapeStore {
     }
 }
 
-fn anchor_not_found(tape: &TapeName, scope: &Scope) -> TapeError {
-    let anchor = match scope {
-        Scope::AfterAnchor(name) => Some(name.clone()),
-        Scope::BetweenAnchors { start, .. } => Some(start.clone()),
-        Scope::All | Scope::LastAnchor => None,
-    };
-    TapeError::AnchorNotFound { tape: tape.clone(), anchor }
-}
-
 fn tape_id(conn: &Connection, tape: &TapeName) -> rusqlite::Result<Option<i64>> {
     conn.prepare_cached("SELECT id FROM tapes WHERE name = ?1")?.query_row([tape.as_str()], |row| row.get(0)).optional()
 }
@@ -482,37 +450,22 @@ fn resolve_scope(
     tape_id: i64,
     scope: &Scope,
 ) -> rusqlite::Result<Option<(Option<i64>, Option<i64>)>> {
-    let last_named = |name: &str| -> rusqlite::Result<Option<i64>> {
-        conn.prepare_cached(
-            "SELECT entry_id FROM tape_entries WHERE tape_id = ?1 AND name = ?2 AND kind = 'anchor' \
-             ORDER BY entry_id DESC LIMIT 1",
-        )?
-        .query_row(params![tape_id, name], |row| row.get(0))
-        .optional()
+    let probe = |select: Sql| -> rusqlite::Result<Option<i64>> {
+        conn.prepare_cached(&select.text)?
+            .query_row(params_from_iter(select.params.iter()), |row| row.get(0))
+            .optional()
     };
     Ok(match scope {
         Scope::All => Some((None, None)),
-        Scope::LastAnchor => last_anchor_id(conn, tape_id)?.map(|from| (Some(from), None)),
-        Scope::AfterAnchor(name) => last_named(name)?.map(|from| (Some(from), None)),
-        Scope::BetweenAnchors { start, end } => match last_named(start)? {
+        Scope::LastAnchor => probe(last_anchor(Dialect::Sqlite, tape_id, None))?.map(|from| (Some(from), None)),
+        Scope::AfterAnchor(name) => {
+            probe(last_anchor(Dialect::Sqlite, tape_id, Some(name)))?.map(|from| (Some(from), None))
+        }
+        Scope::BetweenAnchors { start, end } => match probe(last_anchor(Dialect::Sqlite, tape_id, Some(start)))? {
             None => None,
-            Some(from) => {
-                let to: Option<i64> = conn
-                    .prepare_cached(
-                        "SELECT entry_id FROM tape_entries WHERE tape_id = ?1 AND name = ?2 AND kind = 'anchor' \
-                         AND entry_id > ?3 ORDER BY entry_id ASC LIMIT 1",
-                    )?
-                    .query_row(params![tape_id, end, from], |row| row.get(0))
-                    .optional()?;
-                Some((Some(from), to))
-            }
+            Some(from) => Some((Some(from), probe(next_anchor(Dialect::Sqlite, tape_id, end, from))?)),
         },
     })
-}
-
-/// The id of the tape's last anchor: one probe of `tape_entries_by_kind`.
-fn last_anchor_id(conn: &Connection, tape_id: i64) -> rusqlite::Result<Option<i64>> {
-    conn.prepare_cached(LAST_ANCHOR_SQL)?.query_row([tape_id], |row| row.get(0)).optional()
 }
 
 #[cfg(test)]
@@ -577,7 +530,7 @@ mod tests {
     async fn last_anchor_lookup_uses_the_kind_index() {
         let dir = tempfile::tempdir().unwrap();
         let store = SqliteTapeStore::open(dir.path().join("bub.db")).await.unwrap();
-        let plan = plan_of(&store, LAST_ANCHOR_SQL, &[1]).await;
+        let plan = plan_of(&store, &last_anchor(Dialect::Sqlite, 1, None).text, &[1]).await;
         assert!(plan.contains("USING COVERING INDEX tape_entries_by_kind"), "plan: {plan}");
         assert!(!plan.contains("TEMP B-TREE"), "plan sorts: {plan}");
     }

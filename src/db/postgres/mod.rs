@@ -1,0 +1,115 @@
+//! The PostgreSQL backend: the store several gateway replicas share.
+//!
+//! - [`PgDb`]: a connection pool, opened from a `postgres://` URL, with the
+//!   schema of `migrations/postgres/` applied (`migrate`);
+//! - [`PgTapeStore`]: the tapes, with the guarantees of every
+//!   [`TapeStore`](crate::tape::TapeStore) (checked by the same conformance
+//!   suite as SQLite's). Appends from any number of processes serialize on
+//!   their tape's row: one statement locks it, numbers the batch after its
+//!   last id and inserts it.
+//!
+//! Statements are sqlx's (`sqlx-core` and `sqlx-postgres`: the `sqlx` facade
+//! would bring `sqlx-sqlite`, whose SQLite cannot be linked beside
+//! rusqlite's). The SQL of reads is shared with SQLite (`db::sql`).
+
+mod migrate;
+mod tapes;
+
+pub use tapes::PgTapeStore;
+
+use super::{DbError, Durability, OpenError};
+use sqlx_postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Connections at most per process: a turn holds one for a statement at a
+/// time, and PostgreSQL's default limit is 100 for every replica together.
+const MAX_CONNECTIONS: u32 = 16;
+
+/// How long a statement waits for a free connection before it fails.
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// An open PostgreSQL database, migrated; cheap to clone.
+#[derive(Clone)]
+pub struct PgDb {
+    pool: PgPool,
+    /// The URL without its password, for messages.
+    location: Arc<str>,
+}
+
+impl PgDb {
+    /// Connects to `url` (`postgres://user:password@host:port/database`),
+    /// then applies the migrations this build has and the database lacks.
+    /// [`Durability::Normal`] commits with `synchronous_commit = off`.
+    pub async fn connect(url: &str, durability: Durability) -> Result<PgDb, OpenError> {
+        let refused = |message: String| OpenError { path: redacted(url).into(), message };
+        let not_a_url =
+            |why: String| refused(format!("is not a PostgreSQL URL (postgres://user@host:port/database): {why}"));
+        if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+            return Err(not_a_url("it must start with postgres://".into()));
+        }
+        let mut options =
+            PgConnectOptions::from_str(url).map_err(|e| not_a_url(e.to_string()))?.application_name("bub");
+        if durability == Durability::Normal {
+            options = options.options([("synchronous_commit", "off")]);
+        }
+        let pool = PgPoolOptions::new()
+            .max_connections(MAX_CONNECTIONS)
+            .acquire_timeout(ACQUIRE_TIMEOUT)
+            .connect_with(options)
+            .await
+            .map_err(|e| refused(format!("cannot connect: {e}")))?;
+        migrate::run(&pool).await.map_err(refused)?;
+        Ok(PgDb { pool, location: format!("postgres:{}", redacted(url)).into() })
+    }
+
+    /// Where the database is, for messages (`postgres:postgres://bub@db:5432/bub`).
+    pub fn location(&self) -> &str {
+        &self.location
+    }
+
+    /// Closes every connection, waiting for the statements that run.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    /// One round trip: the database answers.
+    pub async fn ping(&self) -> Result<(), DbError> {
+        sqlx_core::query::query::<sqlx_postgres::Postgres>("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+}
+
+/// `url` without the password it may hold.
+fn redacted(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
+    match rest.split_once('@') {
+        Some((credentials, host)) => {
+            let user = credentials.split(':').next().unwrap_or_default();
+            format!("{scheme}://{user}@{host}")
+        }
+        None => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_never_show_the_password() {
+        assert_eq!(redacted("postgres://bub:s3cret@db:5432/bub"), "postgres://bub@db:5432/bub");
+        assert_eq!(redacted("postgres://db/bub"), "postgres://db/bub");
+    }
+
+    #[tokio::test]
+    async fn a_bad_url_says_what_a_url_looks_like() {
+        let error = PgDb::connect("mysql://x", Durability::Full).await.err().expect("refused");
+        assert!(error.to_string().contains("postgres://user@host:port/database"), "{error}");
+    }
+}

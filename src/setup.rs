@@ -28,7 +28,7 @@
 use crate::agent::{self, Agent, ToolSummary};
 use crate::codemode;
 use crate::command::CommandPrefix;
-use crate::db::{Durability, HomeStore};
+use crate::db::{Durability, HomeStore, StoreLocation};
 use crate::environment::sessions::DEFAULT_IDLE;
 use crate::environment::workspace_file::{WorkspaceDir, WorkspaceFileError, off_runtime};
 use crate::environment::{EnvironmentProvider, Environments, LocalProvider};
@@ -71,6 +71,51 @@ pub enum SetupError {
     Model(#[from] crate::model::ModelError),
     #[error(transparent)]
     Tape(#[from] crate::tape::TapeError),
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+}
+
+/// Where the store is: `BUB_DATABASE_URL` (from `vars`) when set, else the
+/// `[store]` of `config_file` (the gateway's `--config`, else the home's
+/// `bub.toml` when it exists), else the home's SQLite file.
+pub fn store_location(
+    home: &BubHome,
+    config_file: Option<&Path>,
+    vars: &[(String, String)],
+) -> Result<StoreLocation, SetupError> {
+    let from_env = vars.iter().find(|(name, value)| name == "BUB_DATABASE_URL" && !value.trim().is_empty());
+    if let Some((_, url)) = from_env {
+        return postgres_url("BUB_DATABASE_URL", url.trim());
+    }
+    let home_file = home.config_file();
+    let file = config_file.or_else(|| home_file.exists().then_some(home_file.as_path()));
+    if let Some(file) = file {
+        let store = crate::config::StoreConfig::read_from(file)?;
+        let url = store.url().map_err(|message| crate::config::ConfigError::Invalid {
+            path: file.to_path_buf(),
+            location: None,
+            message,
+        })?;
+        if let Some(url) = url {
+            return postgres_url("[store] url", url.expose());
+        }
+    }
+    Ok(StoreLocation::Sqlite(home.database()))
+}
+
+/// `url` if it names a PostgreSQL database; else what one looks like.
+fn postgres_url(variable: &'static str, url: &str) -> Result<StoreLocation, SetupError> {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        return Ok(StoreLocation::Postgres(url.to_string()));
+    }
+    let shown = url.split_once("://").map_or("(no scheme)", |(scheme, _)| scheme).to_string();
+    Err(SetupError::Variable {
+        variable,
+        value: shown,
+        reason: "must be a PostgreSQL URL, postgres://user:password@host:port/database (unset: the SQLite file in \
+                 BUB_HOME)"
+            .into(),
+    })
 }
 
 /// Everything a `bub` command needs to run the agent.
@@ -82,9 +127,10 @@ pub struct Setup {
 }
 
 impl Setup {
-    /// Opens the home's database and builds the agent from `vars`.
+    /// Opens the store (see [`store_location`]) and builds the agent from `vars`.
     pub async fn open(home: &BubHome, workspace: PathBuf, vars: Vec<(String, String)>) -> Result<Setup, SetupError> {
-        let store = Arc::new(crate::db::open(home.database(), Durability::default()).await?);
+        let location = store_location(home, None, &vars)?;
+        let store = Arc::new(crate::db::open(&location, Durability::default()).await?);
         Setup::build(home, workspace, store, vars)
     }
 

@@ -21,7 +21,9 @@ use std::path::{Path, PathBuf};
 /// runs it with [`Gateway::builder`] (which owns the start-up order).
 pub(crate) async fn run_gateway(home: &BubHome, config: Option<PathBuf>, listen: Option<SocketAddr>) -> Result<()> {
     let config_path = config.or_else(|| Some(home.config_file()).filter(|path| path.exists()));
-    let mut builder = Gateway::builder(home.root()).durability(env::durability()?).on_notice(print_notice);
+    let location = crate::setup::store_location(home, config_path.as_deref(), &env::vars())?;
+    let mut builder =
+        Gateway::builder(home.root()).durability(env::durability()?).store(location).on_notice(print_notice);
     if let Some(addr) = listen {
         builder = builder.listen(addr);
     }

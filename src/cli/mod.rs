@@ -7,8 +7,10 @@
 //! - `bub gateway`: run the gateway (`gateway`).
 //! - `bub policy check [FILE]`: validate a gateway config (`policy`).
 //! - `bub pairing list|approve|revoke`: who the chat bots answer beyond the config (`pairing`).
+//! - `bub db migrate`: create or upgrade the store's tables (`db`).
 
 mod agent;
+mod db;
 mod env;
 pub mod exit;
 mod gateway;
@@ -72,6 +74,9 @@ pub enum BubSubcommand {
     /// Pairing: approve, list or revoke the users and groups a chat bot answers beyond its config.
     #[command(subcommand)]
     Pairing(pairing::PairingSubcommand),
+    /// The store (SQLite in BUB_HOME, or PostgreSQL from [store] url / BUB_DATABASE_URL).
+    #[command(subcommand)]
+    Db(db::DbSubcommand),
 }
 
 /// Runs a parsed command line.
@@ -85,5 +90,6 @@ pub async fn run(cli: Cli) -> Result<()> {
         BubSubcommand::Tape(command) => tape::run_tape(&home, command).await,
         BubSubcommand::Policy(command) => policy::run_policy(&home, command).await,
         BubSubcommand::Pairing(command) => pairing::run_pairing(&home, command).await,
+        BubSubcommand::Db(command) => db::run_db(&home, command).await,
     }
 }

@@ -42,7 +42,8 @@ pub enum PairingSubcommand {
 }
 
 pub(crate) async fn run_pairing(home: &BubHome, command: PairingSubcommand) -> Result<()> {
-    let db = crate::db::open(home.database(), Durability::default()).await?;
+    let location = crate::setup::store_location(home, None, &super::env::vars())?;
+    let db = crate::db::open(&location, Durability::default()).await?;
     let store = crate::gateway::store::GatewayStore::new(db.clone()).pairing();
     let result = run(&store, command).await;
     db.close().await;

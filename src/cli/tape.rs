@@ -97,7 +97,8 @@ pub struct Format {
 }
 
 pub(crate) async fn run_tape(home: &BubHome, command: TapeSubcommand) -> Result<()> {
-    let store = Arc::new(crate::db::open(home.database(), Durability::default()).await?);
+    let location = crate::setup::store_location(home, None, &super::env::vars())?;
+    let store = Arc::new(crate::db::open(&location, Durability::default()).await?);
     let result = run_tape_command(store.clone(), command).await;
     store.close().await;
     result

@@ -18,6 +18,7 @@ use super::error::{ConfigError, Source, closest, friendly_message};
 use super::http::HttpConfig;
 use super::layer::{Layer, PolicyLayer};
 use super::sandbox::SandboxConfig;
+use super::store::StoreConfig;
 use super::value::UserPattern;
 use bub_channel::Secret;
 use indexmap::IndexMap;
@@ -34,6 +35,8 @@ pub struct GatewayConfig {
     pub agent: AgentConfig,
     /// `[sandbox]`: the sandbox's resource limits.
     pub sandbox: SandboxConfig,
+    /// `[store]`: SQLite in the home, or a PostgreSQL database replicas share.
+    pub store: StoreConfig,
     /// `[policy.defaults]`: the first policy layer, for every channel and chat.
     pub defaults: PolicyLayer,
     /// Channel instances by name, in file order. The name is what `Inbound::channel`
@@ -63,6 +66,8 @@ struct RawConfig {
     agent: AgentConfig,
     #[serde(default)]
     sandbox: SandboxConfig,
+    #[serde(default)]
+    store: StoreConfig,
     #[serde(default)]
     policy: RawPolicySection,
     #[serde(default)]
@@ -109,11 +114,13 @@ impl GatewayConfig {
             http: raw.http,
             agent: raw.agent,
             sandbox: raw.sandbox,
+            store: raw.store,
             defaults: raw.policy.defaults,
             channels,
             source: Some(source),
         };
         config.check_layers()?;
+        config.store.check().map_err(|message| config.error(None, message))?;
         Ok(config)
     }
 
@@ -131,6 +138,7 @@ impl GatewayConfig {
             http: HttpConfig::default(),
             agent: AgentConfig::default(),
             sandbox: SandboxConfig::default(),
+            store: StoreConfig::default(),
             defaults: PolicyLayer::default(),
             channels: IndexMap::from([("webhook".to_string(), channel)]),
             source: None,

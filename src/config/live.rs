@@ -273,6 +273,9 @@ fn needs_restart(old: &GatewayConfig, new: &GatewayConfig) -> Vec<String> {
     if old.sandbox != new.sandbox {
         sections.push("sandbox".to_string());
     }
+    if old.store != new.store {
+        sections.push("store".to_string());
+    }
     let names = old.channels.keys().chain(new.channels.keys().filter(|n| !old.channels.contains_key(*n)));
     for name in names {
         match (old.channels.get(name), new.channels.get(name)) {

@@ -7,6 +7,7 @@
 //! - [`agent`]: `[agent]` ([`AgentConfig`]): the context window and compaction.
 //! - [`http`](mod@http): `[http]` ([`HttpConfig`]) and the server's [`ServeLimits`].
 //! - [`sandbox`](mod@sandbox): `[sandbox]` ([`SandboxConfig`]): the sandbox's limits.
+//! - [`store`](mod@store): `[store]` ([`StoreConfig`]): SQLite or PostgreSQL.
 //! - [`channel`]: `[channels.NAME]` — one settings type per channel kind
 //!   ([`WebhookConfig`], [`TelegramConfig`], [`DiscordConfig`]), each kind in
 //!   its own file with its keys and checks.
@@ -49,6 +50,7 @@ pub mod live;
 pub mod pattern;
 pub mod rate;
 pub mod sandbox;
+pub mod store;
 pub mod value;
 
 pub use agent::AgentConfig;
@@ -65,4 +67,5 @@ pub use live::{LiveConfig, ReloadOutcome, require_channels};
 pub use pattern::ToolPattern;
 pub use rate::{Rate, RateError};
 pub use sandbox::SandboxConfig;
+pub use store::StoreConfig;
 pub use value::{Operator, Seconds, UserPattern};

@@ -52,35 +52,36 @@
 //!   not run the same message; session leases on advisory locks);
 //! - a [`DbError`] variant for its errors.
 //!
-//! Every caller opens its store through [`open`] and names it [`HomeStore`]:
-//! the one place that chooses the backend (PostgreSQL will turn the alias
-//! into a type wrapping either, chosen from the configuration there). The
-//! tape and gateway code does not change.
+//! Every caller opens its store through [`open`] with a [`StoreLocation`]
+//! and holds a [`HomeStore`] (`home_store.rs`): the one place that picks the
+//! backend. The tape and gateway code does not change.
 
 pub(crate) mod context_cache;
 pub mod durability;
 pub mod error;
 pub mod gateway;
+mod home_store;
 pub mod postgres;
+pub mod replicas;
 pub(crate) mod sql;
 pub mod sqlite;
 
 pub use durability::{Durability, Flush};
 pub use error::{DbError, OpenError};
 pub use gateway::GatewayTables;
+pub use home_store::{HomeStore, StoreLocation};
+pub use replicas::ReplicaTables;
 pub use postgres::{PgDb, PgTapeStore};
 pub use sqlite::{SqliteDb, SqliteTapeStore};
 
 use crate::tape::TapeResult;
-use std::path::Path;
 
-/// The store a bub home keeps its tapes and gateway tables in: a
-/// [`TapeStore`](crate::tape::TapeStore) and [`GatewayTables`], with
-/// `close` and `ping`. Today the embedded SQLite file.
-pub type HomeStore = SqliteTapeStore;
-
-/// Opens (creating and migrating if needed) the store at `path`: the one
-/// place that picks the backend.
-pub async fn open(path: impl AsRef<Path>, durability: Durability) -> TapeResult<HomeStore> {
-    SqliteTapeStore::open_with(path, durability).await
+/// Opens (creating and migrating if needed) the store at `location`: the
+/// one place that picks the backend. PostgreSQL ignores `durability`'s
+/// SQLite meaning and maps it to `synchronous_commit` (see [`PgDb::connect`]).
+pub async fn open(location: &StoreLocation, durability: Durability) -> TapeResult<HomeStore> {
+    match location {
+        StoreLocation::Sqlite(path) => Ok(HomeStore::Sqlite(SqliteTapeStore::open_with(path, durability).await?)),
+        StoreLocation::Postgres(url) => Ok(HomeStore::Postgres(PgTapeStore::connect_with(url, durability).await?)),
+    }
 }

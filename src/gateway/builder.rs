@@ -29,7 +29,7 @@ use super::store::GatewayStore;
 use super::{Gateway, channels};
 use crate::agent::{Agent, AgentBuilder};
 use crate::config::{ConfigError, GatewayConfig, LiveConfig, ReloadOutcome};
-use crate::db::{Durability, HomeStore};
+use crate::db::{Durability, HomeStore, StoreLocation};
 use crate::environment::sessions::DEFAULT_IDLE;
 use crate::environment::{EnvironmentProvider, Environments};
 use crate::home::BubHome;
@@ -108,7 +108,14 @@ pub enum StartError {
     Listen { addr: SocketAddr, error: std::io::Error },
     #[error("cannot read the listening address: {0}")]
     LocalAddr(std::io::Error),
+    /// Among replicas on PostgreSQL: this one could not register.
+    #[error("{0}")]
+    Replica(String),
 }
+
+/// How long a dead replica's leases outlive its last heartbeat, unless
+/// `[store] lease_seconds` says otherwise.
+const DEFAULT_LEASE_SECONDS: u64 = 10;
 
 type NoticeSink = Arc<dyn Fn(&Notice) + Send + Sync>;
 
@@ -122,6 +129,8 @@ enum ConfigSource {
 pub struct GatewayBuilder {
     home: BubHome,
     durability: Durability,
+    /// `None`: the home's SQLite file.
+    store: Option<StoreLocation>,
     listen: Option<SocketAddr>,
     notices: NoticeSink,
 }
@@ -133,6 +142,7 @@ impl Gateway {
         GatewayBuilder {
             home: BubHome::at(home),
             durability: Durability::Full,
+            store: None,
             listen: None,
             notices: Arc::new(|_: &Notice| {}),
         }
@@ -143,6 +153,14 @@ impl GatewayBuilder {
     /// How commits reach the disk (default [`Durability::Full`]).
     pub fn durability(mut self, durability: Durability) -> Self {
         self.durability = durability;
+        self
+    }
+
+    /// Keep tapes and gateway tables here instead of the home's SQLite file
+    /// (a PostgreSQL database that several replicas share; see
+    /// [`store_location`](crate::setup::store_location)).
+    pub fn store(mut self, location: StoreLocation) -> Self {
+        self.store = Some(location);
         self
     }
 
@@ -161,7 +179,8 @@ impl GatewayBuilder {
     /// Locks the home, opens its database and makes the confinement.
     pub async fn open(self) -> Result<OpenGateway, StartError> {
         let lock = lock_home(&self.home)?;
-        let store = Arc::new(crate::db::open(self.home.database(), self.durability).await?);
+        let location = self.store.clone().unwrap_or_else(|| StoreLocation::Sqlite(self.home.database()));
+        let store = Arc::new(crate::db::open(&location, self.durability).await?);
         Ok(OpenGateway { settings: self, config: None, _lock: lock, store, confinement: PolicyConfinement::new() })
     }
 }
@@ -346,6 +365,23 @@ async fn start(
     let adapters = channels::from_config(&live)?;
     let addr = settings.listen.unwrap_or(config.http.listen);
     let gateway = Gateway::new(agent, gateway_store, live.clone(), adapters, confinement);
+    if let Some(db) = store.postgres() {
+        let ttl = Duration::from_secs(config.store.lease_seconds.unwrap_or(DEFAULT_LEASE_SECONDS));
+        let replica = super::replica::Replica::register(Arc::new(db.clone()), &settings.home, ttl)
+            .await
+            .map_err(StartError::Replica)?;
+        // A turn's outcome is stored only while this incarnation holds its rows.
+        db.act_as(&replica.id);
+        let mut fenced = replica.fenced.subscribe();
+        let _ = gateway.inner.replica.set(Arc::new(replica));
+        let asked = shutdown;
+        shutdown = Box::pin(async move {
+            tokio::select! {
+                () = asked => {}
+                _ = fenced.wait_for(|fenced| *fenced) => {}
+            }
+        });
+    }
     let listener = tokio::net::TcpListener::bind(addr).await.map_err(|error| StartError::Listen { addr, error })?;
     let local_addr = listener.local_addr().map_err(StartError::LocalAddr)?;
     let state = HttpState::new(Arc::new(gateway.clone()));

@@ -55,6 +55,7 @@ pub mod outbound;
 pub mod pairing;
 mod platform;
 mod recovery;
+mod replica;
 mod running;
 mod session;
 pub mod split;
@@ -143,6 +144,8 @@ pub(crate) struct Inner {
     pub deliveries: Arc<running::RunningTasks>,
     /// The config whose outbound budgets the scheduler has.
     budgets_from: std::sync::Mutex<Option<Arc<crate::config::GatewayConfig>>>,
+    /// This process's part among replicas sharing a PostgreSQL database.
+    replica: std::sync::OnceLock<Arc<replica::Replica>>,
 }
 
 impl Gateway {
@@ -180,6 +183,7 @@ impl Gateway {
             policies: Default::default(),
             menus: Default::default(),
             limiter: limiter::InboundLimiter::default(),
+            replica: Default::default(),
         });
         record_turns(&inner.agent);
         observe(&inner.agent);
@@ -206,11 +210,23 @@ impl Gateway {
         // Budgets from the config in force (and again after each reload).
         self.inner.outbound();
         recovery::resume(&self.inner).await.map_err(|error| ChannelError::new("gateway", error.to_string()))?;
+        if let Some(replica) = self.inner.replica.get() {
+            replica.start(&self.inner);
+        }
         let inbox: Arc<dyn InboundSink> = Arc::new(self.clone());
         let mut names: Vec<_> = self.inner.channels.keys().cloned().collect();
         names.sort();
         for name in names {
-            self.inner.channels[&name].start(inbox.clone()).await?;
+            let channel = &self.inner.channels[&name];
+            // Among replicas, what one process at a time may receive goes by lease.
+            if let Some(replica) = self.inner.replica.get()
+                && channel.exclusive_parts() > 0
+            {
+                replica.share_receiving(channel.clone(), inbox.clone());
+                tracing::info!(channel = %name, parts = channel.exclusive_parts(), "channel shares its receiving with the other replicas");
+                continue;
+            }
+            channel.start(inbox.clone()).await?;
             tracing::info!(channel = %name, "channel started");
         }
         self.inner.menus.start(&self.inner);
@@ -226,6 +242,10 @@ impl Gateway {
     /// every reply is left to the next start. Last, waits (5 s at most) until
     /// the outcomes already told to callers are stored.
     pub async fn stop(&self, grace: std::time::Duration) {
+        // Among replicas: no new work is claimed, no receiving part taken up.
+        if let Some(replica) = self.inner.replica.get() {
+            replica.stop_claiming();
+        }
         for channel in self.inner.channels.values() {
             channel.stop().await;
         }
@@ -247,6 +267,16 @@ impl Gateway {
             );
         }
         self.inner.told.settled(std::time::Duration::from_secs(5)).await;
+        self.retire().await;
+    }
+
+    /// Among replicas: this one's heartbeat and sweep stop and its leases
+    /// are given up, so the others take its sessions over at once.
+    async fn retire(&self) {
+        let Some(replica) = self.inner.replica.get() else { return };
+        if let Err(error) = replica.retire().await {
+            tracing::warn!(%error, "cannot give this replica's leases up; the others wait for them to expire");
+        }
     }
 
     /// Sends `text` to the chats where operators wrote most recently (best
@@ -367,8 +397,11 @@ impl InboundSink for Gateway {
         metrics::histogram!("bub_inbound_store_seconds", "channel" => inbound.channel.clone())
             .record(storing.as_secs_f64());
         let provenance = crate::policy::Provenance::Stranger;
-        session::dispatch(inner, Message { seq, inbound, sink, policy, user, session, recovered: false, provenance })
-            .await;
+        let message = Message { seq, inbound, sink, policy, user, session, recovered: false, provenance };
+        match inner.replica.get() {
+            Some(replica) => replica.arrived(inner, message).await,
+            None => session::dispatch(inner, message).await,
+        }
         Ok(Submitted::Accepted)
     }
 }

@@ -32,6 +32,11 @@ pub(crate) async fn resume(inner: &Arc<Inner>) -> Result<(), StoreError> {
     if forgotten > 0 {
         tracing::info!(forgotten, "forgot live messages whose reply never finished");
     }
+    // Among replicas, the sweep takes up what nobody alive handles (this
+    // replica's previous run's work included): the rest may be another's.
+    if inner.replica.get().is_some() {
+        return Ok(());
+    }
     let undelivered = inner.store.undelivered().await?;
     let unfinished = inner.store.unfinished().await?;
     if !undelivered.is_empty() || !unfinished.is_empty() {
@@ -50,31 +55,40 @@ pub(crate) async fn resume(inner: &Arc<Inner>) -> Result<(), StoreError> {
         }
     }
     for (session, rows) in sessions {
-        let markers = markers(inner, &session).await;
-        // By the marker's entry id: where the turn's reply starts on the tape.
-        let mut landed: BTreeMap<u64, (&Marker, Vec<Unfinished>)> = BTreeMap::new();
-        for row in rows {
-            let turn = markers.iter().find(|marker| match &row.turn {
-                Some(turn) => &marker.turn == turn,
-                None => marker.messages.iter().any(|key| *key == row.inbound.key()),
-            });
-            match turn {
-                Some(marker) => landed.entry(marker.entry).or_insert_with(|| (marker, Vec::new())).1.push(row),
-                None => again.push(row),
-            }
-        }
-        for (marker, rows) in landed.into_values() {
-            let text = landed_reply(inner, &session, marker.entry).await.unwrap_or_default();
-            tracing::info!(session, turn = %marker.turn, "turn was on the tape; sending its reply");
-            let messages = rows.into_iter().map(|row| message(inner, row)).collect();
-            turn::conclude(inner, messages, outcome(OutcomeStatus::Replied, text, &session), true).await;
-        }
+        again.extend(resume_session(inner, &session, rows).await);
     }
     again.sort_by_key(|row| row.seq);
     for row in again {
-        dispatch(inner, message(inner, row)).await;
+        dispatch(inner, message(inner, row, true)).await;
     }
     Ok(())
+}
+
+/// Of `rows`, unfinished messages of `session` whose run was interrupted:
+/// those whose turn is on the tape get their outcome and reply rebuilt from
+/// it; the others are returned, to go through the pipeline again.
+pub(crate) async fn resume_session(inner: &Arc<Inner>, session: &str, rows: Vec<Unfinished>) -> Vec<Unfinished> {
+    let markers = markers(inner, session).await;
+    // By the marker's entry id: where the turn's reply starts on the tape.
+    let mut landed: BTreeMap<u64, (&Marker, Vec<Unfinished>)> = BTreeMap::new();
+    let mut again = Vec::new();
+    for row in rows {
+        let turn = markers.iter().find(|marker| match &row.turn {
+            Some(turn) => &marker.turn == turn,
+            None => marker.messages.iter().any(|key| *key == row.inbound.key()),
+        });
+        match turn {
+            Some(marker) => landed.entry(marker.entry).or_insert_with(|| (marker, Vec::new())).1.push(row),
+            None => again.push(row),
+        }
+    }
+    for (marker, rows) in landed.into_values() {
+        let text = landed_reply(inner, session, marker.entry).await.unwrap_or_default();
+        tracing::info!(session, turn = %marker.turn, "turn was on the tape; sending its reply");
+        let messages = rows.into_iter().map(|row| message(inner, row, true)).collect();
+        turn::conclude(inner, messages, outcome(OutcomeStatus::Replied, text, session), true).await;
+    }
+    again
 }
 
 /// A turn marker read back from a tape.
@@ -109,12 +123,14 @@ async fn markers(inner: &Arc<Inner>, session: &str) -> Vec<Marker> {
         .collect()
 }
 
-fn message(inner: &Arc<Inner>, row: Unfinished) -> Message {
+/// A stored message back into the pipeline; `recovered`: a run of it was
+/// interrupted (it may be on the tape already).
+pub(crate) fn message(inner: &Arc<Inner>, row: Unfinished, recovered: bool) -> Message {
     let policy = inner.policy(&row.inbound.channel, &row.inbound.chat.id);
     let user = admission::user_name(&row.inbound);
     let session = row.session.unwrap_or_else(|| admission::session_id(&row.inbound, policy.session_scope.value));
     let provenance = crate::policy::Provenance::Stranger;
-    Message { seq: row.seq, inbound: row.inbound, sink: None, policy, user, session, recovered: true, provenance }
+    Message { seq: row.seq, inbound: row.inbound, sink: None, policy, user, session, recovered, provenance }
 }
 
 /// The reply of a turn that is on the tape: the assistant text (or the

@@ -25,7 +25,7 @@
 //!   found by [`GatewayStore::live_message`] until the reply is recorded
 //!   delivered or undeliverable, which forgets it in the same transaction.
 
-use crate::db::gateway::{LiveRow, NewFile, NewInbound, NewReply, ReplyState};
+use crate::db::gateway::{InboxRow, LiveRow, NewFile, NewInbound, NewReply, OutboxRow, ReplyState};
 use crate::db::{Flush, GatewayTables};
 use crate::gateway::outbound::{LiveMessage, LiveMessages};
 use bub_channel::{Delivery, Inbound, Outbound, Outcome, OutcomeStatus};
@@ -66,6 +66,18 @@ pub struct Unfinished {
     /// The turn it was steered into, if any.
     pub turn: Option<String>,
     pub session: Option<String>,
+}
+
+impl Unfinished {
+    /// An inbox row, decoded.
+    pub(crate) fn from_row(row: InboxRow) -> StoreResult<Unfinished> {
+        Ok(Unfinished {
+            seq: row.seq,
+            inbound: serde_json::from_str(&row.inbound).map_err(failed("decode inbound"))?,
+            turn: row.turn,
+            session: row.session,
+        })
+    }
 }
 
 /// A reply waiting to be sent.
@@ -300,31 +312,23 @@ impl GatewayStore {
     /// Messages without an outcome, oldest first.
     pub async fn unfinished(&self) -> StoreResult<Vec<Unfinished>> {
         let rows = self.tables.unfinished().await.map_err(failed("read unfinished"))?;
-        let mut out = Vec::with_capacity(rows.len());
-        for row in rows {
-            out.push(Unfinished {
-                seq: row.seq,
-                inbound: serde_json::from_str(&row.inbound).map_err(failed("decode inbound"))?,
-                turn: row.turn,
-                session: row.session,
-            });
-        }
-        Ok(out)
+        rows.into_iter().map(Unfinished::from_row).collect()
     }
 
     /// Replies stored but not yet delivered, oldest first.
     pub async fn undelivered(&self) -> StoreResult<Vec<PendingReply>> {
         let rows = self.tables.undelivered().await.map_err(failed("read outbox"))?;
-        let mut out = Vec::with_capacity(rows.len());
-        for row in rows {
-            let outbound = serde_json::from_str(&row.outbound).map_err(failed("decode reply"))?;
-            let sent = match row.platform_ids {
-                Some(ids) => serde_json::from_str(&ids).map_err(failed("decode ids"))?,
-                None => Vec::new(),
-            };
-            out.push(PendingReply { channel: row.channel, outbound, sent });
-        }
-        Ok(out)
+        rows.into_iter().map(|row| self.pending_reply(row)).collect()
+    }
+
+    /// A pending outbox row, decoded.
+    pub(crate) fn pending_reply(&self, row: OutboxRow) -> StoreResult<PendingReply> {
+        let outbound = serde_json::from_str(&row.outbound).map_err(failed("decode reply"))?;
+        let sent = match row.platform_ids {
+            Some(ids) => serde_json::from_str(&ids).map_err(failed("decode ids"))?,
+            None => Vec::new(),
+        };
+        Ok(PendingReply { channel: row.channel, outbound, sent })
     }
 
     /// The database answers (for `/readyz`).

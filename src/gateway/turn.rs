@@ -444,6 +444,9 @@ async fn conclude_with(
     }
     let seqs: Vec<i64> = messages.iter().map(|m| m.seq).collect();
     let stored = inner.store.finish(&seqs, &result, &replies).await;
+    if let Some(replica) = inner.replica.get() {
+        replica.finished(&seqs);
+    }
     inner.told.remove(waiting.iter().map(|m| &m.inbound));
     if let Err(error) = stored {
         // Without its outbox row a reply sent now would be sent again by the

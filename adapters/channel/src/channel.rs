@@ -179,4 +179,29 @@ pub trait Channel: Send + Sync + 'static {
 
     /// Stops receiving; called once at shutdown.
     async fn stop(&self) {}
+
+    /// Into how many parts the channel's receiving splits that must each
+    /// run in one process at a time, however many gateway replicas share
+    /// the work: 1 for a Telegram bot that polls (a second poller of the
+    /// token gets 409), the shard count for Discord (one connection per
+    /// shard). 0, the default: receiving runs in every replica (webhooks).
+    /// With one process, [`Channel::start`] starts every part.
+    fn exclusive_parts(&self) -> u32 {
+        0
+    }
+
+    /// Starts receiving part `part` (below [`Channel::exclusive_parts`])
+    /// into `inbox`: replicas call it for the parts they lease. The default
+    /// starts the whole channel (for channels of one part).
+    async fn start_part(&self, part: u32, inbox: Arc<dyn InboundSink>) -> Result<(), ChannelError> {
+        let _ = part;
+        self.start(inbox).await
+    }
+
+    /// Stops receiving part `part` (its lease moves to another replica).
+    /// The default stops the whole channel.
+    async fn stop_part(&self, part: u32) {
+        let _ = part;
+        self.stop().await
+    }
 }

@@ -273,6 +273,12 @@ impl Channel for TelegramChannel {
         self.hidden.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
+    /// Polling: one poller per token (Telegram answers a second with 409).
+    /// A webhook is received by every replica.
+    fn exclusive_parts(&self) -> u32 {
+        if self.webhook.is_some() { 0 } else { 1 }
+    }
+
     async fn stop(&self) {
         // The webhook stays registered: Telegram keeps the updates until bub (or a replica) answers again.
         if let Some((_, ingress)) = &self.webhook {

@@ -12,12 +12,15 @@
 //! would bring `sqlx-sqlite`, whose SQLite cannot be linked beside
 //! rusqlite's). The SQL of reads is shared with SQLite (`db::sql`).
 
+mod gateway;
 mod migrate;
+mod pairing;
+mod replicas;
 mod tapes;
 
 pub use tapes::PgTapeStore;
 
-use super::{DbError, Durability, OpenError};
+use super::{DbError, Durability, GatewayTables, OpenError};
 use sqlx_postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use std::str::FromStr;
 use std::sync::Arc;
@@ -36,6 +39,9 @@ pub struct PgDb {
     pool: PgPool,
     /// The URL without its password, for messages.
     location: Arc<str>,
+    /// The replica incarnation this process runs as, once registered: a
+    /// turn's outcome is stored only on rows it still claims.
+    holder: Arc<std::sync::OnceLock<String>>,
 }
 
 impl PgDb {
@@ -61,7 +67,7 @@ impl PgDb {
             .await
             .map_err(|e| refused(format!("cannot connect: {e}")))?;
         migrate::run(&pool).await.map_err(refused)?;
-        Ok(PgDb { pool, location: format!("postgres:{}", redacted(url)).into() })
+        Ok(PgDb { pool, location: format!("postgres:{}", redacted(url)).into(), holder: Arc::default() })
     }
 
     /// Where the database is, for messages (`postgres:postgres://bub@db:5432/bub`).
@@ -80,13 +86,38 @@ impl PgDb {
         Ok(())
     }
 
+    /// Runs as replica incarnation `id` from now on (see `gateway::replica`):
+    /// finishing a turn then requires its rows to be claimed by `id`, and
+    /// the replies it stores are `id`'s to deliver.
+    pub fn act_as(&self, id: &str) {
+        let _ = self.holder.set(id.to_string());
+    }
+
+    /// The replica incarnation this process runs as, if any.
+    pub(crate) fn holder(&self) -> Option<&str> {
+        self.holder.get().map(String::as_str)
+    }
+
     fn pool(&self) -> &PgPool {
         &self.pool
     }
 }
 
+impl From<PgDb> for Arc<dyn GatewayTables> {
+    fn from(db: PgDb) -> Arc<dyn GatewayTables> {
+        Arc::new(db)
+    }
+}
+
+/// The gateway's tables of the database the tape store is in.
+impl From<PgTapeStore> for Arc<dyn GatewayTables> {
+    fn from(tapes: PgTapeStore) -> Arc<dyn GatewayTables> {
+        Arc::new(tapes.database().clone())
+    }
+}
+
 /// `url` without the password it may hold.
-fn redacted(url: &str) -> String {
+pub(crate) fn redacted(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
     match rest.split_once('@') {
         Some((credentials, host)) => {

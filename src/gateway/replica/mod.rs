@@ -1,0 +1,300 @@
+//! Several gateway replicas on one PostgreSQL database.
+//!
+//! Every replica receives (a load balancer spreads webhook requests; a
+//! Telegram token is polled by one replica at a time), and every message is
+//! stored in the shared inbox first, as on one process. What changes is who
+//! runs it:
+//!
+//! - **A session is leased to one replica** (`session:<id>` in
+//!   `gateway_leases`, valid while its holder's heartbeat is: see
+//!   `db::replicas`), so a chat's turns run one at a time, in the order
+//!   its messages were stored, wherever they arrived. Leases stick while the
+//!   holder lives (its workspace is there).
+//! - **The holder claims the rows**: a replica that receives a message for
+//!   a session it holds (or can take) claims that session's unclaimed rows,
+//!   oldest first, under a per-session lock, and hands them to its session
+//!   worker as a single process would. A message for a session held
+//!   elsewhere stays unclaimed; the holder's sweep (`upkeep`) claims it.
+//!   Claims are `FOR UPDATE SKIP LOCKED`.
+//! - **A caller waiting on the request** (`?mode=sync`, `sse`) whose turn
+//!   runs on another replica is answered from the stored outcome
+//!   (`waiters`).
+//! - **A replica that dies** stops heartbeating; `lease_seconds` later its
+//!   leases are void and its claimed rows orphaned: the next sweep of any
+//!   replica leases the session, finds on the tape the turns that landed
+//!   (their replies are rebuilt, as after a restart) and runs the rest.
+//!   Pending replies it stored are claimed and delivered by another. A
+//!   turn's outcome is stored only while its rows are still claimed by the
+//!   replica that ran it, so a replica taken for dead that wakes up cannot
+//!   answer twice; it finds its registration expired and stops.
+//! - **Workspaces**: each replica keeps session workspaces in its home's
+//!   `workspaces/`. Mounted from one shared volume on every replica, a
+//!   session that moves finds its files; otherwise the new replica starts a
+//!   fresh workspace and says so in the chat (each volume has an id, kept
+//!   in `workspaces/.bub-volume`, recorded with the lease).
+
+mod receivers;
+mod upkeep;
+mod waiters;
+
+use super::store::Unfinished;
+use super::{Inner, Message, recovery, session};
+use crate::db::replicas::{Lease, ReplicaTables};
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Session locks: a stripe per hash, so a replica never claims one
+/// session's rows twice at once, without a map that grows with sessions.
+const STRIPES: usize = 64;
+
+/// This process's part among the replicas.
+pub(crate) struct Replica {
+    tables: Arc<dyn ReplicaTables>,
+    /// This incarnation (new at every start).
+    pub id: String,
+    /// The id of the volume that holds this replica's workspaces.
+    volume: String,
+    pub ttl: Duration,
+    /// Rows this replica claimed and has not finished: its sweep leaves them.
+    in_hand: Mutex<HashSet<i64>>,
+    /// Messages received here whose rows are not claimed yet (their sinks,
+    /// the policy they were admitted under).
+    arrived: Mutex<HashMap<i64, Message>>,
+    /// Sessions whose lease this incarnation holds: it cannot lose one
+    /// while alive, so a hit needs no round trip.
+    held: Mutex<HashSet<String>>,
+    locks: Vec<tokio::sync::Mutex<()>>,
+    waiters: waiters::Waiters,
+    /// Set when this incarnation's registration expired: the gateway stops.
+    pub fenced: tokio::sync::watch::Sender<bool>,
+    /// The sweep and the receiving shares: stopped first at a stop.
+    claiming: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// Runs until the very end of a stop, so the leases hold while turns finish.
+    heartbeat: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+impl Replica {
+    /// Registers a new incarnation of the replica whose home is `home`
+    /// (its previous incarnation, if the home names one, is dead now).
+    pub(crate) async fn register(
+        tables: Arc<dyn ReplicaTables>,
+        home: &crate::home::BubHome,
+        ttl: Duration,
+    ) -> Result<Replica, String> {
+        let id = format!("{}-{}", hostname(), uuid::Uuid::new_v4().simple());
+        let marker = home.root().join("replica");
+        let previous = std::fs::read_to_string(&marker).ok().map(|text| text.trim().to_string());
+        let host = format!("{} pid {}", hostname(), std::process::id());
+        tables
+            .register(&id, &host, ttl, previous.as_deref().filter(|p| !p.is_empty()))
+            .await
+            .map_err(|error| format!("cannot register this replica: {error}"))?;
+        if let Err(error) = std::fs::write(&marker, &id) {
+            tracing::warn!(%error, path = %marker.display(), "cannot remember this replica's id; a restart waits for its leases to expire");
+        }
+        let volume = volume_id(&home.workspaces_dir())?;
+        tracing::info!(replica = %id, %volume, ttl_seconds = ttl.as_secs(), "registered as a replica");
+        Ok(Replica {
+            tables,
+            id,
+            volume,
+            ttl,
+            in_hand: Mutex::default(),
+            arrived: Mutex::default(),
+            held: Mutex::default(),
+            locks: (0..STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
+            waiters: waiters::Waiters::default(),
+            fenced: tokio::sync::watch::channel(false).0,
+            claiming: Mutex::default(),
+            heartbeat: Mutex::default(),
+        })
+    }
+
+    fn lock(&self, session: &str) -> &tokio::sync::Mutex<()> {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        session.hash(&mut hasher);
+        &self.locks[(hasher.finish() as usize) % STRIPES]
+    }
+
+    /// A message stored here: run here if its session is (or can be) leased
+    /// here, else left to the session's holder, its caller answered from the
+    /// stored outcome.
+    pub(crate) async fn arrived(&self, inner: &Arc<Inner>, message: Message) {
+        let session = message.session.clone();
+        let _claiming = self.lock(&session).lock().await;
+        let (seq, key) = (message.seq, (message.inbound.channel.clone(), message.inbound.message_id.clone()));
+        match self.lease(inner, &session, Some(&message)).await {
+            Ok(true) => {
+                self.arrived.lock().unwrap_or_else(|p| p.into_inner()).insert(seq, message);
+                self.claim_and_dispatch(inner, &session).await;
+            }
+            Ok(false) => {
+                if let Some(sink) = message.sink {
+                    self.waiters.wait(key, sink);
+                }
+            }
+            Err(error) => {
+                // Stored: whoever can lease the session claims it at its next sweep.
+                tracing::warn!(%error, session, "cannot lease the session; its message waits for a sweep");
+                if let Some(sink) = message.sink {
+                    self.waiters.wait(key, sink);
+                }
+            }
+        }
+        // Not claimed by this call (another sweep holds it, say): its caller
+        // hears from the outcome.
+        if let Some(message) = self.arrived.lock().unwrap_or_else(|p| p.into_inner()).remove(&seq)
+            && let Some(sink) = message.sink
+        {
+            self.waiters.wait((message.inbound.channel, message.inbound.message_id), sink);
+        }
+    }
+
+    /// Whether this replica holds `session`'s lease (taking it if free).
+    /// A session taken from a replica on another volume is told that its
+    /// workspace starts fresh here (`message`: where to say it).
+    async fn lease(&self, inner: &Arc<Inner>, session: &str, message: Option<&Message>) -> Result<bool, String> {
+        if self.held.lock().unwrap_or_else(|p| p.into_inner()).contains(session) {
+            return Ok(true);
+        }
+        let name = format!("session:{session}");
+        match self.tables.lease(&name, &self.id, &self.volume).await.map_err(|e| e.to_string())? {
+            Lease::Held { moved_from } => {
+                self.held.lock().unwrap_or_else(|p| p.into_inner()).insert(session.to_string());
+                if let Some(volume) = moved_from {
+                    tracing::warn!(session, from_volume = %volume, "took over a session whose workspace was on another volume");
+                    if let Some(message) = message {
+                        upkeep::tell_workspace_moved(inner, message).await;
+                    }
+                }
+                Ok(true)
+            }
+            Lease::Elsewhere => Ok(false),
+        }
+    }
+
+    /// Claims `session`'s rows nobody runs and hands them on, oldest first:
+    /// those a dead replica had claimed go through the restart's check
+    /// (their turn may be on the tape), the others to the session's worker.
+    /// Called with the session's lock held.
+    async fn claim_and_dispatch(&self, inner: &Arc<Inner>, session: &str) {
+        let in_hand: Vec<i64> = self.in_hand.lock().unwrap_or_else(|p| p.into_inner()).iter().copied().collect();
+        let claimed = match self.tables.claim_session(session, &self.id, &in_hand).await {
+            Ok(claimed) => claimed,
+            Err(error) => {
+                tracing::warn!(%error, session, "cannot claim the session's messages; the next sweep tries again");
+                return;
+            }
+        };
+        if claimed.is_empty() {
+            return;
+        }
+        self.in_hand.lock().unwrap_or_else(|p| p.into_inner()).extend(claimed.iter().map(|c| c.row.seq));
+        let mut orphaned = Vec::new();
+        let mut fresh = Vec::new();
+        for claimed in claimed {
+            let local = self.arrived.lock().unwrap_or_else(|p| p.into_inner()).remove(&claimed.row.seq);
+            match (local, claimed.orphaned) {
+                (Some(message), false) => fresh.push(message),
+                _ => match Unfinished::from_row(claimed.row) {
+                    Ok(row) if claimed.orphaned => orphaned.push(row),
+                    Ok(row) => fresh.push(recovery::message(inner, row, false)),
+                    Err(error) => tracing::error!(%error, session, "a stored message cannot be read; it is skipped"),
+                },
+            }
+        }
+        if !orphaned.is_empty() {
+            tracing::info!(session, messages = orphaned.len(), "taking over messages of a replica that stopped");
+            for row in recovery::resume_session(inner, session, orphaned).await {
+                session::dispatch(inner, recovery::message(inner, row, true)).await;
+            }
+        }
+        for message in fresh {
+            session::dispatch(inner, message).await;
+        }
+    }
+
+    /// `seqs` have their outcome (or could not be given one: the sweep
+    /// takes them up again).
+    pub(crate) fn finished(&self, seqs: &[i64]) {
+        let mut in_hand = self.in_hand.lock().unwrap_or_else(|p| p.into_inner());
+        for seq in seqs {
+            in_hand.remove(seq);
+        }
+    }
+
+    /// Shares the receiving of `channel` (of [`Channel::exclusive_parts`]
+    /// parts) with the other replicas; the task runs until aborted.
+    pub(crate) fn share_receiving(
+        self: &Arc<Self>,
+        channel: Arc<dyn bub_channel::Channel>,
+        inbox: Arc<dyn bub_channel::InboundSink>,
+    ) {
+        let task = tokio::spawn(receivers::share(self.clone(), channel, inbox));
+        self.claiming.lock().unwrap_or_else(|p| p.into_inner()).push(task);
+    }
+
+    /// Starts the heartbeat and the sweep.
+    pub(crate) fn start(self: &Arc<Self>, inner: &Arc<Inner>) {
+        let (heartbeat, sweep) = upkeep::start(inner, self);
+        *self.heartbeat.lock().unwrap_or_else(|p| p.into_inner()) = Some(heartbeat);
+        self.claiming.lock().unwrap_or_else(|p| p.into_inner()).push(sweep);
+    }
+
+    /// The start of a stop: nothing more is claimed or taken up.
+    pub(crate) fn stop_claiming(&self) {
+        for task in std::mem::take(&mut *self.claiming.lock().unwrap_or_else(|p| p.into_inner())) {
+            task.abort();
+        }
+    }
+
+    /// The end of a stop: dead now, leases free for the others at once.
+    pub(crate) async fn retire(&self) -> Result<(), crate::db::DbError> {
+        self.stop_claiming();
+        if let Some(heartbeat) = self.heartbeat.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            heartbeat.abort();
+        }
+        self.tables.retire(&self.id).await
+    }
+}
+
+/// The replica's name in ids and logs.
+fn hostname() -> String {
+    let name = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+        .map(|name| name.trim().to_string())
+        .filter(|name| !name.is_empty());
+    name.unwrap_or_else(|| "bub".to_string())
+}
+
+/// The id of the volume `workspaces` is on: read from its `.bub-volume`,
+/// made on first use. Replicas that mount one shared volume share it.
+fn volume_id(workspaces: &Path) -> Result<String, String> {
+    let file = workspaces.join(".bub-volume");
+    let cannot = |error: std::io::Error| format!("{}: {error}", file.display());
+    std::fs::create_dir_all(workspaces).map_err(cannot)?;
+    match std::fs::read_to_string(&file) {
+        Ok(id) if !id.trim().is_empty() => return Ok(id.trim().to_string()),
+        Ok(_) => {}
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+        Err(error) => return Err(cannot(error)),
+    }
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    use std::io::Write;
+    match std::fs::OpenOptions::new().write(true).create_new(true).open(&file) {
+        Ok(mut created) => {
+            created.write_all(id.as_bytes()).map_err(cannot)?;
+            Ok(id)
+        }
+        // Another replica on the same volume made it first.
+        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {
+            std::thread::sleep(Duration::from_millis(50));
+            Ok(std::fs::read_to_string(&file).map_err(cannot)?.trim().to_string())
+        }
+        Err(error) => Err(cannot(error)),
+    }
+}

@@ -1,0 +1,108 @@
+//! A replica's background work: the heartbeat that keeps its leases, and
+//! the sweep that claims what nobody alive runs (messages stored by other
+//! replicas for sessions this one holds or can take, the work of replicas
+//! that died, replies nobody delivers) and answers callers waiting on
+//! another replica's turns.
+
+use super::Replica;
+use crate::gateway::{Inner, Message, turn};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::task::JoinHandle;
+
+/// How often the sweep looks: the delay a message stored on one replica
+/// waits before the holder of its session picks it up.
+const SWEEP_EVERY: Duration = Duration::from_millis(50);
+
+/// Sessions (and replies) one sweep claims at most.
+const SWEEP_BATCH: i64 = 64;
+
+/// Starts the heartbeat and the sweep; they run until aborted (the stop).
+pub(super) fn start(inner: &Arc<Inner>, replica: &Arc<Replica>) -> (JoinHandle<()>, JoinHandle<()>) {
+    (tokio::spawn(heartbeat(replica.clone())), tokio::spawn(sweep(inner.clone(), replica.clone())))
+}
+
+async fn heartbeat(replica: Arc<Replica>) {
+    let every = replica.ttl / 3;
+    let mut failing_since: Option<tokio::time::Instant> = None;
+    loop {
+        tokio::time::sleep(every).await;
+        match replica.tables.heartbeat(&replica.id, replica.ttl).await {
+            Ok(true) => {
+                if failing_since.take().is_some() {
+                    tracing::info!(replica = %replica.id, "heartbeat reaches the database again");
+                }
+            }
+            Ok(false) => {
+                tracing::error!(
+                    replica = %replica.id,
+                    "this replica's registration expired (no heartbeat for longer than lease_seconds): other \
+                     replicas may have taken its sessions over, so it stops; restart it"
+                );
+                let _ = replica.fenced.send(true);
+                return;
+            }
+            Err(error) => {
+                let since = *failing_since.get_or_insert_with(tokio::time::Instant::now);
+                tracing::warn!(%error, failing_for = ?since.elapsed(), "heartbeat failed; retrying");
+            }
+        }
+    }
+}
+
+async fn sweep(inner: Arc<Inner>, replica: Arc<Replica>) {
+    loop {
+        tokio::time::sleep(SWEEP_EVERY).await;
+        if !replica.waiters.is_empty() {
+            replica.waiters.answer(replica.tables.as_ref()).await;
+        }
+        let in_hand: Vec<i64> = replica.in_hand.lock().unwrap_or_else(|p| p.into_inner()).iter().copied().collect();
+        match replica.tables.unclaimed_sessions(&replica.id, &in_hand, SWEEP_BATCH).await {
+            Ok(sessions) => {
+                for session in sessions {
+                    let _claiming = replica.lock(&session).lock().await;
+                    match replica.lease(&inner, &session, None).await {
+                        Ok(true) => replica.claim_and_dispatch(&inner, &session).await,
+                        Ok(false) => {}
+                        Err(error) => tracing::warn!(%error, session, "cannot lease a session"),
+                    }
+                }
+            }
+            Err(error) => tracing::warn!(%error, "cannot look for unclaimed messages"),
+        }
+        match replica.tables.claim_replies(&replica.id, SWEEP_BATCH).await {
+            Ok(replies) => {
+                for row in replies {
+                    match inner.store.pending_reply(row) {
+                        Ok(reply) => {
+                            let inner = inner.clone();
+                            tokio::spawn(async move { turn::deliver(&inner, reply, None).await });
+                        }
+                        Err(error) => tracing::error!(%error, "a stored reply cannot be read; it is skipped"),
+                    }
+                }
+            }
+            Err(error) => tracing::warn!(%error, "cannot look for replies nobody delivers"),
+        }
+    }
+}
+
+/// Tells the chat of `message` that its session moved to a replica whose
+/// workspaces are on another volume (best effort, not stored).
+pub(super) async fn tell_workspace_moved(inner: &Arc<Inner>, message: &Message) {
+    const NOTICE: &str = "Note: this chat is now served by another gateway replica, whose workspace volume is not \
+                          the one used before: files written here earlier are not available, and the workspace \
+                          starts empty. (Operators: mount one shared volume as every replica's workspaces folder \
+                          to keep them.)";
+    let notice = bub_channel::Outbound {
+        chat: message.inbound.chat.clone(),
+        text: NOTICE.to_string(),
+        reply_to: Vec::new(),
+        idempotency_key: format!("moved:{}", uuid::Uuid::new_v4().simple()),
+        session: message.session.clone(),
+        mentions: Vec::new(),
+    };
+    if let Err(error) = inner.outbound().send_final(&message.inbound.channel, notice).await {
+        tracing::warn!(%error, session = %message.session, "cannot tell the chat its workspace moved");
+    }
+}

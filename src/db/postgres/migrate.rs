@@ -12,7 +12,10 @@ use std::borrow::Cow;
 /// Every migration, in order: (version, description, SQL). A file added to
 /// `migrations/postgres/` is listed here (a test checks the directory and
 /// the list agree); a released file is never edited, a change is a new file.
-const MIGRATIONS: &[(i64, &str, &str)] = &[(1, "tapes", include_str!("../../../migrations/postgres/0001_tapes.sql"))];
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (1, "tapes", include_str!("../../../migrations/postgres/0001_tapes.sql")),
+    (2, "gateway", include_str!("../../../migrations/postgres/0002_gateway.sql")),
+];
 
 /// The embedded files as sqlx's migrator takes them.
 #[derive(Debug)]

@@ -7,17 +7,24 @@
 //!   suite as SQLite's). Appends from any number of processes serialize on
 //!   their tape's row: one statement locks it, numbers the batch after its
 //!   last id and inserts it.
+//! - the gateway's tables ([`GatewayTables`] for [`PgDb`]: `gateway`, with
+//!   the pairing table in `pairing`), the same tables and guarantees as
+//!   SQLite's, for any number of processes at once: a message or a reply
+//!   key is stored once whoever stores it, and a channel's pairing requests
+//!   take turns so no replica passes its caps.
 //!
 //! Statements are sqlx's (`sqlx-core` and `sqlx-postgres`: the `sqlx` facade
 //! would bring `sqlx-sqlite`, whose SQLite cannot be linked beside
 //! rusqlite's). The SQL of reads is shared with SQLite (`db::sql`).
 
+mod gateway;
 mod migrate;
+mod pairing;
 mod tapes;
 
 pub use tapes::PgTapeStore;
 
-use super::{DbError, Durability, OpenError};
+use super::{DbError, Durability, GatewayTables, OpenError};
 use sqlx_postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use std::str::FromStr;
 use std::sync::Arc;
@@ -82,6 +89,19 @@ impl PgDb {
 
     fn pool(&self) -> &PgPool {
         &self.pool
+    }
+}
+
+impl From<PgDb> for Arc<dyn GatewayTables> {
+    fn from(db: PgDb) -> Arc<dyn GatewayTables> {
+        Arc::new(db)
+    }
+}
+
+/// The gateway's tables of the database the tape store is in.
+impl From<PgTapeStore> for Arc<dyn GatewayTables> {
+    fn from(tapes: PgTapeStore) -> Arc<dyn GatewayTables> {
+        Arc::new(tapes.database().clone())
     }
 }
 

@@ -65,7 +65,7 @@ fn json_lines(text: &str) -> Vec<Value> {
 
 /// Writes a tape as bub did before sessions were scoped: a plain name, no workspace.
 async fn write_plain_tape(home: &Path, name: &str, said: &str) {
-    let store = Arc::new(SqliteTapeStore::open(BubHome::at(home).database()).await.unwrap());
+    let store = Arc::new(bub::db::HomeStore::from(SqliteTapeStore::open(BubHome::at(home).database()).await.unwrap()));
     let tape = Tape::new(store.clone(), TapeName::new(name).unwrap());
     tape.ensure_bootstrap_anchor().await.unwrap();
     tape.append(NewEntry::chat("user", said)).await.unwrap();

@@ -29,7 +29,7 @@ struct World {
 
 async fn setup_in(fake: &FakeModel, home: &std::path::Path, workspace: &std::path::Path) -> Setup {
     let bub_home = BubHome::at(home);
-    let store = Arc::new(SqliteTapeStore::open(bub_home.database()).await.unwrap());
+    let store = Arc::new(bub::db::HomeStore::from(SqliteTapeStore::open(bub_home.database()).await.unwrap()));
     Setup::build(&bub_home, workspace.to_path_buf(), store, fake.vars("openai:gpt-test")).unwrap()
 }
 

@@ -43,8 +43,9 @@ async fn a_chat_spread_over_two_replicas_is_answered_in_order() {
     for n in 0..6 {
         let target = if n % 2 == 0 { a.addr } else { b.addr };
         let text = format!("prompt number {n}");
-        let response =
-            signed_request(&client, target, "webhook", "sync", &body(&format!("m{n}"), "c1", &text), SECRET).await.unwrap();
+        let response = signed_request(&client, target, "webhook", "sync", &body(&format!("m{n}"), "c1", &text), SECRET)
+            .await
+            .unwrap();
         let status = response.status();
         let outcome: Value = response.json().await.unwrap_or_default();
         assert_eq!(status, 200, "m{n}: {outcome}; a:\n{}\nb:\n{}", a.stderr(), b.stderr());

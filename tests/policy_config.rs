@@ -39,7 +39,7 @@ fn load_error(text: &str) -> (String, PathBuf, tempfile::TempDir) {
 async fn binary_tools() -> Vec<String> {
     let home = tempfile::tempdir().unwrap();
     let bub_home = BubHome::at(home.path());
-    let store = Arc::new(SqliteTapeStore::open(bub_home.database()).await.unwrap());
+    let store = Arc::new(bub::db::HomeStore::from(SqliteTapeStore::open(bub_home.database()).await.unwrap()));
     let setup = Setup::build(&bub_home, home.path().to_path_buf(), store, Vec::new()).unwrap();
     let mut names: Vec<String> = setup.agent.tools().iter().map(|t| t.name().to_string()).collect();
     names.push(policy::policy_tool().name().to_string());
@@ -345,7 +345,7 @@ async fn a_tool_called_from_code_mode_is_denied_like_any_other() {
     let fake = support::fake_model::FakeModel::start().await;
     let (home, workspace) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let bub_home = BubHome::at(home.path());
-    let store = Arc::new(SqliteTapeStore::open(bub_home.database()).await.unwrap());
+    let store = Arc::new(bub::db::HomeStore::from(SqliteTapeStore::open(bub_home.database()).await.unwrap()));
     let setup = Setup::build(&bub_home, workspace.path().to_path_buf(), store, fake.vars("openai:gpt-test")).unwrap();
     policy::enforce(&setup.agent);
     // run_code is opened to this group by name; tape.reset is denied.

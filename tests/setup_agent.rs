@@ -23,7 +23,7 @@ async fn world(fake: &FakeModel, extra: &[(&str, &str)]) -> World {
     let home = tempfile::tempdir().unwrap();
     let workspace = tempfile::tempdir().unwrap();
     let bub_home = BubHome::at(home.path());
-    let store = Arc::new(SqliteTapeStore::open(bub_home.database()).await.unwrap());
+    let store = Arc::new(bub::db::HomeStore::from(SqliteTapeStore::open(bub_home.database()).await.unwrap()));
     let mut vars = fake.vars("openai:gpt-test");
     vars.push(("BUB_MODEL_TIMEOUT_SECONDS".into(), "5".into()));
     vars.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
@@ -155,7 +155,7 @@ async fn bad_variables_are_named() {
     let fake = FakeModel::start().await;
     let home = tempfile::tempdir().unwrap();
     let bub_home = BubHome::at(home.path());
-    let store = Arc::new(SqliteTapeStore::open(bub_home.database()).await.unwrap());
+    let store = Arc::new(bub::db::HomeStore::from(SqliteTapeStore::open(bub_home.database()).await.unwrap()));
     let mut vars = fake.vars("openai:gpt-test");
     vars.push(("BUB_COMMAND_PREFIX".into(), "two words".into()));
     let error = Setup::build(&bub_home, home.path().into(), store.clone(), vars).err().unwrap().to_string();

@@ -122,7 +122,8 @@ mod tests {
         assert_eq!(store.url().unwrap().unwrap().expose(), "postgres://db/bub");
         std::fs::write(&file, "\n").unwrap();
         assert!(store.url().unwrap_err().contains("is empty"));
-        let debug = format!("{:?}", StoreConfig { url: Some(Secret::new("postgres://u:pw@h/d")), ..Default::default() });
+        let debug =
+            format!("{:?}", StoreConfig { url: Some(Secret::new("postgres://u:pw@h/d")), ..Default::default() });
         assert!(!debug.contains("pw"), "{debug}");
     }
 }

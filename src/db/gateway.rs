@@ -166,7 +166,7 @@ pub struct PairingRow {
 
 /// The gateway's tables in one database. Every method is one transaction
 /// (or one consistent read); `Ok` means committed. Implemented by
-/// [`SqliteDb`](super::SqliteDb); a PostgreSQL backend implements it too.
+/// [`SqliteDb`](super::SqliteDb) and [`PgDb`](super::PgDb).
 #[async_trait]
 pub trait GatewayTables: Send + Sync {
     /// Stores a message unless its channel already stored its message id;

@@ -130,3 +130,15 @@ impl TapeStore for HomeStore {
         delegate!(self, store => store.location())
     }
 }
+
+impl From<SqliteTapeStore> for HomeStore {
+    fn from(store: SqliteTapeStore) -> HomeStore {
+        HomeStore::Sqlite(store)
+    }
+}
+
+impl From<PgTapeStore> for HomeStore {
+    fn from(store: PgTapeStore) -> HomeStore {
+        HomeStore::Postgres(store)
+    }
+}

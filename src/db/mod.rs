@@ -70,8 +70,8 @@ pub use durability::{Durability, Flush};
 pub use error::{DbError, OpenError};
 pub use gateway::GatewayTables;
 pub use home_store::{HomeStore, StoreLocation};
-pub use replicas::ReplicaTables;
 pub use postgres::{PgDb, PgTapeStore};
+pub use replicas::ReplicaTables;
 pub use sqlite::{SqliteDb, SqliteTapeStore};
 
 use crate::tape::TapeResult;

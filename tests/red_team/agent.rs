@@ -21,7 +21,7 @@ impl World {
     pub async fn new(fake: &FakeModel) -> World {
         let (home, workspace) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let bub_home = BubHome::at(home.path());
-        let store = Arc::new(SqliteTapeStore::open(bub_home.database()).await.unwrap());
+        let store = Arc::new(bub::db::HomeStore::from(SqliteTapeStore::open(bub_home.database()).await.unwrap()));
         let setup =
             Setup::build(&bub_home, workspace.path().to_path_buf(), store, fake.vars("openai:gpt-test")).unwrap();
         World { setup, _home: home, workspace }

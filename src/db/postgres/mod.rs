@@ -7,6 +7,11 @@
 //!   suite as SQLite's). Appends from any number of processes serialize on
 //!   their tape's row: one statement locks it, numbers the batch after its
 //!   last id and inserts it.
+//! - the gateway's tables ([`GatewayTables`] for [`PgDb`]: `gateway`, with
+//!   the pairing table in `pairing`), the same tables and guarantees as
+//!   SQLite's, for any number of processes at once: a message or a reply
+//!   key is stored once whoever stores it, and a channel's pairing requests
+//!   take turns so no replica passes its caps.
 //!
 //! Statements are sqlx's (`sqlx-core` and `sqlx-postgres`: the `sqlx` facade
 //! would bring `sqlx-sqlite`, whose SQLite cannot be linked beside

@@ -222,7 +222,8 @@ mod tests {
 
     async fn store() -> (PairingStore, crate::db::HomeStore, tempfile::TempDir) {
         let dir = tempfile::tempdir().unwrap();
-        let db = crate::db::open(dir.path().join("bub.db"), Durability::Normal).await.unwrap();
+        let location = crate::db::StoreLocation::Sqlite(dir.path().join("bub.db"));
+        let db = crate::db::open(&location, Durability::Normal).await.unwrap();
         (PairingStore::new(db.clone()), db, dir)
     }
 

@@ -78,5 +78,77 @@ async fn user_texts(store: &bub::db::PgTapeStore) -> Vec<String> {
     texts
 }
 
-#[allow(dead_code)]
-const SETTLE: Duration = Duration::from_secs(2);
+/// A session that moves to a replica whose workspaces are on another volume
+/// tells its chat that the workspace starts empty; between replicas that
+/// mount one volume (here: the same folder) it moves silently.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_moved_off_its_volume_tells_the_chat() {
+    const NOTICE: &str = "the workspace starts empty";
+    for shared_volume in [false, true] {
+        let url = support::postgres::fresh_database().await;
+        let fake = FakeModel::start_answering("answered").await;
+        let receiver = CallbackReceiver::start().await;
+        let homes = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+        if shared_volume {
+            std::fs::create_dir_all(homes[0].path().join("workspaces")).unwrap();
+            std::os::unix::fs::symlink(homes[0].path().join("workspaces"), homes[1].path().join("workspaces")).unwrap();
+        }
+        let env = replica_env(&fake, &url, Some(&receiver));
+        let a = GatewayProcess::start(homes[0].path(), &env, &[]).await;
+        let b = GatewayProcess::start(homes[1].path(), &env, &[]).await;
+        let first = signed_request(&client(), a.addr, "webhook", "async", &body("m1", "c1", "hello"), SECRET).await;
+        assert_eq!(first.unwrap().status(), 202);
+        assert!(receiver.wait_for_keys(1, Duration::from_secs(30)).await, "a answers: {}", a.stderr());
+        // A clean stop gives its leases up at once.
+        assert!(a.stop().await);
+        let second = signed_request(&client(), b.addr, "webhook", "async", &body("m2", "c1", "again"), SECRET).await;
+        assert_eq!(second.unwrap().status(), 202);
+        // The reply, and before it (on another volume) the notice, each under its own key.
+        let posts = if shared_volume { 2 } else { 3 };
+        assert!(receiver.wait_for_keys(posts, Duration::from_secs(30)).await, "b answers: {}", b.stderr());
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let texts: Vec<String> =
+            receiver.accepted().iter().map(|post| post.body["text"].as_str().unwrap_or_default().to_string()).collect();
+        let told = texts.iter().filter(|text| text.contains(NOTICE)).count();
+        let stderr = b.stderr();
+        assert!(b.stop().await);
+        if shared_volume {
+            assert_eq!(told, 0, "one volume: nothing to tell; posts {texts:?}");
+        } else {
+            assert_eq!(told, 1, "another volume: the chat is told once; posts {texts:?}\n{stderr}");
+        }
+        assert_eq!(texts.iter().filter(|text| *text == "answered").count(), 2, "both answered: {texts:?}");
+    }
+}
+
+/// `bub db migrate` creates the tables on the database `BUB_DATABASE_URL`
+/// names (the command operators run as a step of their own), and a URL that
+/// is not PostgreSQL's is refused with what one looks like.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bub_db_migrate_prepares_the_database_the_environment_names() {
+    let url = support::postgres::fresh_database().await;
+    let home = tempfile::tempdir().unwrap();
+    let run = |database_url: &str, args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_bub"))
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("BUB_HOME", home.path())
+            .env("BUB_DATABASE_URL", database_url)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let migrated = run(&url, &["db", "migrate"]);
+    let stdout = String::from_utf8_lossy(&migrated.stdout).to_string();
+    assert!(migrated.status.success(), "{stdout}{}", String::from_utf8_lossy(&migrated.stderr));
+    assert!(stdout.contains("postgres:postgres://bub@") && stdout.contains("migrated"), "{stdout}");
+    assert!(!home.path().join("bub.db").exists(), "no SQLite file is made when the store is PostgreSQL");
+    let listed = run(&url, &["tape", "list"]);
+    assert!(listed.status.success(), "bub tape list reads the same store: {}", String::from_utf8_lossy(&listed.stderr));
+
+    let refused = run("mysql://bub:secret@db/bub", &["db", "migrate"]);
+    let stderr = String::from_utf8_lossy(&refused.stderr).to_string();
+    assert!(!refused.status.success());
+    assert!(stderr.contains("BUB_DATABASE_URL") && stderr.contains("postgres://"), "{stderr}");
+    assert!(!stderr.contains("secret"), "the password is never printed: {stderr}");
+}

@@ -74,7 +74,7 @@ pub enum BubSubcommand {
     /// Pairing: approve, list or revoke the users and groups a chat bot answers beyond its config.
     #[command(subcommand)]
     Pairing(pairing::PairingSubcommand),
-    /// The store (SQLite in BUB_HOME, or PostgreSQL from [store] url / BUB_DATABASE_URL).
+    /// The store (SQLite in BUB_HOME, or PostgreSQL from `[store] url` / BUB_DATABASE_URL).
     #[command(subcommand)]
     Db(db::DbSubcommand),
 }

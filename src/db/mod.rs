@@ -3,13 +3,21 @@
 //!
 //! # Layout
 //! - this file, [`error`], [`durability`]: what is the same whatever the
-//!   backend ([`DbError`], [`OpenError`], [`Durability`]).
+//!   backend ([`DbError`], [`OpenError`], [`Durability`]), and [`open`].
+//! - `home_store.rs`: [`HomeStore`], the one store a process keeps
+//!   everything in, and [`StoreLocation`], where it is.
 //! - [`gateway`]: what the gateway's stores need from a database
 //!   ([`GatewayTables`]), with the rows that cross it.
+//! - [`replicas`]: what several gateway replicas on one database need from
+//!   it ([`ReplicaTables`]: liveness, leases, claims); PostgreSQL only.
 //! - [`sqlite`]: the embedded backend, one file in WAL mode: opening and
 //!   migrating ([`SqliteDb::open`]), the writing thread with group commit,
 //!   the reader threads, checkpoints, and the SQLite statements of the tape
 //!   store ([`SqliteTapeStore`]) and of the gateway tables.
+//! - [`postgres`]: the shared backend ([`PgDb`], [`PgTapeStore`]): a pool,
+//!   `migrations/postgres/`, the same tables and guarantees as SQLite's for
+//!   any number of processes, and the replicas' tables.
+//! - `sql.rs`: the SQL of tape reads both backends share.
 //!
 //! # Where the SQL lives, and why the dependencies point this way
 //! A table's statements live with their backend, not with the code that
@@ -27,34 +35,19 @@
 //! SQLite is rusqlite end to end, migrations included. The migrations are
 //! the files of `migrations/sqlite/`, embedded in the binary; a small runner
 //! (`sqlite/migrate.rs`) applies them and records them in the table sqlx's
-//! migrator used, `_sqlx_migrations`, with the same columns and checksums
+//! migrator uses, `_sqlx_migrations`, with the same columns and checksums
 //! (SHA-384 of the file's text), so a database created by an earlier bub
 //! opens without being migrated again, and one that records a migration
-//! this build does not know, or whose file changed, is refused as sqlx
-//! refused it. sqlx ran only those files, through a connection of its own,
-//! and tied rusqlite to the SQLite that sqlx bundles; it is no longer a
-//! dependency. It is reserved for the PostgreSQL backend, where an async
-//! pool, `FOR UPDATE SKIP LOCKED` and advisory locks are what it is good at
-//! (with `migrations/postgres/` run by `sqlx::migrate!`).
-//!
-//! # Adding PostgreSQL
-//! The PostgreSQL backend (several gateway replicas sharing one database)
-//! goes in `db/postgres/`, beside `db/sqlite/`, and provides:
-//! - opening: connect a pool, run `migrations/postgres/`, refuse a database
-//!   that holds tables not bub's (as `sqlite/open.rs` does), honour
-//!   [`Durability`] (`synchronous_commit`);
-//! - a tape store implementing [`TapeStore`](crate::tape::TapeStore) with
-//!   the same guarantees as [`SqliteTapeStore`] (gapless ids from 1 per tape,
-//!   a batch lands whole or not at all, appends from several replicas never
-//!   interleave: `tape/store.rs` and `tests/tape_conformance.rs` say what
-//!   is checked);
-//! - [`GatewayTables`] (an inbox claimed with `SKIP LOCKED` so replicas do
-//!   not run the same message; session leases on advisory locks);
-//! - a [`DbError`] variant for its errors.
+//! this build does not know, or whose file changed, is refused. PostgreSQL
+//! is sqlx's (`sqlx-core` + `sqlx-postgres`, not the facade, whose SQLite
+//! driver cannot link beside rusqlite's): an async pool, row locks and
+//! `SKIP LOCKED`, and its migrator running `migrations/postgres/` under an
+//! advisory lock, so replicas that start together migrate once.
 //!
 //! Every caller opens its store through [`open`] with a [`StoreLocation`]
-//! and holds a [`HomeStore`] (`home_store.rs`): the one place that picks the
-//! backend. The tape and gateway code does not change.
+//! (chosen by `setup::store_location`: `BUB_DATABASE_URL`, else the config's
+//! `[store]`, else the home's SQLite file) and holds a [`HomeStore`]. The
+//! tape and gateway code is the same on both.
 
 pub(crate) mod context_cache;
 pub mod durability;

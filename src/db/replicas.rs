@@ -48,7 +48,8 @@ pub trait ReplicaTables: Send + Sync {
     /// others may have taken its work, and it must not go on as if not.
     async fn heartbeat(&self, id: &str, ttl: Duration) -> Result<bool, DbError>;
 
-    /// A clean stop: `id` is dead now and its leases are free.
+    /// A clean stop: `id` is dead now, so its leases are free (the rows
+    /// stay, naming the volume they were on).
     async fn retire(&self, id: &str) -> Result<(), DbError>;
 
     /// Takes lease `name` for `holder` (whose workspaces are on `volume`)

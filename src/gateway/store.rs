@@ -2,8 +2,8 @@
 //!
 //! This module gives the rows their meaning (messages, outcomes and replies
 //! as JSON) and states what the pipeline may rely on; the statements are the
-//! database backend's ([`GatewayTables`], `db/sqlite/gateway.rs`), so a
-//! second backend changes nothing here.
+//! database backend's ([`GatewayTables`]: `db/sqlite/gateway.rs`,
+//! `db/postgres/gateway.rs`), so a backend changes nothing here.
 //!
 //! Guarantees the pipeline builds on:
 //! - [`GatewayStore::receive`] stores an inbound message once per channel and
@@ -124,7 +124,8 @@ fn finish_flush(status: OutcomeStatus, queues_replies: bool) -> Flush {
 
 impl GatewayStore {
     /// The gateway tables of this database (created by its migrations): a
-    /// `SqliteTapeStore` or `SqliteDb` gives those of its SQLite file.
+    /// `HomeStore`, `SqliteTapeStore`, `SqliteDb`, `PgTapeStore` or `PgDb`
+    /// gives those of its database.
     pub fn new(db: impl Into<Arc<dyn GatewayTables>>) -> GatewayStore {
         GatewayStore { tables: db.into() }
     }

@@ -72,13 +72,12 @@ impl ReplicaTables for PgDb {
     }
 
     async fn retire(&self, id: &str) -> Result<(), DbError> {
-        let mut transaction = self.pool().begin().await?;
-        query::<Postgres>("DELETE FROM gateway_leases WHERE holder = $1").bind(id).execute(&mut *transaction).await?;
+        // The leases stay, void with their holder: whoever takes one over
+        // still sees which volume it was on.
         query::<Postgres>("UPDATE gateway_replicas SET expires_at = now() WHERE id = $1")
             .bind(id)
-            .execute(&mut *transaction)
+            .execute(self.pool())
             .await?;
-        transaction.commit().await?;
         Ok(())
     }
 

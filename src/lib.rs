@@ -5,9 +5,11 @@
 //!   (and an in-memory store), anchors, forks, context building, spill of
 //!   oversized tool results. Knows no SQL.
 //! - [`db`]: the database layer — SQLite (one file, a writing thread with
-//!   group commit, reader threads, embedded migrations) and the SQL of the
-//!   tape store and the gateway's tables (`GatewayTables`); a new backend
-//!   goes beside `db/sqlite/`. Imports `tape`, nothing above it.
+//!   group commit, reader threads, embedded migrations) and PostgreSQL
+//!   (shared by several gateway replicas: also their leases and claims,
+//!   `ReplicaTables`), the SQL of the tape store and the gateway's tables
+//!   (`GatewayTables`), `HomeStore` over either. Imports `tape`, nothing
+//!   above it.
 //! - [`agent`]: the agent loop — `Agent`, runs and their event streams, the
 //!   loop's events, system prompt sections, steering; the agent's own tool
 //!   `subagent`, and the `ToolHost` it hands tools.

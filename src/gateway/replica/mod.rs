@@ -262,13 +262,10 @@ impl Replica {
 }
 
 /// The replica's name in ids and logs.
+/// (A pod's name in Kubernetes: it is the pod's host name.)
 fn hostname() -> String {
-    let name = std::env::var("HOSTNAME")
-        .ok()
-        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
-        .map(|name| name.trim().to_string())
-        .filter(|name| !name.is_empty());
-    name.unwrap_or_else(|| "bub".to_string())
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname").ok();
+    name.map(|name| name.trim().to_string()).filter(|name| !name.is_empty()).unwrap_or_else(|| "bub".to_string())
 }
 
 /// The id of the volume `workspaces` is on: read from its `.bub-volume`,

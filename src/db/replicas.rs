@@ -12,7 +12,9 @@
 use super::DbError;
 use super::gateway::{InboxRow, OutboxRow};
 use async_trait::async_trait;
+use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::Notify;
 
 /// What [`ReplicaTables::lease`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,8 +75,18 @@ pub trait ReplicaTables: Send + Sync {
     async fn claim_session(&self, session: &str, holder: &str, in_hand: &[i64]) -> Result<Vec<ClaimedRow>, DbError>;
 
     /// Sessions that have rows [`claim_session`](Self::claim_session) would
-    /// claim, oldest row first, at most `limit`.
+    /// claim and that no other live replica holds, oldest row first, at
+    /// most `limit`.
     async fn unclaimed_sessions(&self, holder: &str, in_hand: &[i64], limit: i64) -> Result<Vec<String>, DbError>;
+
+    /// Wakes every replica's sweep (a message was stored for a session
+    /// another replica holds).
+    async fn wake_holders(&self) -> Result<(), DbError>;
+
+    /// From now on, `wake` is notified when a replica calls
+    /// [`wake_holders`](Self::wake_holders) (best effort: the sweep also
+    /// runs on its own every second).
+    async fn watch_work(&self, wake: Arc<Notify>) -> Result<(), DbError>;
 
     /// Claims for `holder` the pending replies that nobody alive delivers
     /// (stored by a replica that died before they went out), oldest first.

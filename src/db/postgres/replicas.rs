@@ -14,8 +14,14 @@ use crate::db::replicas::{ClaimedRow, Lease, ReplicaTables};
 use async_trait::async_trait;
 use sqlx_core::query::query;
 use sqlx_core::row::Row;
-use sqlx_postgres::Postgres;
+use sqlx_postgres::{PgListener, Postgres};
+use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::Notify;
+
+/// The channel on which a replica that stored a message for a session held
+/// elsewhere wakes the holders' sweeps.
+const WORK_CHANNEL: &str = "bub_work";
 
 /// Inbox rows (`i`) nobody alive handles: never claimed, claimed by a dead
 /// replica, or claimed by the caller (parameter `holder`) and not in its
@@ -166,13 +172,41 @@ impl ReplicaTables for PgDb {
 
     async fn unclaimed_sessions(&self, holder: &str, in_hand: &[i64], limit: i64) -> Result<Vec<String>, DbError> {
         let orphaned = orphaned("$1", "$2");
+        // Sessions another live replica holds are its business: left out.
         let sql = format!(
             "SELECT i.session FROM gateway_inbox i \
              WHERE i.state <> 'done' AND i.session IS NOT NULL AND {orphaned} \
+               AND NOT EXISTS (SELECT 1 FROM gateway_leases l JOIN gateway_replicas r ON r.id = l.holder \
+                               WHERE l.name = 'session:' || i.session AND l.holder <> $1 AND r.expires_at > now()) \
              GROUP BY i.session ORDER BY min(i.seq) LIMIT $3"
         );
         let rows = query::<Postgres>(&sql).bind(holder).bind(in_hand).bind(limit).fetch_all(self.pool()).await?;
         Ok(rows.iter().map(|row| row.try_get(0)).collect::<Result<_, _>>()?)
+    }
+
+    async fn wake_holders(&self) -> Result<(), DbError> {
+        query::<Postgres>("SELECT pg_notify($1, '')").bind(WORK_CHANNEL).execute(self.pool()).await?;
+        Ok(())
+    }
+
+    async fn watch_work(&self, wake: Arc<Notify>) -> Result<(), DbError> {
+        let mut listener = PgListener::connect_with(self.pool()).await?;
+        listener.listen(WORK_CHANNEL).await?;
+        tokio::spawn(async move {
+            loop {
+                match listener.recv().await {
+                    Ok(_) => wake.notify_one(),
+                    Err(sqlx_core::Error::PoolClosed) => return,
+                    // Reconnected at the next recv; what was sent meanwhile
+                    // is found by the sweep's own rounds.
+                    Err(error) => {
+                        tracing::warn!(%error, "lost the work notifications; reconnecting");
+                        tokio::time::sleep(Duration::from_millis(500)).await;
+                    }
+                }
+            }
+        });
+        Ok(())
     }
 
     async fn claim_replies(&self, holder: &str, limit: i64) -> Result<Vec<OutboxRow>, DbError> {

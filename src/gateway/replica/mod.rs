@@ -14,7 +14,8 @@
 //!   a session it holds (or can take) claims that session's unclaimed rows,
 //!   oldest first, under a per-session lock, and hands them to its session
 //!   worker as a single process would. A message for a session held
-//!   elsewhere stays unclaimed; the holder's sweep (`upkeep`) claims it.
+//!   elsewhere stays unclaimed, and the holders are woken (`NOTIFY`): the
+//!   holder's sweep (`upkeep`) claims it.
 //!   Claims are `FOR UPDATE SKIP LOCKED`.
 //! - **A caller waiting on the request** (`?mode=sync`, `sse`) whose turn
 //!   runs on another replica is answered from the stored outcome
@@ -135,6 +136,9 @@ impl Replica {
                 if let Some(sink) = message.sink {
                     self.waiters.wait(key, sink);
                 }
+                if let Err(error) = self.tables.wake_holders().await {
+                    tracing::warn!(%error, session, "cannot wake the session's holder; its sweep finds the message");
+                }
             }
             Err(error) => {
                 // Stored: whoever can lease the session claims it at its next sweep.
@@ -239,9 +243,9 @@ impl Replica {
 
     /// Starts the heartbeat and the sweep.
     pub(crate) fn start(self: &Arc<Self>, inner: &Arc<Inner>) {
-        let (heartbeat, sweep) = upkeep::start(inner, self);
+        let (heartbeat, claiming) = upkeep::start(inner, self);
         *self.heartbeat.lock().unwrap_or_else(|p| p.into_inner()) = Some(heartbeat);
-        self.claiming.lock().unwrap_or_else(|p| p.into_inner()).push(sweep);
+        self.claiming.lock().unwrap_or_else(|p| p.into_inner()).extend(claiming);
     }
 
     /// The start of a stop: nothing more is claimed or taken up.

@@ -10,16 +10,32 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::task::JoinHandle;
 
-/// How often the sweep looks: the delay a message stored on one replica
-/// waits before the holder of its session picks it up.
-const SWEEP_EVERY: Duration = Duration::from_millis(50);
+/// How often the sweep looks when nothing wakes it (a replica that stores a
+/// message for a session held elsewhere wakes the holders at once): the
+/// bound on the delay of a message whose wake-up was lost, and how soon a
+/// dead replica's work is found once its leases expired.
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
+
+/// How often callers waiting on another replica's turn are looked after.
+const ANSWER_EVERY: Duration = Duration::from_millis(20);
 
 /// Sessions (and replies) one sweep claims at most.
 const SWEEP_BATCH: i64 = 64;
 
 /// Starts the heartbeat and the sweep; they run until aborted (the stop).
-pub(super) fn start(inner: &Arc<Inner>, replica: &Arc<Replica>) -> (JoinHandle<()>, JoinHandle<()>) {
-    (tokio::spawn(heartbeat(replica.clone())), tokio::spawn(sweep(inner.clone(), replica.clone())))
+pub(super) fn start(inner: &Arc<Inner>, replica: &Arc<Replica>) -> (JoinHandle<()>, Vec<JoinHandle<()>>) {
+    let claiming = vec![tokio::spawn(sweep(inner.clone(), replica.clone())), tokio::spawn(answer(replica.clone()))];
+    (tokio::spawn(heartbeat(replica.clone())), claiming)
+}
+
+/// Callers waiting on another replica's turn hear its outcome.
+async fn answer(replica: Arc<Replica>) {
+    loop {
+        tokio::time::sleep(ANSWER_EVERY).await;
+        if !replica.waiters.is_empty() {
+            replica.waiters.answer(replica.tables.as_ref()).await;
+        }
+    }
 }
 
 async fn heartbeat(replica: Arc<Replica>) {
@@ -51,10 +67,14 @@ async fn heartbeat(replica: Arc<Replica>) {
 }
 
 async fn sweep(inner: Arc<Inner>, replica: Arc<Replica>) {
+    let wake = Arc::new(tokio::sync::Notify::new());
+    if let Err(error) = replica.tables.watch_work(wake.clone()).await {
+        tracing::warn!(%error, "cannot listen for work; messages stored on other replicas wait for the sweep's rounds");
+    }
     loop {
-        tokio::time::sleep(SWEEP_EVERY).await;
-        if !replica.waiters.is_empty() {
-            replica.waiters.answer(replica.tables.as_ref()).await;
+        tokio::select! {
+            () = wake.notified() => {}
+            () = tokio::time::sleep(SWEEP_EVERY) => {}
         }
         let in_hand: Vec<i64> = replica.in_hand.lock().unwrap_or_else(|p| p.into_inner()).iter().copied().collect();
         match replica.tables.unclaimed_sessions(&replica.id, &in_hand, SWEEP_BATCH).await {

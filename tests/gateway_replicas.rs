@@ -152,3 +152,61 @@ async fn bub_db_migrate_prepares_the_database_the_environment_names() {
     assert!(stderr.contains("BUB_DATABASE_URL") && stderr.contains("postgres://"), "{stderr}");
     assert!(!stderr.contains("secret"), "the password is never printed: {stderr}");
 }
+
+/// A replica paused past its lease (SIGSTOP: a long GC-like stall, a frozen
+/// VM) is taken for dead: the other runs its chat's turn and answers once.
+/// When it wakes, its own turn can neither add to the tape nor answer, and
+/// it stops with an error so that its supervisor restarts it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_taken_for_dead_answers_nothing_when_it_wakes_and_stops() {
+    let url = support::postgres::fresh_database().await;
+    let fake = FakeModel::start();
+    let fake = fake.await;
+    // Long enough that the pause falls inside the turn's model call.
+    fake.answer_all(Reply::slow_first_token(Duration::from_secs(4), Reply::text("answered")));
+    let receiver = CallbackReceiver::start().await;
+    let config = format!(
+        "[store]\nlease_seconds = 2\n\n[channels.webhook]\nkind = \"webhook\"\nsecrets = [\"{SECRET}\"]\n\
+         callback_url = \"{}\"\n",
+        receiver.url()
+    );
+    let env = replica_env(&fake, &url, None);
+    let homes = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let a = GatewayProcess::start_with_config(homes[0].path(), &env, &config).await;
+    let b = GatewayProcess::start_with_config(homes[1].path(), &env, &config).await;
+    let sent = signed_request(&client(), a.addr, "webhook", "async", &body("m1", "c1", "hello"), SECRET).await;
+    assert_eq!(sent.unwrap().status(), 202);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let a_pid = rustix::process::Pid::from_raw(a.pid() as i32).unwrap();
+    rustix::process::kill_process(a_pid, rustix::process::Signal::STOP).unwrap();
+    // b takes the chat over once a's lease expired, and answers.
+    let answered = receiver.wait_for_keys(1, Duration::from_secs(30)).await;
+    rustix::process::kill_process(a_pid, rustix::process::Signal::CONT).unwrap();
+    assert!(answered, "b answers after the takeover:\n{}", b.stderr());
+    let (status, a_stderr) = a.wait_exit(Duration::from_secs(20)).await;
+    assert!(status.is_some_and(|status| !status.success()), "a stops with an error: {status:?}\n{a_stderr}");
+    assert!(a_stderr.contains("taken for dead"), "{a_stderr}");
+    // a's turn came back from the model meanwhile: nothing of it lands.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let replies = receiver.posts_per_key();
+    assert_eq!(replies.get("reply:webhook:m1"), Some(&1), "answered once: {replies:?}");
+    assert!(b.stop().await);
+    let store = bub::db::PgTapeStore::connect(&url).await.unwrap();
+    let answers = assistant_texts(&store).await;
+    assert_eq!(answers, ["answered"], "one turn on the tape, b's");
+}
+
+/// The assistant messages of every tape.
+async fn assistant_texts(store: &bub::db::PgTapeStore) -> Vec<String> {
+    use bub::tape::{TapeQuery, TapeStore};
+    let mut texts = Vec::new();
+    for summary in store.list().await.unwrap() {
+        let name = bub::tape::TapeName::new(summary.name.clone()).unwrap();
+        for entry in store.read(&name, &TapeQuery::all()).await.unwrap() {
+            if entry.payload.get("role").and_then(Value::as_str) == Some("assistant") {
+                texts.push(entry.payload.get("content").and_then(Value::as_str).unwrap_or_default().to_string());
+            }
+        }
+    }
+    texts
+}

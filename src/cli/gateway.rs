@@ -46,7 +46,14 @@ pub(crate) async fn run_gateway(home: &BubHome, config: Option<PathBuf>, listen:
             names.sort();
             eprintln!("bub gateway listening on http://{} (channels: {})", running.local_addr(), names.join(", "));
         }
+        let gateway = running.gateway().clone();
         running.wait().await;
+        if gateway.lost_registration() {
+            anyhow::bail!(
+                "this replica was taken for dead (no heartbeat reached the database for longer than [store] \
+                 lease_seconds) and the others took its work over; it stopped so that it can be restarted cleanly"
+            );
+        }
         anyhow::Ok(())
     }
     .await;

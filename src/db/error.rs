@@ -16,9 +16,10 @@ pub enum DbError {
     /// PostgreSQL (or the connection to it) refused or lost a statement.
     #[error(transparent)]
     Postgres(#[from] sqlx_core::Error),
-    /// Among replicas: the rows are no longer this replica's (it was taken
-    /// for dead and another claimed them); nothing was written.
-    #[error("another gateway replica has taken these messages over (this one was taken for dead); nothing was stored")]
+    /// Among replicas: this replica was taken for dead and another runs its
+    /// sessions now (its rows are claimed by another, or its registration
+    /// expired); nothing was written.
+    #[error("another gateway replica has taken this work over (this one was taken for dead); nothing was stored")]
     NotClaimed,
     /// The database was closed (the process is stopping).
     #[error("the database is closed")]

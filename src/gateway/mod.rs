@@ -319,6 +319,13 @@ impl Gateway {
         platform::hidden_group_messages_warnings(&self.inner)
     }
 
+    /// Among replicas: whether this one stopped because its registration
+    /// expired (it was taken for dead and its work taken over): it must be
+    /// restarted, and `bub gateway` exits with an error.
+    pub fn lost_registration(&self) -> bool {
+        self.inner.replica.get().is_some_and(|replica| *replica.fenced.borrow())
+    }
+
     /// The channels, by name.
     pub fn channel_names(&self) -> Vec<String> {
         self.inner.channels.keys().cloned().collect()

@@ -151,6 +151,23 @@ impl GatewayProcess {
         }
     }
 
+    /// Waits up to `timeout` for a running gateway to exit on its own (it is
+    /// killed after that); its status, `None` when it did not exit, and its
+    /// stderr.
+    pub async fn wait_exit(mut self, timeout: Duration) -> (Option<std::process::ExitStatus>, String) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child_mut().try_wait().expect("poll bub gateway") {
+                return (Some(status), self.stderr());
+            }
+            if Instant::now() > deadline {
+                self.kill_hard();
+                return (None, self.stderr());
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// The process id (for `/proc/<pid>/status`).
     pub fn pid(&self) -> u32 {
         self.child.as_ref().map(Child::id).unwrap_or(0)

@@ -39,11 +39,17 @@ pub struct PgTapeStore {
 
 /// Creates or locks the tape's row and moves its last id past the batch
 /// (`$2` entries), then inserts the batch from the arrays `$4`…`$8`
-/// numbered after the old last id; answers the tape's id and the batch's
-/// first id.
+/// numbered after the old last id; answers whether it was allowed, the
+/// tape's id and the batch's first id. Among replicas (`$9`, this process's
+/// incarnation) only while the incarnation is alive: a replica taken for
+/// dead, whose sessions another runs now, must not add its turn to them.
 const APPEND_SQL: &str = "\
-WITH tape AS (
-    INSERT INTO tapes AS t (name, last_entry_id, created_at, updated_at) VALUES ($1, $2, $3, $3)
+WITH alive AS (
+    SELECT $9::text IS NULL
+        OR EXISTS (SELECT 1 FROM gateway_replicas WHERE id = $9 AND expires_at > now()) AS ok
+), tape AS (
+    INSERT INTO tapes AS t (name, last_entry_id, created_at, updated_at)
+    SELECT $1, $2, $3, $3 WHERE (SELECT ok FROM alive)
     ON CONFLICT (name) DO UPDATE SET last_entry_id = t.last_entry_id + EXCLUDED.last_entry_id,
                                      updated_at = EXCLUDED.updated_at
     RETURNING t.id, t.last_entry_id - $2 AS before
@@ -54,7 +60,7 @@ WITH tape AS (
          WITH ORDINALITY AS batch (kind, name, payload, meta, date, n)
     RETURNING entry_id
 )
-SELECT (SELECT id FROM tape), (SELECT before FROM tape) + 1, (SELECT count(*) FROM inserted)";
+SELECT (SELECT ok FROM alive), (SELECT id FROM tape), (SELECT before FROM tape) + 1, (SELECT count(*) FROM inserted)";
 
 impl PgTapeStore {
     /// Connects to `url` with full durability (see [`PgDb::connect`]).
@@ -241,11 +247,21 @@ impl TapeStore for PgTapeStore {
             .bind(&columns.payloads)
             .bind(&columns.metas)
             .bind(&columns.dates)
+            .bind(self.db.holder())
             .fetch_one(self.db.pool())
             .await
             .map_err(&failed)?;
+        let allowed: bool = row.try_get(0).map_err(&failed)?;
+        if !allowed {
+            return Err(TapeError::Backend {
+                tape: tape.to_string(),
+                operation: "append",
+                location: self.db.location().to_string(),
+                source: Box::new(DbError::NotClaimed),
+            });
+        }
         let (tape_id, first, inserted): (i64, i64, i64) =
-            (row.try_get(0).map_err(&failed)?, row.try_get(1).map_err(&failed)?, row.try_get(2).map_err(&failed)?);
+            (row.try_get(1).map_err(&failed)?, row.try_get(2).map_err(&failed)?, row.try_get(3).map_err(&failed)?);
         if inserted != entries.len() as i64 {
             let message = format!("an append of {} entries inserted {inserted}", entries.len());
             return Err(TapeError::StoreContract { tape: tape.clone(), message });

@@ -59,6 +59,33 @@ async fn a_chat_spread_over_two_replicas_is_answered_in_order() {
     assert_eq!(prompts, expected, "one tape, prompts in order");
 }
 
+/// A streaming caller (`?mode=sse`) at a replica that does not hold the
+/// chat gets the reply as a delta and the `done` event, like a local one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streaming_caller_hears_a_turn_run_on_another_replica() {
+    let url = support::postgres::fresh_database().await;
+    let fake = FakeModel::start_answering("answered").await;
+    let homes = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let env = replica_env(&fake, &url, None);
+    let a = GatewayProcess::start(homes[0].path(), &env, &[]).await;
+    let b = GatewayProcess::start(homes[1].path(), &env, &[]).await;
+    let first = signed_request(&client(), a.addr, "webhook", "sync", &body("m1", "c1", "hello"), SECRET).await;
+    assert_eq!(first.unwrap().status(), 200, "a holds c1 now");
+    let response =
+        signed_request(&client(), b.addr, "webhook", "sse", &body("m2", "c1", "again"), SECRET).await.unwrap();
+    assert_eq!(response.status(), 200);
+    let stream = response.text().await.unwrap();
+    let deltas: String = stream
+        .split("\n\n")
+        .filter(|event| event.contains("event: delta"))
+        .filter_map(|event| event.lines().find_map(|line| line.strip_prefix("data:")))
+        .map(|data| serde_json::from_str::<Value>(data.trim()).unwrap()["text"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(deltas, "answered", "{stream}");
+    assert!(stream.contains("event: done"), "{stream}");
+    assert!(a.stop().await && b.stop().await);
+}
+
 /// The user messages of every tape, in tape order, concatenated.
 async fn user_texts(store: &bub::db::PgTapeStore) -> Vec<String> {
     use bub::tape::{TapeQuery, TapeStore};

@@ -58,6 +58,11 @@ impl Waiters {
             };
             let sinks = self.waiting.lock().unwrap_or_else(|p| p.into_inner()).remove(&key).unwrap_or_default();
             for (sink, _) in sinks {
+                // A streaming caller (`sse`) reads the reply from its deltas:
+                // the turn streamed on another replica, so it comes whole.
+                if outcome.status == bub_channel::OutcomeStatus::Replied && !outcome.text.is_empty() {
+                    sink.delta(outcome.text.clone());
+                }
                 sink.done(outcome.clone()).await;
             }
         }

@@ -14,7 +14,11 @@ CREATE TABLE gateway_replicas (
     -- the host name and pid, for operators
     host       TEXT NOT NULL,
     started_at TIMESTAMPTZ NOT NULL DEFAULT now(),
-    expires_at TIMESTAMPTZ NOT NULL
+    expires_at TIMESTAMPTZ NOT NULL,
+    -- set by whoever takes work over from it once it expired: it may not
+    -- come back. An expired replica that nobody took anything from (all of
+    -- them lost the database for a while) heartbeats on as before.
+    fenced     BOOLEAN NOT NULL DEFAULT false
 );
 
 CREATE TABLE gateway_leases (

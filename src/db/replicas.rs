@@ -7,7 +7,9 @@
 //! heartbeat moves; a lease is valid while its holder is alive. So one
 //! heartbeat statement keeps every lease of a replica, and a replica that
 //! dies loses all of them `ttl` after its last heartbeat with nobody writing
-//! anything. Times are the database's clock.
+//! anything. Whoever takes work over from an expired replica fences it: it
+//! may not come back (its heartbeat says so, and it stops). Times are the
+//! database's clock.
 
 use super::DbError;
 use super::gateway::{InboxRow, OutboxRow};
@@ -42,12 +44,14 @@ pub struct ClaimedRow {
 #[async_trait]
 pub trait ReplicaTables: Send + Sync {
     /// Registers incarnation `id` alive for `ttl`; `previous`, this
-    /// replica's last incarnation (a restart), is declared dead at once so
-    /// its work is taken over now rather than `ttl` later.
+    /// replica's last incarnation (a restart), is declared dead (and fenced)
+    /// at once so its work is taken over now rather than `ttl` later.
     async fn register(&self, id: &str, host: &str, ttl: Duration, previous: Option<&str>) -> Result<(), DbError>;
 
-    /// Keeps `id` alive for `ttl` more; `false` when it had expired already:
-    /// others may have taken its work, and it must not go on as if not.
+    /// Keeps `id` alive for `ttl` more; `false` when another replica took
+    /// work over from it (after it expired): it must not go on as if not.
+    /// An expired replica nobody took anything from (every replica lost
+    /// the database for longer than `ttl`) lives on.
     async fn heartbeat(&self, id: &str, ttl: Duration) -> Result<bool, DbError>;
 
     /// A clean stop: `id` is dead now, so its leases are free (the rows

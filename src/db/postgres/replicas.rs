@@ -44,10 +44,12 @@ impl ReplicaTables for PgDb {
     async fn register(&self, id: &str, host: &str, ttl: Duration, previous: Option<&str>) -> Result<(), DbError> {
         let mut transaction = self.pool().begin().await?;
         if let Some(previous) = previous {
-            query::<Postgres>("UPDATE gateway_replicas SET expires_at = now() WHERE id = $1 AND expires_at > now()")
-                .bind(previous)
-                .execute(&mut *transaction)
-                .await?;
+            query::<Postgres>(
+                "UPDATE gateway_replicas SET expires_at = least(expires_at, now()), fenced = true WHERE id = $1",
+            )
+            .bind(previous)
+            .execute(&mut *transaction)
+            .await?;
         }
         // Incarnations dead for a day are only clutter.
         query::<Postgres>("DELETE FROM gateway_replicas WHERE expires_at < now() - interval '1 day'")
@@ -68,7 +70,7 @@ impl ReplicaTables for PgDb {
     async fn heartbeat(&self, id: &str, ttl: Duration) -> Result<bool, DbError> {
         let done = query::<Postgres>(
             "UPDATE gateway_replicas SET expires_at = now() + make_interval(secs => $2) \
-             WHERE id = $1 AND expires_at > now()",
+             WHERE id = $1 AND NOT fenced",
         )
         .bind(id)
         .bind(seconds(ttl))
@@ -80,10 +82,12 @@ impl ReplicaTables for PgDb {
     async fn retire(&self, id: &str) -> Result<(), DbError> {
         // The leases stay, void with their holder: whoever takes one over
         // still sees which volume it was on.
-        query::<Postgres>("UPDATE gateway_replicas SET expires_at = now() WHERE id = $1")
-            .bind(id)
-            .execute(self.pool())
-            .await?;
+        query::<Postgres>(
+            "UPDATE gateway_replicas SET expires_at = least(expires_at, now()), fenced = true WHERE id = $1",
+        )
+        .bind(id)
+        .execute(self.pool())
+        .await?;
         Ok(())
     }
 
@@ -91,7 +95,9 @@ impl ReplicaTables for PgDb {
         // One statement: insert, or take over from a holder that is dead; the
         // old row's holder and volume come back to tell a takeover apart.
         let row = query::<Postgres>(
-            "WITH before AS (SELECT holder, volume FROM gateway_leases WHERE name = $1) \
+            "WITH before AS (SELECT holder, volume FROM gateway_leases WHERE name = $1), \
+             fence AS (UPDATE gateway_replicas SET fenced = true \
+                       WHERE id = (SELECT holder FROM before) AND id <> $2 AND expires_at <= now()) \
              INSERT INTO gateway_leases AS l (name, holder, volume) VALUES ($1, $2, $3) \
              ON CONFLICT (name) DO UPDATE SET holder = $2, volume = $3, acquired_at = now() \
                WHERE l.holder = $2 OR NOT EXISTS \
@@ -147,7 +153,9 @@ impl ReplicaTables for PgDb {
             "WITH picked AS ( \
                SELECT i.seq, i.claimed_by FROM gateway_inbox i \
                WHERE i.session = $1 AND i.state <> 'done' AND {orphaned} \
-               ORDER BY i.seq FOR UPDATE OF i SKIP LOCKED) \
+               ORDER BY i.seq FOR UPDATE OF i SKIP LOCKED), \
+             fence AS (UPDATE gateway_replicas SET fenced = true \
+                       WHERE id IN (SELECT claimed_by FROM picked) AND id <> $2 AND expires_at <= now()) \
              UPDATE gateway_inbox g SET claimed_by = $2 FROM picked p WHERE g.seq = p.seq \
              RETURNING g.seq, g.inbound, g.turn, g.session, p.claimed_by IS NOT NULL"
         );
@@ -215,7 +223,10 @@ impl ReplicaTables for PgDb {
                SELECT o.key FROM gateway_outbox o \
                WHERE o.state = 'pending' AND (o.claimed_by IS NULL OR (o.claimed_by <> $1 AND NOT EXISTS \
                  (SELECT 1 FROM gateway_replicas r WHERE r.id = o.claimed_by AND r.expires_at > now()))) \
-               ORDER BY o.created_at LIMIT $2 FOR UPDATE OF o SKIP LOCKED) \
+               ORDER BY o.created_at LIMIT $2 FOR UPDATE OF o SKIP LOCKED), \
+             fence AS (UPDATE gateway_replicas SET fenced = true \
+                       WHERE id IN (SELECT claimed_by FROM gateway_outbox WHERE key IN (SELECT key FROM picked)) \
+                         AND id <> $1 AND expires_at <= now()) \
              UPDATE gateway_outbox g SET claimed_by = $1 FROM picked p WHERE g.key = p.key \
              RETURNING g.channel, g.outbound, g.platform_ids, g.created_at",
         )

@@ -52,8 +52,8 @@ async fn heartbeat(replica: Arc<Replica>) {
             Ok(false) => {
                 tracing::error!(
                     replica = %replica.id,
-                    "this replica's registration expired (no heartbeat for longer than lease_seconds): other \
-                     replicas may have taken its sessions over, so it stops; restart it"
+                    "this replica was taken for dead (no heartbeat for longer than lease_seconds) and another \
+                     replica took its work over, so it stops; restart it"
                 );
                 let _ = replica.fenced.send(true);
                 return;

@@ -26,6 +26,7 @@ mod tapes;
 pub use tapes::PgTapeStore;
 
 use super::{DbError, Durability, GatewayTables, OpenError};
+use sqlx_core::connection::{ConnectOptions, Connection};
 use sqlx_postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use std::str::FromStr;
 use std::sync::Arc;
@@ -65,6 +66,17 @@ impl PgDb {
         if durability == Durability::Normal {
             options = options.options([("synchronous_commit", "off")]);
         }
+        // One connection first, for its own error: the pool's would only say
+        // that it timed out, not that the server refused or the password is wrong.
+        let first = tokio::time::timeout(ACQUIRE_TIMEOUT, options.connect())
+            .await
+            .map_err(|_| {
+                refused(format!(
+                    "cannot connect: no answer within {ACQUIRE_TIMEOUT:?} (is the server up, are host and port right?)"
+                ))
+            })?
+            .map_err(|e| refused(format!("cannot connect: {e}")))?;
+        let _ = first.close().await;
         let pool = PgPoolOptions::new()
             .max_connections(MAX_CONNECTIONS)
             .acquire_timeout(ACQUIRE_TIMEOUT)

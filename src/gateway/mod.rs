@@ -233,7 +233,8 @@ impl Gateway {
         Ok(())
     }
 
-    /// Stops the channels (no new messages), lets the turns in flight finish
+    /// Stops the channels (no new messages; among replicas, the receiving
+    /// parts this one ran go to another at once), lets the turns in flight finish
     /// for up to `grace` and abandons the rest (no new turn starts meanwhile;
     /// the next start runs what was abandoned or never started, and callers
     /// still waiting are answered 503 at once). Then replies stop going out:
@@ -248,6 +249,9 @@ impl Gateway {
         }
         for channel in self.inner.channels.values() {
             channel.stop().await;
+        }
+        if let Some(replica) = self.inner.replica.get() {
+            replica.release_receiving().await;
         }
         let abandoned = self.inner.running.stop(grace).await;
         if abandoned > 0 {

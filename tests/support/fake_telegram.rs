@@ -25,8 +25,14 @@
 //! ([`FakeTelegram::downloads`] counts them).
 //!
 //! `getUpdates` behaves like Telegram's: updates below the requested offset
-//! are forgotten for good, and a poll with nothing new waits (at most 2 s, well
-//! under teloxide's 17 s client timeout) before answering an empty list.
+//! are forgotten for good (an update handed out is kept until a later poll's
+//! offset confirms it, so a poller that dies before confirming loses nothing),
+//! and a poll with nothing new waits (at most 2 s, well under teloxide's 17 s
+//! client timeout) before answering an empty list. Like Telegram, one token
+//! has one poll at a time: a `getUpdates` arriving while another still waits
+//! ends the waiting one with 409 "Conflict: terminated by other getUpdates
+//! request" (counted in [`FakeTelegram::poll_conflicts`]; a poll whose client
+//! hung up no longer waits). [`FakeTelegram::polls_at`] says when each poll arrived.
 //!
 //! Flood control is off unless asked for: with [`FakeTelegram::enforce_limits`]
 //! (e.g. [`TelegramLimits::platform`]) posts into chats over Telegram's limits
@@ -163,6 +169,19 @@ struct State_ {
     privacy_mode: bool,
     /// Telegram's flood limits, when enforced, and what they saw.
     flood: Flood,
+    /// The `getUpdates` calls: who waits, who was overtaken.
+    polls: Polls,
+}
+
+/// What the fake knows of the `getUpdates` calls.
+#[derive(Default)]
+struct Polls {
+    /// Bumped by each call: a waiting poll whose number is not the latest was overtaken.
+    latest: u64,
+    /// Polls ended with 409 because another arrived while they waited.
+    conflicts: usize,
+    /// When each call arrived.
+    arrived: Vec<Instant>,
 }
 
 #[derive(Default)]
@@ -409,6 +428,17 @@ impl FakeTelegram {
         lock(&self.shared).offsets.clone()
     }
 
+    /// How many polls were ended with 409 "terminated by other getUpdates
+    /// request": each is a moment when two processes polled the token at once.
+    pub fn poll_conflicts(&self) -> usize {
+        lock(&self.shared).polls.conflicts
+    }
+
+    /// When each `getUpdates` arrived, in order.
+    pub fn polls_at(&self) -> Vec<Instant> {
+        lock(&self.shared).polls.arrived.clone()
+    }
+
     /// Waits until at least `count` messages were sent; returns them all.
     pub async fn wait_for_sent(&self, count: usize, timeout: Duration) -> Vec<SentMessage> {
         self.wait_until(timeout, |fake| fake.sent().len() >= count).await;
@@ -611,12 +641,26 @@ async fn download(State(shared): State<Arc<Shared>>, Path((bot, path)): Path<(St
 async fn get_updates(shared: &Shared, params: &Value) -> Response {
     let mut offset = params["offset"].as_i64().unwrap_or(0);
     let wait = Duration::from_secs(params["timeout"].as_u64().unwrap_or(0).min(2));
-    lock(shared).offsets.push(offset);
+    let ticket = {
+        let mut state = lock(shared);
+        state.offsets.push(offset);
+        state.polls.arrived.push(Instant::now());
+        state.polls.latest += 1;
+        state.polls.latest
+    };
+    // Wakes a poll this one overtakes.
+    shared.changed.notify_waiters();
     let deadline = tokio::time::Instant::now() + wait;
     loop {
         let changed = shared.changed.notified();
         {
             let mut state = lock(shared);
+            if state.polls.latest != ticket {
+                state.polls.conflicts += 1;
+                let description =
+                    "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running";
+                return error(409, description, None);
+            }
             // Asking for an offset confirms, and forgets, everything before it;
             // offset 0 (a fresh start) gets whatever is unconfirmed.
             if offset == 0 {

@@ -12,6 +12,10 @@
 //!
 //! There is no skipping: a machine without the binaries fails these tests
 //! with the message of how to install them.
+//!
+//! [`DatabaseLink`] puts a loopback relay between one process and the
+//! cluster that a test can cut and mend: that process alone loses the
+//! database (a partition), the others keep it.
 
 use std::net::TcpListener;
 use std::os::unix::process::CommandExt;
@@ -220,4 +224,61 @@ pub fn shared() -> &'static PgCluster {
 pub async fn fresh_database() -> String {
     let cluster = tokio::task::spawn_blocking(shared).await.expect("start the cluster");
     cluster.database().await
+}
+
+/// A TCP relay to the database of `url` for one process: [`DatabaseLink::cut`]
+/// drops its connections and refuses new ones until [`DatabaseLink::mend`].
+/// Stops with the test's runtime.
+pub struct DatabaseLink {
+    /// The database's URL through the relay.
+    pub url: String,
+    state: std::sync::Arc<std::sync::Mutex<Relay>>,
+}
+
+#[derive(Default)]
+struct Relay {
+    cut: bool,
+    connections: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl DatabaseLink {
+    /// A relay to the database `url` (`postgres://user@127.0.0.1:<port>/<name>`).
+    pub async fn to(url: &str) -> DatabaseLink {
+        let (head, rest) = url.rsplit_once('@').expect("a URL with a user");
+        let (server, database) = rest.split_once('/').expect("a URL with a database");
+        let server: std::net::SocketAddr = server.parse().expect("a loopback address and port");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind the relay");
+        let relay = listener.local_addr().expect("the relay's address");
+        let state = std::sync::Arc::new(std::sync::Mutex::new(Relay::default()));
+        let shared = state.clone();
+        tokio::spawn(async move {
+            while let Ok((mut client, _)) = listener.accept().await {
+                let mut relay = shared.lock().unwrap_or_else(|p| p.into_inner());
+                if relay.cut {
+                    continue;
+                }
+                relay.connections.push(tokio::spawn(async move {
+                    if let Ok(mut upstream) = tokio::net::TcpStream::connect(server).await {
+                        let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+                    }
+                }));
+            }
+        });
+        DatabaseLink { url: format!("{head}@{relay}/{database}"), state }
+    }
+
+    /// From now on the process behind the relay has no database: its
+    /// connections drop and new ones are closed at once.
+    pub fn cut(&self) {
+        let mut relay = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        relay.cut = true;
+        for connection in relay.connections.drain(..) {
+            connection.abort();
+        }
+    }
+
+    /// The database is reachable again.
+    pub fn mend(&self) {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).cut = false;
+    }
 }

@@ -177,7 +177,9 @@ pub trait Channel: Send + Sync + 'static {
         None
     }
 
-    /// Stops receiving; called once at shutdown.
+    /// Stops receiving; called at shutdown, and (through the default
+    /// [`Channel::stop_part`]) when a replica gives its part up, so a later
+    /// [`Channel::start`] must work again.
     async fn stop(&self) {}
 
     /// Into how many parts the channel's receiving splits that must each
@@ -199,7 +201,9 @@ pub trait Channel: Send + Sync + 'static {
     }
 
     /// Stops receiving part `part` (its lease moves to another replica).
-    /// The default stops the whole channel.
+    /// When it returns nothing of the part runs here any more (another
+    /// replica starts it at once), and [`Channel::start_part`] may start it
+    /// here again later. The default stops the whole channel.
     async fn stop_part(&self, part: u32) {
         let _ = part;
         self.stop().await

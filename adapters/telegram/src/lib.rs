@@ -69,6 +69,8 @@ pub const MAX_MESSAGE_CHARS: usize = 4096;
 const READ_UPDATES: [AllowedUpdate; 2] = [AllowedUpdate::Message, AllowedUpdate::EditedMessage];
 /// How long `start` waits for `getMe` and `setWebhook` / `deleteWebhook` before giving up.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long stopping the poller waits for the message being handed to the gateway.
+const HAND_OVER_DRAIN: Duration = Duration::from_secs(5);
 
 /// One bot's configuration (`[channels.<name>]` with `kind = "telegram"`).
 /// Its token and webhook secret are [`Secret`]s: `Debug` never shows them.
@@ -213,13 +215,18 @@ impl Channel for TelegramChannel {
             ingress.attach(me, inbox);
             return Ok(());
         }
+        // Started again (a replica taking polling back): the old poller ends first, or the two would
+        // end each other's polls.
+        self.stop_polling().await;
         tracing::info!(channel = %self.name, bot = %me.user.username.as_deref().unwrap_or("?"), "telegram bot polling");
         let (stop, stopped) = watch::channel(false);
         let poller = poll::Poller { channel: self.name.clone(), bot: self.bot.clone(), me, inbox, stop: stopped };
         let task = tokio::spawn(poller.run());
         let previous = self.polling.lock().unwrap_or_else(|p| p.into_inner()).replace(Polling { stop, task });
         if let Some(previous) = previous {
+            // Another start raced this one: one poller is enough.
             let _ = previous.stop.send(true);
+            previous.task.abort();
         }
         Ok(())
     }
@@ -284,11 +291,24 @@ impl Channel for TelegramChannel {
         if let Some((_, ingress)) = &self.webhook {
             ingress.detach();
         }
+        self.stop_polling().await;
+    }
+}
+
+impl TelegramChannel {
+    /// Ends the poller, if one runs: when this returns, no `getUpdates` of
+    /// this process is in flight or to come (another process may poll at once).
+    /// A message being handed over finishes, for up to [`HAND_OVER_DRAIN`]; a
+    /// poll in flight is dropped (nothing confirmed: Telegram sends it again).
+    async fn stop_polling(&self) {
         let polling = self.polling.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(polling) = polling {
-            let _ = polling.stop.send(true);
-            // A message being handed over finishes; a poll in flight is dropped (nothing confirmed).
-            let _ = tokio::time::timeout(Duration::from_secs(5), polling.task).await;
+        if let Some(Polling { stop, mut task }) = polling {
+            let _ = stop.send(true);
+            if tokio::time::timeout(HAND_OVER_DRAIN, &mut task).await.is_err() {
+                tracing::warn!(channel = %self.name, "a message was still being handed over at the stop; it comes again");
+                task.abort();
+                let _ = task.await;
+            }
         }
     }
 }

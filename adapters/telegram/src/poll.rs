@@ -38,6 +38,10 @@ impl Poller {
         let mut offset: i32 = 0;
         let mut failures: u32 = 0;
         loop {
+            // Stopped while handing a message over: no further poll, not even one the select below would drop.
+            if *self.stop.borrow() {
+                return;
+            }
             let request =
                 self.bot.get_updates().offset(offset).timeout(POLL_SECONDS).allowed_updates(crate::READ_UPDATES);
             let polled = tokio::select! {

@@ -28,6 +28,11 @@
 //!   turn's outcome is stored only while its rows are still claimed by the
 //!   replica that ran it, so a replica taken for dead that wakes up cannot
 //!   answer twice; it finds its registration expired and stops.
+//! - **Receiving that one process at a time may do** (a polled Telegram
+//!   token) is leased too, `receiver:<channel>:<part>`, at most a fair
+//!   share per replica; a replica gives its parts up as soon as its channels
+//!   stop, and stops them itself when it cannot be sure it is still counted
+//!   alive (`receivers`).
 //! - **Workspaces**: each replica keeps session workspaces in its home's
 //!   `workspaces/`. Mounted from one shared volume on every replica, a
 //!   session that moves finds its files; otherwise the new replica starts a
@@ -41,7 +46,7 @@ mod waiters;
 use super::store::Unfinished;
 use super::{Inner, Message, recovery, session};
 use crate::db::replicas::{Lease, ReplicaTables};
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -70,6 +75,12 @@ pub(crate) struct Replica {
     waiters: waiters::Waiters,
     /// Set when this incarnation's registration expired: the gateway stops.
     pub fenced: tokio::sync::watch::Sender<bool>,
+    /// Until when the database surely counts this incarnation alive: when
+    /// its last heartbeat that got through (or its registration) was sent,
+    /// plus the lease time. Past it, others may take its leases.
+    alive_until: Mutex<tokio::time::Instant>,
+    /// The receiving parts running here, by lease name (see `receivers`).
+    receiving: Mutex<BTreeSet<String>>,
     /// The sweep and the receiving shares: stopped first at a stop.
     claiming: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     /// Runs until the very end of a stop, so the leases hold while turns finish.
@@ -88,6 +99,7 @@ impl Replica {
         let marker = home.root().join("replica");
         let previous = std::fs::read_to_string(&marker).ok().map(|text| text.trim().to_string());
         let host = format!("{} pid {}", hostname(), std::process::id());
+        let asked = tokio::time::Instant::now();
         tables
             .register(&id, &host, ttl, previous.as_deref().filter(|p| !p.is_empty()))
             .await
@@ -108,6 +120,8 @@ impl Replica {
             locks: (0..STRIPES).map(|_| tokio::sync::Mutex::new(())).collect(),
             waiters: waiters::Waiters::default(),
             fenced: tokio::sync::watch::channel(false).0,
+            alive_until: Mutex::new(asked + ttl),
+            receiving: Mutex::default(),
             claiming: Mutex::default(),
             heartbeat: Mutex::default(),
         })
@@ -253,6 +267,24 @@ impl Replica {
         for task in std::mem::take(&mut *self.claiming.lock().unwrap_or_else(|p| p.into_inner())) {
             task.abort();
         }
+    }
+
+    /// A heartbeat sent at `sent` got through: alive until `sent` plus the lease time.
+    fn alive_at(&self, sent: tokio::time::Instant) {
+        let mut until = self.alive_until.lock().unwrap_or_else(|p| p.into_inner());
+        *until = (*until).max(sent + self.ttl);
+    }
+
+    /// See [`Replica::alive_until`](Replica#structfield.alive_until).
+    fn alive_until(&self) -> tokio::time::Instant {
+        *self.alive_until.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Once the channels stopped (nothing here receives any more): the
+    /// receiving parts' leases are free, so another replica starts them at
+    /// once rather than after the turns still running here.
+    pub(crate) async fn release_receiving(&self) {
+        receivers::release_all(self).await;
     }
 
     /// The end of a stop: dead now, leases free for the others at once.

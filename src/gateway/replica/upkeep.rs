@@ -43,8 +43,10 @@ async fn heartbeat(replica: Arc<Replica>) {
     let mut failing_since: Option<tokio::time::Instant> = None;
     loop {
         tokio::time::sleep(every).await;
+        let sent = tokio::time::Instant::now();
         match replica.tables.heartbeat(&replica.id, replica.ttl).await {
             Ok(true) => {
+                replica.alive_at(sent);
                 if failing_since.take().is_some() {
                     tracing::info!(replica = %replica.id, "heartbeat reaches the database again");
                 }

@@ -214,7 +214,7 @@ async fn a_poller_stopped_cleanly_hands_over_at_once() {
 /// through) but not Telegram: it stops polling before its lease could be
 /// taken, and the other replica polls once it is, so no two polls overlap.
 /// A message sent meanwhile is answered by the other replica, once. Back in
-/// touch, the cut-off replica finds its registration expired and stops.
+/// touch, the cut-off replica finds it was taken for dead (fenced) and stops.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_poller_cut_off_from_the_database_stops_polling_before_another_takes_over() {
     let _alone = ONE_AT_A_TIME.lock().await;
@@ -252,7 +252,7 @@ async fn a_poller_cut_off_from_the_database_stops_polling_before_another_takes_o
 
     link.mend();
     let fenced =
-        telegram.wait_until(ANSWER_TIMEOUT, |_| cut_off.stderr().contains("this replica's registration expired")).await;
+        telegram.wait_until(ANSWER_TIMEOUT, |_| cut_off.stderr().contains("this replica was taken for dead")).await;
     assert!(fenced, "back in touch, the cut-off replica stops:\n{}", cut_off.stderr());
     assert_eq!(polling_starts(&[&cut_off]), [1], "and does not poll again");
     assert_eq!(telegram.poll_conflicts(), 0, "two polls overlapped:\n{}", logs(&[&cut_off, &other]));

@@ -27,7 +27,7 @@
 //!   Pending replies it stored are claimed and delivered by another. A
 //!   turn's outcome is stored only while its rows are still claimed by the
 //!   replica that ran it, so a replica taken for dead that wakes up cannot
-//!   answer twice; it finds its registration expired and stops.
+//!   answer twice; it finds it was fenced (another took its work over) and stops.
 //! - **Receiving that one process at a time may do** (a polled Telegram
 //!   token) is leased too, `receiver:<channel>:<part>`, at most a fair
 //!   share per replica; a replica gives its parts up as soon as its channels
@@ -73,7 +73,7 @@ pub(crate) struct Replica {
     held: Mutex<HashSet<String>>,
     locks: Vec<tokio::sync::Mutex<()>>,
     waiters: waiters::Waiters,
-    /// Set when this incarnation's registration expired: the gateway stops.
+    /// Set when this incarnation was fenced (another replica took its work over): the gateway stops.
     pub fenced: tokio::sync::watch::Sender<bool>,
     /// Until when the database surely counts this incarnation alive: when
     /// its last heartbeat that got through (or its registration) was sent,

@@ -205,6 +205,12 @@ mod tests {
         async fn claim_session(&self, _: &str, _: &str, _: &[i64]) -> Result<Vec<ClaimedRow>, DbError> {
             Ok(Vec::new())
         }
+        async fn wake_holders(&self) -> Result<(), DbError> {
+            Ok(())
+        }
+        async fn watch_work(&self, _: Arc<tokio::sync::Notify>) -> Result<(), DbError> {
+            Ok(())
+        }
         async fn unclaimed_sessions(&self, _: &str, _: &[i64], _: i64) -> Result<Vec<String>, DbError> {
             Ok(Vec::new())
         }

@@ -7,7 +7,7 @@ mod support;
 use serde_json::json;
 use std::path::Path;
 use std::time::Duration;
-use support::fake_discord::{BOT_ID, DiscordFault, FakeDiscord, SentMessage, TOKEN};
+use support::fake_discord::{BOT_ID, DiscordFault, FakeDiscord, SentMessage, TOKEN, shard_of};
 use support::fake_model::{FakeModel, Reply};
 use support::gateway::{GatewayProcess, refused_start};
 
@@ -18,6 +18,9 @@ const DM_CHANNEL: u64 = 400_000_000_000_000_001;
 const GUILD: u64 = 500_000_000_000_000_001;
 const GUILD_CHANNEL: u64 = 600_000_000_000_000_001;
 const OTHER_USER: u64 = 300_000_000_000_000_002;
+/// A guild on shard 1 of 2 (`GUILD` is on shard 0: `(id >> 22) % 2`), and a channel in it.
+const GUILD_ON_SHARD_1: u64 = GUILD + (1 << 22);
+const SHARD_1_CHANNEL: u64 = 600_000_000_000_000_011;
 
 fn config(discord: &FakeDiscord, token: &str) -> String {
     discord.open_config(token)
@@ -295,4 +298,42 @@ async fn a_burst_from_two_people_replies_to_the_first_and_pings_only_the_other()
     );
     assert_eq!(fake.request_count(), 1, "one turn for both");
     gateway.stop().await;
+}
+
+/// `shards = 2` in one process: one connection per shard, the second IDENTIFY a session-start window
+/// (5 s, Discord's `max_concurrency` 1) after the first, and a guild on each shard is answered there.
+#[tokio::test(flavor = "multi_thread")]
+async fn two_shards_are_two_connections_and_a_guild_on_each_is_answered() {
+    assert_eq!(
+        (shard_of(&json!({"guild_id": GUILD.to_string()}), 2), shard_of(&json!({"guild_id": GUILD_ON_SHARD_1}), 2)),
+        (0, 1)
+    );
+    let home = tempfile::tempdir().unwrap();
+    let discord = FakeDiscord::start().await;
+    discord.set_shards(2);
+    let fake = FakeModel::start_answering("on it").await;
+    let gateway = start(home.path(), &fake, &format!("{}shards = 2\n", config(&discord, TOKEN))).await;
+
+    let connected = discord.wait_until(ANSWER_TIMEOUT, |fake| fake.live_shards().len() == 2).await;
+    let sessions = discord.shard_sessions();
+    assert!(connected, "two shards never connected: {sessions:?}\n{}", gateway.stderr());
+    let shards: Vec<(u64, u64)> = sessions.iter().map(|session| (session.shard, session.total)).collect();
+    assert_eq!(shards, [(0, 2), (1, 2)], "each shard once, in order: {sessions:?}");
+    assert_ne!(sessions[0].connection, sessions[1].connection, "a connection each");
+    let spacing = sessions[1].at.duration_since(sessions[0].at);
+    assert!(spacing >= Duration::from_millis(4500), "the second session started {spacing:?} after the first");
+
+    let mention = json!({"mentions": [discord.bot_user()]});
+    discord.user_says(GUILD_CHANNEL, Some(GUILD), USER, &format!("<@{BOT_ID}> shard zero?"), mention.clone());
+    discord.user_says(SHARD_1_CHANNEL, Some(GUILD_ON_SHARD_1), USER, &format!("<@{BOT_ID}> shard one?"), mention);
+    discord.user_says(DM_CHANNEL, None, USER, "and a direct message", json!({}));
+    let answered = discord.wait_until(ANSWER_TIMEOUT, |fake| fake.sent().len() >= 3).await;
+    assert!(answered, "not every shard's message was answered: {:?}\n{}", discord.sent(), gateway.stderr());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut channels: Vec<u64> = discord.sent().iter().map(|sent| sent.channel_id).collect();
+    channels.sort_unstable();
+    assert_eq!(channels, [DM_CHANNEL, GUILD_CHANNEL, SHARD_1_CHANNEL], "each answered once, where it was asked");
+    assert!(discord.shard_overlaps().is_empty(), "{:?}", discord.shard_overlaps());
+    assert!(gateway.stop().await, "SIGTERM closes both connections and stops the gateway");
+    assert!(discord.live_shards().is_empty(), "both shards logged off: {:?}", discord.live_shards());
 }

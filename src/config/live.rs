@@ -357,6 +357,15 @@ mod tests {
         assert!(GatewayConfig::parse(&zero, "bub.toml").is_err(), "a limit of 0 is a typo");
     }
 
+    #[test]
+    #[cfg(feature = "discord")]
+    fn a_new_shard_count_needs_a_restart() {
+        let dc = "[channels.dc]\nkind = \"discord\"\ntoken = \"t\"\n";
+        let old = GatewayConfig::parse(dc, "bub.toml").unwrap();
+        let new = GatewayConfig::parse(&format!("{dc}shards = 2\n"), "bub.toml").unwrap();
+        assert_eq!(needs_restart(&old, &new), ["channels.dc"], "the connections are opened at start");
+    }
+
     #[cfg(all(feature = "telegram", feature = "discord"))]
     fn refusal(text: &str) -> Option<String> {
         let started =

@@ -58,6 +58,7 @@ pub fn from_config(live: &Arc<LiveConfig>) -> Result<Vec<Arc<dyn Channel>>, Chan
                     name: name.clone(),
                     token: bot.token.clone(),
                     api_url: bot.api_url.clone(),
+                    shards: bot.shards,
                 })?));
             }
             // A kind whose feature this build leaves out: the config refused

@@ -7,7 +7,7 @@
 //! | call                                         | route name       | answer                                 |
 //! |----------------------------------------------|------------------|----------------------------------------|
 //! | `GET /api/v10/gateway`                       | `gateway`        | `{"url": "ws://127.0.0.1:PORT/gateway"}` (no token needed) |
-//! | `GET /api/v10/gateway/bot`                   | `gateway_bot`    | the url, 1 shard, a session start limit |
+//! | `GET /api/v10/gateway/bot`                   | `gateway_bot`    | the url, the recommended shards (1, or [`FakeDiscord::set_shards`]), a session start limit (`max_concurrency` 1) |
 //! | `GET /api/v10/users/@me`                     | `current_user`   | the bot's user                          |
 //! | `POST /api/v10/channels/{c}/messages`        | `create_message` | the new message (author: the bot); JSON, or multipart with `payload_json` and `files[n]` |
 //! | `PATCH /api/v10/channels/{c}/messages/{m}`   | `edit_message`   | the edited message                      |
@@ -50,6 +50,11 @@
 //! missed, then RESUMED; of an unknown one, INVALID_SESSION (op 9, `d: false`). Undecodable JSON closes with
 //! 4002, an unknown opcode with 4001, a second IDENTIFY with 4005, other ops before IDENTIFY with 4003, an
 //! IDENTIFY asking for a disallowed intent ([`FakeDiscord::disallow_intents`]) with 4014.
+//!
+//! **Shards** (`fake_discord/shards.rs`). Connections may each IDENTIFY with `shard: [id, total]`; each
+//! session gets its shard's dispatches only (a guild's by `(guild_id >> 22) % total`, direct messages on
+//! shard 0), and the fake records which connection had which shard when, and any shard live on two
+//! connections at once ([`FakeDiscord::shard_overlaps`]).
 //!
 //! **A session's life** (`fake_discord/protocol.rs`). What is said while a session has no connection is kept
 //! for a RESUME of it only; a new IDENTIFY starts from now, as on Discord (so only a resume that works gets
@@ -102,8 +107,12 @@ mod buckets;
 mod interactions;
 #[path = "fake_discord/protocol.rs"]
 mod protocol;
+#[path = "fake_discord/shards.rs"]
+mod shards;
 
 pub use buckets::{RateLimitHit, RateLimits};
+#[allow(unused_imports)] // each test binary uses what it needs
+pub use shards::{ShardOverlap, ShardSession, shard_of};
 
 // `super`: `tests/support`, or the crate root of a test that includes this file by path.
 use super::multipart;
@@ -191,6 +200,8 @@ enum Frame {
 struct Session {
     id: String,
     intents: u64,
+    /// `[id, total]`, as IDENTIFY asked.
+    shard: [u64; 2],
     seq: u64,
     /// The last dispatches sent, as (seq, frame), to replay on RESUME.
     log: VecDeque<(u64, String)>,
@@ -235,8 +246,11 @@ struct State_ {
     connections: HashMap<u64, Connection>,
     /// Sessions whose connection closed, by session id, for RESUME.
     detached: HashMap<String, Session>,
-    /// Dispatches (t, d) made before the first session was ready (a convenience: Discord would drop them).
+    /// Dispatches (t, d) made before the first session of their shard was ready (a convenience: Discord
+    /// would drop them).
     pending: Vec<(String, Value)>,
+    /// Which connection had which shard (`fake_discord/shards.rs`).
+    shards: shards::Shards,
     /// Every message, by id, as Discord would return it.
     messages: HashMap<u64, Value>,
     /// Guild of each channel a guild message was seen in.
@@ -653,23 +667,26 @@ fn error_json(message: &str, code: u64) -> Value {
 
 // ---- the gateway ----
 
-/// Sends dispatch `t` to every ready session, and logs it in every resumable one without a connection (a
-/// RESUME replays it; a new IDENTIFY does not get it, as on Discord). Before the first session ever, it is
-/// queued for that session instead.
+/// Sends dispatch `t` to every ready session of its shard, and logs it in every resumable one of its shard
+/// without a connection (a RESUME replays it; a new IDENTIFY does not get it, as on Discord). Before the
+/// first session of its shard ever, it is queued for that session instead.
 fn broadcast(state: &mut State_, t: &str, d: Value) {
     for connection in state.connections.values_mut() {
         if let Some(session) = connection.session.as_mut()
+            && shards::routes_to(session.shard, &d)
             && let Some(d) = visible(session.intents, t, &d)
         {
             session.dispatch(&connection.tx, t, d);
         }
     }
     for session in state.detached.values_mut() {
-        if let Some(d) = visible(session.intents, t, &d) {
+        if shards::routes_to(session.shard, &d)
+            && let Some(d) = visible(session.intents, t, &d)
+        {
             session.record(t, d);
         }
     }
-    if state.next_session == 0 {
+    if state.shards.unseen(&d) {
         state.pending.push((t.to_string(), d));
     }
 }
@@ -705,14 +722,21 @@ fn visible(intents: u64, t: &str, d: &Value) -> Option<Value> {
 }
 
 /// Makes `session` the ready session of connection `id`: sends `t` (READY or RESUMED), then whatever was
-/// queued meanwhile. False if the connection is gone.
+/// queued for its shard meanwhile. False if the connection is gone.
 fn go_live(state: &mut State_, id: u64, mut session: Session, t: &str, d: Value) -> bool {
-    let Some(connection) = state.connections.get_mut(&id) else {
+    if !state.connections.contains_key(&id) {
         state.detached.insert(session.id.clone(), session);
+        return false;
+    }
+    shards::going_live(state, id, session.shard, t == "RESUMED");
+    let (mine, others) =
+        std::mem::take(&mut state.pending).into_iter().partition(|(_, d)| shards::routes_to(session.shard, d));
+    state.pending = others;
+    let Some(connection) = state.connections.get_mut(&id) else {
         return false;
     };
     session.dispatch(&connection.tx, t, d);
-    for (t, d) in std::mem::take(&mut state.pending) {
+    for (t, d) in mine {
         if let Some(d) = visible(session.intents, &t, &d) {
             session.dispatch(&connection.tx, &t, d);
         }
@@ -859,9 +883,8 @@ fn identify(state: &mut State_, addr: SocketAddr, id: u64, d: Value) -> bool {
     if intents & state.disallowed_intents != 0 {
         return close(state, id, 4014, "Disallowed intent(s)");
     }
-    let shard = match d.get("shard") {
-        Some(Value::Array(pair)) if pair.len() == 2 && pair.iter().all(Value::is_u64) => Value::Array(pair.clone()),
-        _ => json!([0, 1]),
+    let Some(shard) = shards::requested(&d) else {
+        return close(state, id, 4010, "Invalid shard");
     };
     state.next_session += 1;
     let session_id = format!("fake-session-{}", state.next_session);
@@ -871,7 +894,7 @@ fn identify(state: &mut State_, addr: SocketAddr, id: u64, d: Value) -> bool {
         "application": {"id": BOT_ID.to_string(), "flags": 0},
         "private_channels": [], "presences": [], "relationships": [], "user_settings": {}, "_trace": [],
     });
-    let session = Session { id: session_id, intents, seq: 0, log: VecDeque::new() };
+    let session = Session { id: session_id, intents, shard, seq: 0, log: VecDeque::new() };
     go_live(state, id, session, "READY", ready)
 }
 
@@ -1060,7 +1083,7 @@ fn answer(shared: &Shared, state: &mut State_, route: Route, uri: &Uri, content_
         Route::GatewayBot => respond(
             StatusCode::OK,
             json!({
-                "url": gateway_url(shared.addr), "shards": 1,
+                "url": gateway_url(shared.addr), "shards": state.shards.recommended(),
                 "session_start_limit": {"total": 1000, "remaining": 999, "reset_after": 0, "max_concurrency": 1},
             }),
         ),

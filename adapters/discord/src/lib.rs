@@ -2,14 +2,18 @@
 //! answering through the REST API.
 //!
 //! Configured as `[channels.NAME] kind = "discord"` with the bot's `token`
-//! (Developer Portal → Bot) and optionally `api_url` (a REST proxy or a test
-//! fake; the gateway URL is then asked of it too). The bot needs the
-//! privileged MESSAGE CONTENT intent (Developer Portal → Bot → Privileged
-//! Gateway Intents) to read guild messages that do not mention it.
+//! (Developer Portal → Bot), optionally `api_url` (a REST proxy or a test
+//! fake; the gateway URL is then asked of it too) and `shards` (1 by
+//! default). The bot needs the privileged MESSAGE CONTENT intent (Developer
+//! Portal → Bot → Privileged Gateway Intents) to read guild messages that
+//! do not mention it.
 //!
-//! - [`DiscordChannel::start`] checks the token (`GET /users/@me`), connects,
-//!   and returns once Discord said READY, or fails with what to fix (a wrong
-//!   token, an intent not enabled).
+//! - [`DiscordChannel::start`] checks the token (`GET /users/@me`), connects
+//!   every shard, and returns once Discord said READY on each, or fails with
+//!   what to fix (a wrong token, an intent not enabled). Each shard is one
+//!   gateway connection ([`Channel::exclusive_parts`]); gateway replicas
+//!   start and stop shards one by one ([`Channel::start_part`],
+//!   [`Channel::stop_part`]), see `shards`.
 //! - Messages, and edits of their content, go to the gateway as they
 //!   arrive; serenity reconnects and resumes by itself after a dropped
 //!   connection. Discord replays what was missed only to a resumed session,
@@ -27,13 +31,14 @@
 //!   fills the acknowledged answer (`interactions`).
 //!
 //! # Layout
-//! - `catch_up`: the messages missed while the bot had no session (stopped, or a new session).
+//! - `shards`: one gateway connection (a serenity client) per shard, and the spacing of their starts.
+//! - `catch_up`: the messages missed while a shard had no session (stopped, or a new session).
 //! - `commands`: the command list Discord shows, and a command someone ran as [`bub_channel::Inbound`].
 //! - `interactions`: acknowledging a command, and its reply through the interaction's token.
 //! - `inbound`: Discord messages and their edits as [`bub_channel::Inbound`].
 //! - `send`: create (text or a file), edit and typing, and error mapping.
 //! - `files`: attached files, fetched from Discord's CDN only.
-//! - `threads`: which channels are threads, and of which parent.
+//! - `threads`: which channels are threads, and of which parent; which server a channel is in.
 
 mod catch_up;
 mod commands;
@@ -43,6 +48,7 @@ pub mod fuzzing;
 mod inbound;
 mod interactions;
 mod send;
+mod shards;
 mod threads;
 
 use async_trait::async_trait;
@@ -53,11 +59,11 @@ use bub_channel::{
 use inbound::BotUser;
 use interactions::Answers;
 use serenity::all::{
-    CommandInteraction, CommandType, Context, EventHandler, GatewayIntents, Interaction, Message, MessageUpdateEvent,
-    Ready,
+    CommandInteraction, CommandType, Context, EventHandler, Interaction, Message, MessageUpdateEvent, Ready,
 };
-use serenity::gateway::ShardManager;
-use serenity::http::{Http, HttpBuilder, HttpError};
+use serenity::http::{Http, HttpBuilder};
+use shards::{IdentifyGate, Shard};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
@@ -76,6 +82,8 @@ pub struct DiscordSettings {
     pub token: Secret,
     /// Where REST calls go instead of `https://discord.com` (a proxy, a test fake).
     pub api_url: Option<String>,
+    /// Into how many shards (gateway connections) the bot's servers split; at least 1.
+    pub shards: u32,
 }
 
 /// A Discord bot as a bub channel.
@@ -83,18 +91,16 @@ pub struct DiscordChannel {
     settings: DiscordSettings,
     /// Downloads attached files (serenity's REST client keeps its own private).
     files: reqwest::Client,
-    /// Slash commands being answered, shared with the event handler.
+    /// Slash commands being answered, shared with the event handlers.
     answers: Arc<Answers>,
-    running: Mutex<Option<Running>>,
-}
-
-struct Running {
+    /// Replies, edits, typing and the command menu: usable whether or not
+    /// this process holds a shard (a gateway replica may run a chat whose
+    /// shard is connected elsewhere).
     http: Arc<Http>,
-    shards: Arc<ShardManager>,
-    task: tokio::task::JoinHandle<()>,
-    /// Fetching what was missed before each new session: kept so a stop ends
-    /// it (it holds a sender of the queue, which `task` drains to its end).
-    catch_up: tokio::task::JoinHandle<()>,
+    /// The shards connected here, by shard id.
+    running: Mutex<BTreeMap<u32, Shard>>,
+    /// Spaces the starts of this process's shards.
+    identify: tokio::sync::Mutex<IdentifyGate>,
 }
 
 impl DiscordChannel {
@@ -112,34 +118,48 @@ impl DiscordChannel {
         {
             return Err(ChannelError::new(name, format!("channels.{name}.api_url {url:?}: {error}")));
         }
+        if settings.shards == 0 {
+            return Err(ChannelError::new(name, format!("channels.{name}.shards must be at least 1")));
+        }
         let files = files::client()
             .map_err(|error| ChannelError::new(name, format!("cannot set up an HTTP client: {error}")))?;
-        Ok(DiscordChannel { settings, files, answers: Arc::default(), running: Mutex::new(None) })
+        let http = Arc::new(rest_client(&settings));
+        Ok(DiscordChannel {
+            settings,
+            files,
+            answers: Arc::default(),
+            http,
+            running: Mutex::default(),
+            identify: tokio::sync::Mutex::default(),
+        })
     }
 
-    /// The REST client. With `api_url` it talks to that proxy without serenity's own rate
-    /// limiter, whose requests would bypass the proxy (it is the proxy's job then, as with
-    /// twilight-http-proxy); a 429 from the proxy becomes a pause in the gateway's scheduler.
+    /// A new REST client (each shard's serenity client takes one of its own).
     fn http(&self) -> Http {
-        let mut builder = HttpBuilder::new(self.settings.token.expose().trim());
-        if let Some(url) = &self.settings.api_url {
-            builder = builder.proxy(url.trim_end_matches('/')).ratelimiter_disabled(true);
-        }
-        builder.build()
+        rest_client(&self.settings)
     }
 
     fn fail(&self, message: String) -> ChannelError {
         ChannelError::new(self.settings.name.clone(), message)
     }
 
-    /// The running connection's HTTP client, or why there is none.
-    fn sender(&self) -> Result<Arc<Http>, SendError> {
-        let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
-        running
-            .as_ref()
-            .map(|running| running.http.clone())
-            .ok_or_else(|| SendError::Transient(format!("discord channel {} is not connected", self.settings.name)))
+    /// Stops the shards in `stopping`, one after the other.
+    async fn stop_shards(&self, stopping: impl IntoIterator<Item = (u32, Shard)>) {
+        for (id, shard) in stopping {
+            shard.stop(&self.settings.name, id).await;
+        }
     }
+}
+
+/// The REST client. With `api_url` it talks to that proxy without serenity's own rate
+/// limiter, whose requests would bypass the proxy (it is the proxy's job then, as with
+/// twilight-http-proxy); a 429 from the proxy becomes a pause in the gateway's scheduler.
+fn rest_client(settings: &DiscordSettings) -> Http {
+    let mut builder = HttpBuilder::new(settings.token.expose().trim());
+    if let Some(url) = &settings.api_url {
+        builder = builder.proxy(url.trim_end_matches('/')).ratelimiter_disabled(true);
+    }
+    builder.build()
 }
 
 /// What arrived from Discord for the gateway.
@@ -167,8 +187,8 @@ impl Arrived {
     }
 }
 
-/// Receives serenity's events and reports READY to `start`, and every READY
-/// to the catch-up (a new session gets nothing of what was said before it).
+/// Receives one shard's events and reports READY to `connect`, and every READY
+/// to the shard's catch-up (a new session gets nothing of what was said before it).
 /// serenity runs each event handler call on a task of its own, so calls may
 /// run out of order: messages go through one queue to one [`hand_over`] task
 /// instead.
@@ -182,8 +202,8 @@ struct Handler {
 
 #[async_trait]
 impl EventHandler for Handler {
-    async fn ready(&self, _ctx: Context, ready: Ready) {
-        tracing::info!(channel = %self.channel, bot = %ready.user.name, guilds = ready.guilds.len(), "discord bot connected");
+    async fn ready(&self, ctx: Context, ready: Ready) {
+        tracing::info!(channel = %self.channel, shard = ctx.shard_id.0, bot = %ready.user.name, guilds = ready.guilds.len(), "discord bot connected");
         if let Some(ready) = self.ready.lock().unwrap_or_else(|p| p.into_inner()).take() {
             let _ = ready.send(());
         }
@@ -314,103 +334,27 @@ impl Channel for DiscordChannel {
         }
     }
 
+    /// Connects every shard, one after the other (see `shards`).
     async fn start(&self, inbox: Arc<dyn InboundSink>) -> Result<(), ChannelError> {
-        let name = self.settings.name.clone();
-        let http = self.http();
-        let me = tokio::time::timeout(START_TIMEOUT, http.get_current_user())
-            .await
-            .map_err(|_| self.fail(format!("Discord did not answer within {START_TIMEOUT:?}")))?
-            .map_err(|error| match error {
-                serenity::Error::Http(HttpError::UnsuccessfulRequest(response)) if response.status_code == 401 => {
-                    self.fail(format!(
-                        "Discord rejects the bot token; check channels.{name}.token (Developer Portal → Bot → Reset Token)"
-                    ))
-                }
-                other => self.fail(format!("cannot reach Discord: {}", send::classify(other))),
-            })?;
-        let bot = BotUser { id: me.id.get(), name: me.name.clone() };
-        let (ready_tx, ready_rx) = oneshot::channel();
-        let (messages, queue) = mpsc::unbounded_channel();
-        let catch_up_queue = messages.clone();
-        let catch_up_inbox = inbox.clone();
-        let (sessions, new_sessions) = mpsc::unbounded_channel();
-        let handler = Handler {
-            messages,
-            ready: Mutex::new(Some(ready_tx)),
-            sessions,
-            answers: self.answers.clone(),
-            channel: name.clone(),
-        };
-        let intents =
-            GatewayIntents::GUILD_MESSAGES | GatewayIntents::DIRECT_MESSAGES | GatewayIntents::MESSAGE_CONTENT;
-        let mut client = serenity::client::ClientBuilder::new_with_http(http, intents)
-            .event_handler(handler)
-            .await
-            .map_err(|error| self.fail(format!("cannot set up the Discord client: {error}")))?;
-        let (http, shards) = (client.http.clone(), client.shard_manager.clone());
-        let task_name = name.clone();
-        let (ended_tx, ended_rx) = oneshot::channel();
-        let threads = threads::Threads::new(http.clone());
-        let receiver =
-            Receiver { channel: name.clone(), bot, inbox, answers: self.answers.clone(), http: http.clone() };
-        let task = tokio::spawn(async move {
-            let handing_over = tokio::spawn(hand_over(receiver, queue, threads));
-            let ended = client.start().await;
-            // Before READY `start` reports the failure; after it, only the log can.
-            if let Err(returned) = ended_tx.send(ended)
-                && let Err(error) = returned
-            {
-                tracing::error!(channel = %task_name, reason = %start_error(&task_name, &error), "the Discord connection ended; no more messages arrive until a restart");
+        for shard in 0..self.settings.shards {
+            if let Err(error) = self.start_part(shard, inbox.clone()).await {
+                self.stop().await;
+                return Err(error);
             }
-            // Messages already queued still reach the gateway.
-            drop(client);
-            let _ = handing_over.await;
-        });
-        tokio::select! {
-            ready = ready_rx => {
-                if ready.is_err() {
-                    return Err(self.fail("the Discord client stopped before it was ready".into()));
-                }
-            }
-            ended = ended_rx => {
-                let reason = match ended {
-                    Ok(Err(error)) => start_error(&name, &error),
-                    _ => "the Discord connection ended before READY".to_string(),
-                };
-                return Err(self.fail(reason));
-            }
-            () = tokio::time::sleep(START_TIMEOUT) => {
-                shards.shutdown_all().await;
-                return Err(self.fail(format!("Discord did not say READY within {START_TIMEOUT:?}")));
-            }
-        }
-        let catch_up = tokio::spawn(catch_up::each_session(
-            name.clone(),
-            http.clone(),
-            catch_up_inbox,
-            catch_up_queue,
-            new_sessions,
-        ));
-        let running = Running { http, shards, task, catch_up };
-        let previous = self.running.lock().unwrap_or_else(|p| p.into_inner()).replace(running);
-        if let Some(previous) = previous {
-            previous.catch_up.abort();
-            previous.shards.shutdown_all().await;
         }
         Ok(())
     }
 
     async fn send(&self, outbound: &Outbound) -> Result<Delivered, SendError> {
-        let http = self.sender()?;
         let mut reply_to = outbound.reply_to.as_slice();
         // The reply to a slash command answers it (see `interactions`); else, or when its token is gone, a message.
         if let Some(part) = self.answers.part_for(reply_to) {
-            if let Some(id) = self.answers.send(&http, &part, &outbound.text, &outbound.mentions).await? {
+            if let Some(id) = self.answers.send(&self.http, &part, &outbound.text, &outbound.mentions).await? {
                 return Ok(Delivered { message_id: id.to_string() });
             }
             reply_to = &[];
         }
-        let id = send::send_text(&http, &outbound.chat, &outbound.text, reply_to, &outbound.mentions).await?;
+        let id = send::send_text(&self.http, &outbound.chat, &outbound.text, reply_to, &outbound.mentions).await?;
         Ok(Delivered { message_id: id.to_string() })
     }
 
@@ -419,8 +363,7 @@ impl Channel for DiscordChannel {
     }
 
     async fn send_file(&self, file: &OutboundFile) -> Result<Delivered, SendError> {
-        let http = self.sender()?;
-        let id = send::send_file(&http, file).await?;
+        let id = send::send_file(&self.http, file).await?;
         Ok(Delivered { message_id: id.to_string() })
     }
 
@@ -431,14 +374,13 @@ impl Channel for DiscordChannel {
         text: &str,
         mentions: &[SenderRef],
     ) -> Result<(), SendError> {
-        let http = self.sender()?;
         if let Ok(id) = message_id.parse::<u64>()
             && id != 0
-            && self.answers.edit(&http, id, text, mentions).await?
+            && self.answers.edit(&self.http, id, text, mentions).await?
         {
             return Ok(());
         }
-        send::edit_text(&http, chat, message_id, text, mentions).await
+        send::edit_text(&self.http, chat, message_id, text, mentions).await
     }
 
     fn slash_commands(&self) -> bool {
@@ -446,13 +388,16 @@ impl Channel for DiscordChannel {
     }
 
     async fn set_commands(&self, scope: &MenuScope, commands: &[MenuCommand]) -> Result<(), SendError> {
-        let http = self.sender()?;
-        commands::set_commands(&http, scope, commands).await
+        // A shard's READY names the application; a process that connected none asks for it.
+        if self.http.application_id().is_none() {
+            let application = self.http.get_current_application_info().await.map_err(send::classify)?;
+            self.http.set_application_id(application.id);
+        }
+        commands::set_commands(&self.http, scope, commands).await
     }
 
     async fn typing(&self, chat: &ChatRef) -> Result<(), SendError> {
-        let http = self.sender()?;
-        send::typing(&http, chat).await
+        send::typing(&self.http, chat).await
     }
 
     async fn fetch_attachment(&self, attachment: &Attachment, max_bytes: u64) -> Result<Vec<u8>, FetchError> {
@@ -461,14 +406,33 @@ impl Channel for DiscordChannel {
     }
 
     async fn stop(&self) {
-        let running = self.running.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(running) = running {
-            // What it had handed over is queued and still reaches the gateway;
-            // what it had not fetched yet, the next start catches up.
-            running.catch_up.abort();
-            running.shards.shutdown_all().await;
-            let _ = tokio::time::timeout(Duration::from_secs(5), running.task).await;
+        let stopping = std::mem::take(&mut *self.running.lock().unwrap_or_else(|p| p.into_inner()));
+        self.stop_shards(stopping).await;
+    }
+
+    /// One gateway connection per shard.
+    fn exclusive_parts(&self) -> u32 {
+        self.settings.shards
+    }
+
+    /// Connects shard `part`; returns once Discord said READY on it. A
+    /// shard connected here already is closed first: never two
+    /// connections of one shard.
+    async fn start_part(&self, part: u32, inbox: Arc<dyn InboundSink>) -> Result<(), ChannelError> {
+        let (name, total) = (&self.settings.name, self.settings.shards);
+        if part >= total {
+            return Err(self.fail(format!("there is no shard {part}: channels.{name}.shards is {total}")));
         }
+        let previous = self.running.lock().unwrap_or_else(|p| p.into_inner()).remove(&part);
+        self.stop_shards(previous.map(|shard| (part, shard))).await;
+        self.connect(part, inbox).await?;
+        tracing::info!(channel = %name, shard = part, shards = total, "discord shard connected");
+        Ok(())
+    }
+
+    async fn stop_part(&self, part: u32) {
+        let stopping = self.running.lock().unwrap_or_else(|p| p.into_inner()).remove(&part);
+        self.stop_shards(stopping.map(|shard| (part, shard))).await;
     }
 }
 
@@ -476,6 +440,9 @@ impl Channel for DiscordChannel {
 fn start_error(name: &str, error: &serenity::Error) -> String {
     use serenity::gateway::GatewayError;
     match error {
+        serenity::Error::Gateway(GatewayError::OverloadedShard) => {
+            format!("Discord requires more shards for this bot (close code 4011): raise channels.{name}.shards")
+        }
         serenity::Error::Gateway(GatewayError::InvalidAuthentication) => {
             format!("Discord rejects the bot token; check channels.{name}.token")
         }

@@ -118,6 +118,7 @@ pub(super) struct RawChannel {
     api_url: Option<Spanned<String>>,
     webhook_url: Option<Spanned<String>>,
     webhook_secret: Option<Spanned<Secret>>,
+    shards: Option<Spanned<i64>>,
     #[serde(default)]
     policy: PolicyLayer,
     #[serde(default)]
@@ -126,7 +127,7 @@ pub(super) struct RawChannel {
 
 impl RawChannel {
     /// Each of the kinds' own keys that is present, with its position.
-    fn present(&self) -> [(&'static str, Option<Range<usize>>); 8] {
+    fn present(&self) -> [(&'static str, Option<Range<usize>>); 9] {
         [
             ("secrets", self.secrets.as_ref().map(Spanned::span)),
             ("callback_url", self.callback_url.as_ref().map(Spanned::span)),
@@ -136,6 +137,7 @@ impl RawChannel {
             ("api_url", self.api_url.as_ref().map(Spanned::span)),
             ("webhook_url", self.webhook_url.as_ref().map(Spanned::span)),
             ("webhook_secret", self.webhook_secret.as_ref().map(Spanned::span)),
+            ("shards", self.shards.as_ref().map(Spanned::span)),
         ]
     }
 }

@@ -7,6 +7,7 @@
 //! | `POST /interactions/{id}/{token}/callback`                | `interaction_callback` | 204    |
 //! | `PATCH /webhooks/{app}/{token}/messages/@original` or `/{m}` | `edit_interaction_message` | the edited message |
 //! | `POST /webhooks/{app}/{token}`                            | `followup_message`     | the new message |
+//! | `GET /oauth2/applications/@me`                            | `application_info`     | the application (its id is the bot's) |
 //!
 //! Checked like Discord: a command's name is 1–32 lowercase letters, digits, `-` or `_`, its description
 //! 1–100 characters, at most 100 commands, names unique (400 code 50035); an interaction is answered once
@@ -90,6 +91,7 @@ pub(super) struct Interactions {
 
 /// An interaction route.
 pub(super) enum Call {
+    ApplicationInfo,
     SetCommands { application_id: u64 },
     Callback { interaction_id: u64, token: String },
     EditMessage { application_id: u64, token: String, message_id: Option<u64> },
@@ -101,6 +103,7 @@ impl Call {
     pub(super) fn parse(method: &Method, segments: &[&str]) -> Option<Call> {
         let id = |segment: &str| segment.parse::<u64>().ok();
         match (method.as_str(), segments) {
+            ("GET", ["oauth2", "applications", "@me"]) => Some(Call::ApplicationInfo),
             ("PUT", ["applications", app, "commands"]) => Some(Call::SetCommands { application_id: id(app)? }),
             ("POST", ["interactions", interaction, token, "callback"]) => {
                 Some(Call::Callback { interaction_id: id(interaction)?, token: token.to_string() })
@@ -119,6 +122,7 @@ impl Call {
 
     pub(super) fn name(&self) -> &'static str {
         match self {
+            Call::ApplicationInfo => "application_info",
             Call::SetCommands { .. } => "set_commands",
             Call::Callback { .. } => "interaction_callback",
             Call::EditMessage { .. } => "edit_interaction_message",
@@ -129,11 +133,15 @@ impl Call {
 
 /// The answer to an authorized interaction call.
 pub(super) fn answer(state: &mut State_, call: Call, body: &[u8]) -> Response {
+    if let Call::ApplicationInfo = call {
+        return respond(StatusCode::OK, application_json());
+    }
     let params: Option<Value> = serde_json::from_slice(body).ok();
     let Some(params) = params else {
         return respond(StatusCode::BAD_REQUEST, error_json("400: Bad Request", 50109));
     };
     match call {
+        Call::ApplicationInfo => respond(StatusCode::OK, application_json()),
         Call::SetCommands { application_id } if application_id != super::BOT_ID => unknown_application(),
         Call::SetCommands { .. } => set_commands(state, &params),
         Call::Callback { interaction_id, token } => callback(state, interaction_id, &token, &params),
@@ -145,6 +153,15 @@ pub(super) fn answer(state: &mut State_, call: Call, body: &[u8]) -> Response {
         Call::EditMessage { token, message_id, .. } => edit(state, &token, message_id, &params),
         Call::Followup { token, .. } => followup(state, &token, &params),
     }
+}
+
+/// The bot's application, as `GET /oauth2/applications/@me` returns it.
+fn application_json() -> Value {
+    json!({
+        "id": super::BOT_ID.to_string(), "name": super::BOT_NAME, "icon": null, "description": "",
+        "bot_public": true, "bot_require_code_grant": false, "owner": null, "verify_key": "00", "team": null,
+        "flags": 0,
+    })
 }
 
 fn unknown_application() -> Response {

@@ -22,7 +22,7 @@ CREATE TABLE gateway_replicas (
 );
 
 CREATE TABLE gateway_leases (
-    -- 'session:<id>', 'telegram:<channel>', 'discord:<channel>:<shard>'
+    -- 'session:<id>', 'receiver:<channel>:<part>' (a polled Telegram token, a Discord shard)
     name        TEXT COLLATE "C" PRIMARY KEY,
     holder      TEXT COLLATE "C" NOT NULL,
     -- the holder's workspaces volume: a session taken over from another

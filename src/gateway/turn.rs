@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tokio::sync::oneshot;
+use tracing::Instrument;
 
 /// Put in a turn's state so the gateway's `RunStarted` handler marks the
 /// turn's fork with the messages it answers (see [`super::TURN_EVENT`]).
@@ -154,10 +155,20 @@ async fn run(inner: &Arc<Inner>, share: &TurnShare, typing: Option<Typing>) {
     let started = Instant::now();
     // No write here: the turn's marker on the tape names its messages, which
     // is how a restart knows whether the turn landed.
-    let Some(mut input) = TurnInput::read(inner, share) else { return };
+    let Some(input) = TurnInput::read(inner, share) else { return };
     let span = tracing::info_span!("turn", session = %share.session, turn = %share.id, channel = %input.channel);
-    let _enter = span.enter();
+    // Instrumented, not entered: a guard held across an await leaks the span
+    // into every task its thread polls meanwhile (other turns' logs).
+    run_input(inner, share, typing, input, started).instrument(span).await
+}
 
+async fn run_input(
+    inner: &Arc<Inner>,
+    share: &TurnShare,
+    typing: Option<Typing>,
+    mut input: TurnInput,
+    started: Instant,
+) {
     confine(inner, &share.session, &input.policy).await;
     let files = take_files(inner, &share.session, &mut input).await;
     let notice = match files.refusals.is_empty() {

@@ -2,7 +2,7 @@
 --
 -- A replica row is one incarnation of a gateway process (a new id at every
 -- start). It is alive while `expires_at` is ahead of the database's clock:
--- its heartbeat moves it every third of the lease time. Leases name what
+-- its heartbeat moves it six times per lease time. Leases name what
 -- one replica at a time may do (run a session's turns, poll a Telegram
 -- token, hold a Discord shard); a lease is valid exactly while its holder
 -- is alive, so one heartbeat keeps all of a replica's leases and a replica

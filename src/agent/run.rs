@@ -238,7 +238,13 @@ impl Agent {
         };
         let unread = active.drain();
         drop(active);
-        let merged = if options.merge_back && (options.keep_cancelled || !cancelled) {
+        // A run cut short by its tape store (a read or write that failed: the
+        // database restarting, a dropped connection) is not part of the
+        // conversation: merging what its fork holds would land a prompt
+        // without its answer, and a caller that runs the turn again would
+        // land the prompt twice. It leaves no trace, like a refused run.
+        let store_failed = matches!(&result, Err(failure) if failure.kind == FailureKind::Tape);
+        let merged = if options.merge_back && (options.keep_cancelled || !cancelled) && !store_failed {
             fork.merge().await.map(Some)
         } else {
             fork.discard();

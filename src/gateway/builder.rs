@@ -314,7 +314,14 @@ impl RunningGateway {
             shutdown.await;
         }
         let _ = stop_accepting.send(true);
-        gateway.stop(live.current().http.shutdown_grace()).await;
+        // A replica taken for dead stops at once: another may run its
+        // sessions already, and a turn of it that ends now would land beside
+        // that one's on the tape.
+        let grace = match gateway.inner.replica.get() {
+            Some(replica) if replica.is_fenced() => Duration::ZERO,
+            _ => live.current().http.shutdown_grace(),
+        };
+        gateway.stop(grace).await;
         // Answers already decided are still being written; connections left after that are cut.
         if tokio::time::timeout(CONNECTIONS_DRAIN, &mut server).await.is_err() {
             tracing::warn!("HTTP connections still open 5 s after the stop; closing them");

@@ -11,11 +11,13 @@
 //!   the turn happened (the fork merged) and only its outcome and reply were
 //!   lost — they are rebuilt from the tape. Otherwise no turn landed for them
 //!   and they go through the pipeline again, in the order they arrived.
+//!   When the session's tape cannot be read, which is which cannot be told:
+//!   its messages wait (for the next start; among replicas, the next sweep).
 
 use super::session::dispatch;
 use super::store::{StoreError, Unfinished};
 use super::{Inner, Message, TURN_EVENT, admission, outcome, turn};
-use crate::tape::{EntryKind, TapeQuery};
+use crate::tape::{EntryKind, TapeError, TapeQuery};
 use bub_channel::OutcomeStatus;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -55,7 +57,15 @@ pub(crate) async fn resume(inner: &Arc<Inner>) -> Result<(), StoreError> {
         }
     }
     for (session, rows) in sessions {
-        again.extend(resume_session(inner, &session, rows).await);
+        match resume_session(inner, &session, rows).await {
+            Ok(rows) => again.extend(rows),
+            // Run again, a turn that landed would land twice: they wait for the next start.
+            Err(error) => tracing::error!(
+                %error,
+                session,
+                "cannot read the session's tape to tell which turns landed; its messages wait for the next start"
+            ),
+        }
     }
     again.sort_by_key(|row| row.seq);
     for row in again {
@@ -66,9 +76,15 @@ pub(crate) async fn resume(inner: &Arc<Inner>) -> Result<(), StoreError> {
 
 /// Of `rows`, unfinished messages of `session` whose run was interrupted:
 /// those whose turn is on the tape get their outcome and reply rebuilt from
-/// it; the others are returned, to go through the pipeline again.
-pub(crate) async fn resume_session(inner: &Arc<Inner>, session: &str, rows: Vec<Unfinished>) -> Vec<Unfinished> {
-    let markers = markers(inner, session).await;
+/// it; the others are returned, to go through the pipeline again. When the
+/// tape cannot be read, nothing is done (a turn that landed must not run
+/// again, nor be answered with a reply that could not be read): the error.
+pub(crate) async fn resume_session(
+    inner: &Arc<Inner>,
+    session: &str,
+    rows: Vec<Unfinished>,
+) -> Result<Vec<Unfinished>, TapeError> {
+    let markers = markers(inner, session).await?;
     // By the marker's entry id: where the turn's reply starts on the tape.
     let mut landed: BTreeMap<u64, (&Marker, Vec<Unfinished>)> = BTreeMap::new();
     let mut again = Vec::new();
@@ -82,13 +98,22 @@ pub(crate) async fn resume_session(inner: &Arc<Inner>, session: &str, rows: Vec<
             None => again.push(row),
         }
     }
+    // Every reply read before any is concluded: all or nothing.
+    let mut replies = Vec::with_capacity(landed.len());
     for (marker, rows) in landed.into_values() {
-        let text = landed_reply(inner, session, marker.entry).await.unwrap_or_default();
+        replies.push((landed_reply(inner, session, marker.entry).await?, marker, rows));
+    }
+    for (text, marker, rows) in replies {
         tracing::info!(session, turn = %marker.turn, "turn was on the tape; sending its reply");
         let messages = rows.into_iter().map(|row| message(inner, row, true)).collect();
         turn::conclude(inner, messages, outcome(OutcomeStatus::Replied, text, session), true).await;
     }
-    again
+    Ok(again)
+}
+
+/// Whether turn `turn`'s fork merged into `session`'s tape (its marker is there).
+pub(crate) async fn turn_landed(inner: &Arc<Inner>, session: &str, turn: &str) -> Result<bool, TapeError> {
+    Ok(markers(inner, session).await?.iter().any(|marker| marker.turn == turn))
 }
 
 /// A turn marker read back from a tape.
@@ -101,17 +126,12 @@ struct Marker {
 
 /// The latest turn markers of `session` (a restart happens before any new turn,
 /// so an interrupted turn's marker is among them if it landed).
-async fn markers(inner: &Arc<Inner>, session: &str) -> Vec<Marker> {
-    let Ok(tape) = inner.agent.tape(session) else { return Vec::new() };
+async fn markers(inner: &Arc<Inner>, session: &str) -> Result<Vec<Marker>, TapeError> {
+    // A session whose name cannot be a tape has no turns on one.
+    let Ok(tape) = inner.agent.tape(session) else { return Ok(Vec::new()) };
     let query = TapeQuery::all().kinds([EntryKind::Event]).named(TURN_EVENT).newest_first().limit(MARKER_SEARCH);
-    let entries = match tape.read(&query).await {
-        Ok(entries) => entries,
-        Err(error) => {
-            tracing::error!(%error, session, "cannot read turn markers; the session's messages run again");
-            return Vec::new();
-        }
-    };
-    entries
+    let entries = tape.read(&query).await?;
+    Ok(entries
         .iter()
         .filter_map(|entry| {
             let data = entry.data()?;
@@ -120,7 +140,7 @@ async fn markers(inner: &Arc<Inner>, session: &str) -> Vec<Marker> {
                 data.get("messages")?.as_array()?.iter().filter_map(|m| m.as_str().map(String::from)).collect();
             Some(Marker { entry: entry.id, turn, messages })
         })
-        .collect()
+        .collect())
 }
 
 /// A stored message back into the pipeline; `recovered`: a run of it was
@@ -135,9 +155,9 @@ pub(crate) fn message(inner: &Arc<Inner>, row: Unfinished, recovered: bool) -> M
 
 /// The reply of a turn that is on the tape: the assistant text (or the
 /// command output) recorded after its marker, entry `marker`.
-async fn landed_reply(inner: &Arc<Inner>, session: &str, marker: u64) -> Option<String> {
-    let tape = inner.agent.tape(session).ok()?;
-    let after = tape.read(&TapeQuery::all().after_id(marker)).await.ok()?;
+async fn landed_reply(inner: &Arc<Inner>, session: &str, marker: u64) -> Result<String, TapeError> {
+    let Ok(tape) = inner.agent.tape(session) else { return Ok(String::new()) };
+    let after = tape.read(&TapeQuery::all().after_id(marker)).await?;
     let mut text = String::new();
     for entry in &after {
         match entry.kind {
@@ -155,5 +175,5 @@ async fn landed_reply(inner: &Arc<Inner>, session: &str, marker: u64) -> Option<
             _ => {}
         }
     }
-    Some(text)
+    Ok(text)
 }

@@ -43,6 +43,48 @@ pub struct StoreError {
 
 pub(crate) type StoreResult<T> = Result<T, StoreError>;
 
+impl StoreError {
+    /// Whether the same write may pass later: the database failed (a
+    /// dropped connection, a restart, a busy file), rather than refused
+    /// for good (the rows are another replica's now, the database was
+    /// closed for a stop, a value could not be encoded).
+    pub(crate) fn may_pass_later(&self) -> bool {
+        use crate::db::DbError;
+        match self.source.downcast_ref::<DbError>() {
+            Some(DbError::Sqlite(_) | DbError::Postgres(_)) => true,
+            Some(_) | None => false,
+        }
+    }
+}
+
+/// How long a write the pipeline cannot do without (a turn's outcome, a
+/// delivery's record) is tried again while the database fails: longer than
+/// a database restart or a failover, short of hiding an outage.
+pub(crate) const STORE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Runs `write` until it passes, fails for good, or [`STORE_PATIENCE`] is
+/// spent, pausing longer each time. For writes that are the same when done
+/// twice (an outcome stored under its claim, a delivery recorded by key):
+/// one whose reply was lost may have committed.
+pub(crate) async fn patiently<T, F, Fut>(what: &'static str, mut write: F) -> StoreResult<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = StoreResult<T>>,
+{
+    let deadline = tokio::time::Instant::now() + STORE_PATIENCE;
+    let mut pause = std::time::Duration::from_millis(100);
+    loop {
+        match write().await {
+            Err(error) if error.may_pass_later() && tokio::time::Instant::now() + pause < deadline => {
+                tracing::warn!(%error, what, retry_in = ?pause, "the store failed; trying again");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(std::time::Duration::from_secs(5));
+            }
+            done => return done,
+        }
+    }
+}
+
 pub(crate) fn failed<E: std::error::Error + Send + Sync + 'static>(
     operation: &'static str,
 ) -> impl Fn(E) -> StoreError {
@@ -355,6 +397,42 @@ impl LiveMessages for GatewayStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::db::DbError;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[tokio::test(start_paused = true)]
+    async fn a_write_the_database_failed_is_tried_again_and_one_refused_for_good_is_not() {
+        let attempts = AtomicUsize::new(0);
+        let stored = patiently("test", || {
+            let n = attempts.fetch_add(1, Ordering::Relaxed);
+            async move {
+                match n {
+                    0 | 1 => Err(failed("finish turn")(DbError::Postgres(sqlx_core::Error::PoolTimedOut))),
+                    n => Ok(n),
+                }
+            }
+        })
+        .await;
+        assert_eq!(stored.unwrap(), 2, "passes on the third attempt");
+
+        let attempts = AtomicUsize::new(0);
+        let refused: StoreResult<()> = patiently("test", || {
+            attempts.fetch_add(1, Ordering::Relaxed);
+            async { Err(failed("finish turn")(DbError::NotClaimed)) }
+        })
+        .await;
+        assert!(refused.is_err());
+        assert_eq!(attempts.load(Ordering::Relaxed), 1, "another replica's rows: not tried again");
+
+        let attempts = AtomicUsize::new(0);
+        let outage: StoreResult<()> = patiently("test", || {
+            attempts.fetch_add(1, Ordering::Relaxed);
+            async { Err(failed("finish turn")(DbError::Postgres(sqlx_core::Error::PoolTimedOut))) }
+        })
+        .await;
+        assert!(outage.is_err(), "gives up once its patience is spent");
+        assert!(attempts.load(Ordering::Relaxed) > 3);
+    }
 
     /// Only what a power cut cannot lose or double waits for the next sync:
     /// a caller's message before its answer, a replied turn's outcome

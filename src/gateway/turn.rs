@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tokio::sync::oneshot;
+use tracing::Instrument;
 
 /// Put in a turn's state so the gateway's `RunStarted` handler marks the
 /// turn's fork with the messages it answers (see [`super::TURN_EVENT`]).
@@ -154,10 +155,20 @@ async fn run(inner: &Arc<Inner>, share: &TurnShare, typing: Option<Typing>) {
     let started = Instant::now();
     // No write here: the turn's marker on the tape names its messages, which
     // is how a restart knows whether the turn landed.
-    let Some(mut input) = TurnInput::read(inner, share) else { return };
+    let Some(input) = TurnInput::read(inner, share) else { return };
     let span = tracing::info_span!("turn", session = %share.session, turn = %share.id, channel = %input.channel);
-    let _enter = span.enter();
+    // Instrumented, not entered: a guard held across an await leaks the span
+    // into every task its thread polls meanwhile (other turns' logs).
+    run_input(inner, share, typing, input, started).instrument(span).await
+}
 
+async fn run_input(
+    inner: &Arc<Inner>,
+    share: &TurnShare,
+    typing: Option<Typing>,
+    mut input: TurnInput,
+    started: Instant,
+) {
     confine(inner, &share.session, &input.policy).await;
     let files = take_files(inner, &share.session, &mut input).await;
     let notice = match files.refusals.is_empty() {
@@ -171,14 +182,14 @@ async fn run(inner: &Arc<Inner>, share: &TurnShare, typing: Option<Typing>) {
         conclude(inner, members, result, true).await;
         return;
     }
-    let options = run_options(inner, share, &input);
-    if !files.images.is_empty() {
-        let images = crate::agent::PromptImages { prompt: input.prompt.clone(), images: files.images };
-        options.state.insert_extension(images);
-    }
     let live = live_reply(inner, share, &input).await;
     let channel = input.channel.clone();
-    let (text, failure) = answer(inner, share, input.prompt, options, live.as_ref(), &notice).await;
+    let Some((text, failure)) = answer_landed(inner, share, &input, files.images, live.as_ref(), &notice).await else {
+        // The session is another replica's now: its outcome is that one's
+        // to store (callers still waiting here are told to ask again).
+        share.members.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        return;
+    };
     let text = format!("{notice}{text}");
     metrics::histogram!("bub_turn_seconds", "channel" => channel.clone()).record(started.elapsed().as_secs_f64());
     let result = turn_outcome(share, text, failure);
@@ -294,6 +305,103 @@ async fn kept_live_reply(inner: &Inner, channel: &str, template: &Outbound) -> L
         Err(error) => {
             tracing::warn!(%error, key = %key, "cannot read the reply's live message; sending anew");
             live
+        }
+    }
+}
+
+/// How many times a turn its tape store cut short is run again.
+const STORE_RERUNS: u32 = 4;
+
+/// Runs the turn ([`answer`]). A run its tape store cut short (the database
+/// restarting, a connection dropped) leaves nothing on the tape, unless the
+/// failure was the reply to its merge and the merge went through: once the
+/// tape tells which, a run that landed stands and one that did not runs
+/// again, a few times, after a pause. The session's next turn waits
+/// meanwhile, so a blip of the database costs a turn seconds, not its
+/// answer nor its order. `None`: among replicas, the session was taken
+/// over meanwhile (this one was taken for dead), and the turn is left to
+/// its new holder.
+async fn answer_landed(
+    inner: &Arc<Inner>,
+    share: &TurnShare,
+    input: &TurnInput,
+    images: Vec<crate::agent::PromptImage>,
+    live: Option<&LiveReply>,
+    notice: &str,
+) -> Option<(String, Option<(FailureKind, String)>)> {
+    let mut reruns = 0;
+    loop {
+        if inner.replica.get().is_some_and(|replica| replica.is_fenced()) {
+            tracing::info!(session = %share.session, turn = %share.id, "this replica was taken for dead; the turn is left to the session's next holder");
+            return None;
+        }
+        let options = run_options(inner, share, input);
+        if !images.is_empty() {
+            let images = crate::agent::PromptImages { prompt: input.prompt.clone(), images: images.clone() };
+            options.state.insert_extension(images);
+        }
+        let (text, failure) = answer(inner, share, input.prompt.clone(), options, live, notice).await;
+        let Some((FailureKind::Tape, error)) = &failure else { return Some((text, failure)) };
+        if reruns == STORE_RERUNS {
+            return Some((text, failure));
+        }
+        reruns += 1;
+        tracing::warn!(session = %share.session, turn = %share.id, %error, "the tape store cut the turn short; checking whether it landed");
+        match landing(inner, share).await {
+            Landing::Landed => return Some((text, None)),
+            Landing::Moved => return None,
+            Landing::Unknown => return Some((text, failure)),
+            Landing::NotLanded => {}
+        }
+        tracing::info!(session = %share.session, turn = %share.id, rerun = reruns, "the turn did not land; running it again");
+        for member in share.members.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            if let Some(sink) = &member.sink {
+                sink.restart(text.as_str(), "the tape store failed; running the turn again".to_string());
+            }
+        }
+    }
+}
+
+/// What the tape says of a turn its store cut short.
+enum Landing {
+    /// Its fork merged: its answer stands.
+    Landed,
+    /// Nothing of it is on the tape, and its session is still this replica's.
+    NotLanded,
+    /// Among replicas: the session is no longer this one's (running it
+    /// again here could land it beside the new holder's run).
+    Moved,
+    /// The tape could not be read within [`super::store::STORE_PATIENCE`].
+    Unknown,
+}
+
+async fn landing(inner: &Arc<Inner>, share: &TurnShare) -> Landing {
+    let deadline = tokio::time::Instant::now() + super::store::STORE_PATIENCE;
+    let mut pause = std::time::Duration::from_millis(250);
+    loop {
+        tokio::time::sleep(pause).await;
+        let checked = match super::recovery::turn_landed(inner, &share.session, &share.id).await {
+            Ok(true) => return Landing::Landed,
+            Ok(false) => match inner.replica.get() {
+                Some(replica) => replica.still_holds(&share.session).await.map_err(|e| e.to_string()),
+                None => Ok(true),
+            },
+            Err(error) => Err(error.to_string()),
+        };
+        match checked {
+            Ok(true) => return Landing::NotLanded,
+            Ok(false) => {
+                tracing::warn!(session = %share.session, turn = %share.id, "the session is no longer this replica's; the turn is left to its holder");
+                return Landing::Moved;
+            }
+            Err(error) if tokio::time::Instant::now() + pause < deadline => {
+                tracing::warn!(session = %share.session, turn = %share.id, %error, "cannot tell yet whether the turn landed");
+                pause = (pause * 2).min(std::time::Duration::from_secs(5));
+            }
+            Err(error) => {
+                tracing::error!(session = %share.session, turn = %share.id, %error, "cannot tell whether the turn landed; it fails");
+                return Landing::Unknown;
+            }
         }
     }
 }
@@ -443,7 +551,11 @@ async fn conclude_with(
         }
     }
     let seqs: Vec<i64> = messages.iter().map(|m| m.seq).collect();
-    let stored = inner.store.finish(&seqs, &result, &replies).await;
+    // Patiently: the session's next turn waits until this one has its
+    // outcome (handed to a later sweep or restart, these messages would be
+    // answered after the ones queued behind them).
+    let stored =
+        super::store::patiently("store a turn's outcome", || inner.store.finish(&seqs, &result, &replies)).await;
     if let Some(replica) = inner.replica.get() {
         replica.finished(&seqs);
     }
@@ -518,8 +630,14 @@ async fn send_and_record(inner: &Arc<Inner>, reply: PendingReply, live: Option<L
     };
     let reached = sent.is_ok();
     let platform_ids = |delivered: &[Delivered]| delivered.iter().map(|d| d.message_id.clone()).collect::<Vec<_>>();
+    // Patiently: a reply left pending would be sent again by whoever takes
+    // this replica's work over (or the next start).
+    use super::store::patiently;
     let stored = match sent {
-        Ok(delivered) => inner.store.delivered(&key, &platform_ids(&delivered)).await,
+        Ok(delivered) => {
+            let ids = platform_ids(&delivered);
+            patiently("record a delivery", || inner.store.delivered(&key, &ids)).await
+        }
         // Nothing of the rest was attempted: the next start sends it, and only it.
         Err(OutboundError::Stopped { delivered, .. }) => {
             tracing::info!(key = %key, channel = %channel, parts_sent = delivered.len(), "gateway stopping; the reply goes out at the next start");
@@ -528,7 +646,8 @@ async fn send_and_record(inner: &Arc<Inner>, reply: PendingReply, live: Option<L
         Err(error) => {
             tracing::warn!(%error, key = %key, channel = %channel, "reply not delivered");
             metrics::counter!("bub_delivery_errors_total", "channel" => channel.clone()).increment(1);
-            inner.store.undeliverable(&key, &error.to_string()).await
+            let error = error.to_string();
+            patiently("record an undeliverable reply", || inner.store.undeliverable(&key, &error)).await
         }
     };
     if let Err(error) = stored {

@@ -187,6 +187,14 @@ impl GatewayProcess {
         self.child.as_mut().expect("the gateway process was already stopped")
     }
 
+    /// Whether the process ended on its own (or was stopped): a supervisor's look.
+    pub fn exited(&mut self) -> bool {
+        match self.child.as_mut() {
+            Some(child) => !matches!(child.try_wait(), Ok(None)),
+            None => true,
+        }
+    }
+
     /// SIGKILL, then reaps the process.
     pub fn kill_hard(&mut self) {
         if let Some(mut child) = self.child.take() {

@@ -27,12 +27,27 @@
 //!   Pending replies it stored are claimed and delivered by another. A
 //!   turn's outcome is stored only while its rows are still claimed by the
 //!   replica that ran it, so a replica taken for dead that wakes up cannot
-//!   answer twice; it finds it was fenced (another took its work over) and stops.
+//!   answer twice; it finds it was fenced (another took its work over) and
+//!   stops at once (no grace for its turns: another may run them already),
+//!   and a turn of it that finds its session gone leaves it to the new
+//!   holder. Its tape appends are refused once its registration expired,
+//!   so a turn that wakes after the takeover adds nothing (only one whose
+//!   merge is in flight at the very moment of expiry can land beside the
+//!   new holder's run; outcome and reply are still stored once).
+//! - **The database failing for a moment** (a restart, a failover, dropped
+//!   connections) costs no registration when it is shorter than the lease
+//!   less a heartbeat period (six per lease; a heartbeat that hangs in the
+//!   pool's reconnect is tried again beside it), and a longer one stops
+//!   nobody unless another replica took work over meanwhile. A turn cut
+//!   short by it leaves nothing on the tape and runs again once the tape
+//!   says it did not land; its outcome and its deliveries' records are
+//!   written patiently. Either way the session's next turn waits, so turns
+//!   stay in order.
 //! - **Receiving that one process at a time may do** (a polled Telegram
-//!   token) is leased too, `receiver:<channel>:<part>`, at most a fair
-//!   share per replica; a replica gives its parts up as soon as its channels
-//!   stop, and stops them itself when it cannot be sure it is still counted
-//!   alive (`receivers`).
+//!   token, Discord shards) is leased too, `receiver:<channel>:<part>`, at
+//!   most a fair share per replica; a replica gives its parts up as soon as
+//!   its channels stop, and stops them itself when it cannot be sure it is
+//!   still counted alive (`receivers`).
 //! - **Workspaces**: each replica keeps session workspaces in its home's
 //!   `workspaces/`. Mounted from one shared volume on every replica, a
 //!   session that moves finds its files; otherwise the new replica starts a
@@ -195,8 +210,11 @@ impl Replica {
     }
 
     /// Claims `session`'s rows nobody runs and hands them on, oldest first:
-    /// those a dead replica had claimed go through the restart's check
-    /// (their turn may be on the tape), the others to the session's worker.
+    /// those a dead replica had claimed (or this one, whose work on them
+    /// was lost) go through the restart's check (their turn may be on the
+    /// tape), the others to the session's worker. When the tape cannot be
+    /// read for that check, nothing is handed on (a later row must not run
+    /// before an earlier one): the rows are let go for the next sweep.
     /// Called with the session's lock held.
     async fn claim_and_dispatch(&self, inner: &Arc<Inner>, session: &str) {
         let in_hand: Vec<i64> = self.in_hand.lock().unwrap_or_else(|p| p.into_inner()).iter().copied().collect();
@@ -210,29 +228,66 @@ impl Replica {
         if claimed.is_empty() {
             return;
         }
-        self.in_hand.lock().unwrap_or_else(|p| p.into_inner()).extend(claimed.iter().map(|c| c.row.seq));
+        let seqs: Vec<i64> = claimed.iter().map(|c| c.row.seq).collect();
+        self.in_hand.lock().unwrap_or_else(|p| p.into_inner()).extend(seqs.iter().copied());
         let mut orphaned = Vec::new();
         let mut fresh = Vec::new();
         for claimed in claimed {
             let local = self.arrived.lock().unwrap_or_else(|p| p.into_inner()).remove(&claimed.row.seq);
             match (local, claimed.orphaned) {
                 (Some(message), false) => fresh.push(message),
-                _ => match Unfinished::from_row(claimed.row) {
-                    Ok(row) if claimed.orphaned => orphaned.push(row),
-                    Ok(row) => fresh.push(recovery::message(inner, row, false)),
-                    Err(error) => tracing::error!(%error, session, "a stored message cannot be read; it is skipped"),
-                },
+                (local, orphaned_row) => {
+                    // A caller waiting here hears from the stored outcome.
+                    if let Some(Message { sink: Some(sink), inbound, .. }) = local {
+                        self.waiters.wait((inbound.channel, inbound.message_id), sink);
+                    }
+                    match Unfinished::from_row(claimed.row) {
+                        Ok(row) if orphaned_row => orphaned.push(row),
+                        Ok(row) => fresh.push(recovery::message(inner, row, false)),
+                        Err(error) => {
+                            tracing::error!(%error, session, "a stored message cannot be read; it is skipped")
+                        }
+                    }
+                }
             }
         }
         if !orphaned.is_empty() {
-            tracing::info!(session, messages = orphaned.len(), "taking over messages of a replica that stopped");
-            for row in recovery::resume_session(inner, session, orphaned).await {
-                session::dispatch(inner, recovery::message(inner, row, true)).await;
+            tracing::info!(
+                session,
+                messages = orphaned.len(),
+                "taking over messages nobody runs (a replica stopped, or a store failure cut their turn)"
+            );
+            match recovery::resume_session(inner, session, orphaned).await {
+                Ok(again) => fresh.extend(again.into_iter().map(|row| recovery::message(inner, row, true))),
+                Err(error) => {
+                    tracing::warn!(%error, session, "cannot read the session's tape to tell which turns landed; the next sweep tries again");
+                    for message in fresh {
+                        if let Some(sink) = message.sink {
+                            self.waiters.wait((message.inbound.channel, message.inbound.message_id), sink);
+                        }
+                    }
+                    self.finished(&seqs);
+                    return;
+                }
             }
         }
+        // In the order they were stored, whoever claimed them before.
+        fresh.sort_by_key(|message| message.seq);
         for message in fresh {
             session::dispatch(inner, message).await;
         }
+    }
+
+    /// Whether this incarnation's registration was found expired (it stops).
+    pub(crate) fn is_fenced(&self) -> bool {
+        *self.fenced.borrow()
+    }
+
+    /// Whether this incarnation still holds `session`'s lease, asked of the
+    /// database: one cut off from it for longer than the lease may have
+    /// lost the session without knowing yet.
+    pub(crate) async fn still_holds(&self, session: &str) -> Result<bool, crate::db::DbError> {
+        self.tables.holds(&format!("session:{session}"), &self.id).await
     }
 
     /// `seqs` have their outcome (or could not be given one: the sweep

@@ -38,33 +38,70 @@ async fn answer(replica: Arc<Replica>) {
     }
 }
 
+/// Heartbeats per lease. The registration outlives the last heartbeat by
+/// the lease, so a database outage is survived when it is shorter than the
+/// lease less one period (and the reconnect): six beats make that most of
+/// the lease, for one small `UPDATE` per period.
+const BEATS_PER_LEASE: u32 = 6;
+
+/// The pause after an attempt that failed, before the next.
+const RETRY_AFTER: Duration = Duration::from_millis(100);
+
+/// Attempts of one heartbeat in flight at most.
+const MAX_ATTEMPTS: usize = 4;
+
 async fn heartbeat(replica: Arc<Replica>) {
-    let every = replica.ttl / 3;
-    let mut failing_since: Option<tokio::time::Instant> = None;
+    let every = replica.ttl / BEATS_PER_LEASE;
     loop {
         tokio::time::sleep(every).await;
-        let sent = tokio::time::Instant::now();
-        match replica.tables.heartbeat(&replica.id, replica.ttl).await {
-            Ok(true) => {
-                replica.alive_at(sent);
-                if failing_since.take().is_some() {
-                    tracing::info!(replica = %replica.id, "heartbeat reaches the database again");
-                }
-            }
-            Ok(false) => {
-                tracing::error!(
-                    replica = %replica.id,
-                    "this replica was taken for dead (no heartbeat for longer than lease_seconds) and another \
-                     replica took its work over, so it stops; restart it"
-                );
-                let _ = replica.fenced.send(true);
-                return;
-            }
-            Err(error) => {
-                let since = *failing_since.get_or_insert_with(tokio::time::Instant::now);
-                tracing::warn!(%error, failing_for = ?since.elapsed(), "heartbeat failed; retrying");
-            }
+        if !beat(&replica, every).await {
+            tracing::error!(
+                replica = %replica.id,
+                "this replica was taken for dead (no heartbeat for longer than lease_seconds) and another \
+                 replica took its work over, so it stops; restart it"
+            );
+            let _ = replica.fenced.send(true);
+            return;
         }
+    }
+}
+
+/// One heartbeat, tried until the database answers; whether the
+/// registration was still alive. A new attempt starts when one fails (after
+/// a short pause) or takes longer than a period, and the slow ones go on
+/// rather than being given up: after the database comes back, a statement
+/// can sleep in the pool's reconnect backoff (seconds) while a fresh one
+/// would pass at once, and on a loaded machine the slow one may be the
+/// first to pass.
+async fn beat(replica: &Arc<Replica>, every: Duration) -> bool {
+    let mut attempts = tokio::task::JoinSet::new();
+    let mut failing_since: Option<tokio::time::Instant> = None;
+    loop {
+        if attempts.len() < MAX_ATTEMPTS {
+            let (tables, id, ttl) = (replica.tables.clone(), replica.id.clone(), replica.ttl);
+            let sent = tokio::time::Instant::now();
+            attempts.spawn(async move { tables.heartbeat(&id, ttl).await.map(|alive| (alive, sent)) });
+        }
+        let failed = tokio::select! {
+            Some(done) = attempts.join_next() => match done {
+                Ok(Ok((alive, sent))) => {
+                    if alive {
+                        replica.alive_at(sent);
+                    }
+                    if let Some(since) = failing_since {
+                        tracing::info!(replica = %replica.id, failed_for = ?since.elapsed(), "heartbeat reaches the database again");
+                    }
+                    // Dropping the set aborts the attempts still in flight.
+                    return alive;
+                }
+                Ok(Err(error)) => error.to_string(),
+                Err(error) => error.to_string(),
+            },
+            () = tokio::time::sleep(every) => format!("no answer within {every:?}; trying again beside it"),
+        };
+        let since = *failing_since.get_or_insert_with(tokio::time::Instant::now);
+        tracing::warn!(error = %failed, failing_for = ?since.elapsed(), "heartbeat failed; retrying");
+        tokio::time::sleep(RETRY_AFTER).await;
     }
 }
 

@@ -43,12 +43,24 @@ pub(super) async fn share(replica: Arc<Replica>, channel: Arc<dyn Channel>, inbo
         until.checked_sub(margin).unwrap_or(until)
     };
     loop {
-        let safe_until = surely_ours_until();
-        let now = tokio::time::Instant::now();
-        let in_time = now < safe_until
-            && tokio::time::timeout_at(safe_until, round(&replica, channel.as_ref(), &inbox, &mut running))
-                .await
-                .is_ok();
+        // The round is cut when the parts stop being surely this replica's,
+        // a moment each heartbeat that gets through moves on: a round may be
+        // slow (a Discord shard waits out the session-start limit) as long
+        // as the database keeps counting this replica alive.
+        let in_time = {
+            let round = round(&replica, channel.as_ref(), &inbox, &mut running);
+            tokio::pin!(round);
+            loop {
+                let safe_until = surely_ours_until();
+                if tokio::time::Instant::now() >= safe_until {
+                    break false;
+                }
+                tokio::select! {
+                    () = &mut round => break true,
+                    () = tokio::time::sleep_until(safe_until) => {}
+                }
+            }
+        };
         if !in_time && !running.is_empty() {
             tracing::warn!(
                 channel = %channel.name(),

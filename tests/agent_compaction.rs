@@ -347,7 +347,8 @@ impl RealAgent {
         let (home, workspace) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         std::fs::write(workspace.path().join("notes.md"), deployment_notes()).unwrap();
         let bub_home = bub::home::BubHome::at(home.path());
-        let store = Arc::new(bub::db::HomeStore::from(bub::db::SqliteTapeStore::open(bub_home.database()).await.unwrap()));
+        let store =
+            Arc::new(bub::db::HomeStore::from(bub::db::SqliteTapeStore::open(bub_home.database()).await.unwrap()));
         let mut vars = fake.vars("openai:gpt-test");
         vars.push(("BUB_CONTEXT_WINDOW".into(), window.to_string()));
         let setup = bub::setup::Setup::build(&bub_home, workspace.path().to_path_buf(), store, vars).unwrap();

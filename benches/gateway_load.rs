@@ -88,22 +88,21 @@
 #[allow(dead_code)]
 #[path = "../tests/support/gateway.rs"]
 mod gateway;
+#[allow(dead_code)]
+#[path = "support/load.rs"]
+mod load;
 
-use axum::Router;
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::header;
-use axum::response::IntoResponse;
-use axum::routing::post;
-use gateway::{GatewayProcess, bub_cli, cpu_time, percentile, signed_request};
-use serde_json::{Value, json};
+use gateway::{GatewayProcess, bub_cli, cpu_time, percentile};
+use load::{
+    ModelTimes, SECRET, Sample, Targets, knob, list_knob, load_client, ms, numbered_turn, run_phase, run_sequential,
+    start_model, turn_text,
+};
+use serde_json::Value;
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-const SECRET: &str = "load-secret";
 
 /// The gateway's `/metrics` text.
 async fn fetch_metrics(gateway: &GatewayProcess) -> String {
@@ -115,18 +114,6 @@ async fn fetch_metrics(gateway: &GatewayProcess) -> String {
         .text()
         .await
         .unwrap_or_default()
-}
-
-fn knob(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.trim().parse().ok()).unwrap_or(default)
-}
-
-/// A comma-separated list of numbers (`default` when unset; zeros dropped, so `0` or empty: none).
-fn list_knob(name: &str, default: &[usize]) -> Vec<usize> {
-    match std::env::var(name) {
-        Ok(value) => value.split(',').filter_map(|v| v.trim().parse().ok()).filter(|n| *n > 0).collect(),
-        Err(_) => default.to_vec(),
-    }
 }
 
 /// Which phases run (`BUB_LOAD_PHASES`, comma-separated; default all).
@@ -147,73 +134,6 @@ fn phases() -> Phases {
         }
     }
     Phases { throughput: on("throughput"), concurrency: on("concurrency"), long: on("long"), chat: on("chat") }
-}
-
-/// The fake model: per message id (found in the prompt as `[[id]]`), how long
-/// it took and how long the request body was; the summary calls apart.
-#[derive(Default)]
-struct ModelTimes {
-    by_message: Mutex<HashMap<String, Duration>>,
-    bytes_by_message: Mutex<HashMap<String, usize>>,
-    requests: AtomicUsize,
-    summaries: AtomicUsize,
-}
-
-const SSE_ANSWER: &str = concat!(
-    "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":0,\"model\":\"m\",",
-    "\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"ok\"},\"finish_reason\":null}]}\n\n",
-    "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":0,\"model\":\"m\",",
-    "\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n",
-);
-
-/// The compaction prompt's first words (src/agent/compaction/prompt.md).
-const SUMMARY_PROMPT: &str = "You are compacting";
-
-async fn answer(State(times): State<Arc<ModelTimes>>, body: Bytes) -> impl IntoResponse {
-    let started = Instant::now();
-    times.requests.fetch_add(1, Ordering::Relaxed);
-    let text = String::from_utf8_lossy(&body);
-    // The first message's content is the first `"content":"` of the body (model, then messages).
-    let summary =
-        text.find("\"content\":\"").is_some_and(|at| text[at + "\"content\":\"".len()..].starts_with(SUMMARY_PROMPT));
-    // The last `[[...]]` in a turn's body is the newest user message's id (a
-    // summary call's transcript holds older ones).
-    let id = (!summary)
-        .then(|| text.rfind("[[").and_then(|at| text[at + 2..].split_once("]]").map(|(id, _)| id.to_string())))
-        .flatten();
-    let mut stream = String::with_capacity(SSE_ANSWER.len() + 200);
-    stream.push_str(SSE_ANSWER);
-    if text.contains("\"include_usage\":true") {
-        let prompt = body.len() / 4;
-        stream.push_str(&format!(
-            "data: {{\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":0,\"model\":\"m\",\"choices\":[],\
-             \"usage\":{{\"prompt_tokens\":{prompt},\"completion_tokens\":2,\"total_tokens\":{}}}}}\n\n",
-            prompt + 2
-        ));
-    }
-    stream.push_str("data: [DONE]\n\n");
-    let response = ([(header::CONTENT_TYPE, "text/event-stream")], stream);
-    if summary {
-        times.summaries.fetch_add(1, Ordering::Relaxed);
-    } else if let Some(id) = id {
-        times.bytes_by_message.lock().unwrap_or_else(|p| p.into_inner()).insert(id.clone(), body.len());
-        times.by_message.lock().unwrap_or_else(|p| p.into_inner()).insert(id, started.elapsed());
-    }
-    response
-}
-
-async fn start_model() -> (String, Arc<ModelTimes>) {
-    let times = Arc::new(ModelTimes::default());
-    let app = Router::new().route("/v1/chat/completions", post(answer)).with_state(times.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind the fake model");
-    let addr = listener.local_addr().expect("fake model address");
-    let listener = axum::serve::ListenerExt::tap_io(listener, |stream: &mut tokio::net::TcpStream| {
-        let _ = stream.set_nodelay(true);
-    });
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    (format!("http://{addr}/v1"), times)
 }
 
 fn rss_kib(pid: u32) -> (u64, u64) {
@@ -294,119 +214,6 @@ fn mb(kib: u64) -> String {
     format!("{:.1} MB", kib as f64 / 1024.0)
 }
 
-fn ms(d: Duration) -> String {
-    format!("{:.2} ms", d.as_secs_f64() * 1000.0)
-}
-
-struct Sample {
-    id: String,
-    latency: Duration,
-}
-
-/// The text of message `id`: `turn <id> [[<id>]]`, padded with words to about
-/// `chars` characters (no padding when shorter).
-fn turn_text(id: &str, chars: usize) -> String {
-    const WORDS: [&str; 16] = [
-        "deploy", "the", "billing", "service", "after", "review", "of", "branch", "release", "notes", "for", "ticket",
-        "cache", "latency", "tomorrow", "please",
-    ];
-    let mut text = format!("turn {id}");
-    let tail = format!(" [[{id}]]");
-    let mut i = id.bytes().map(usize::from).sum::<usize>();
-    while text.len() + tail.len() < chars {
-        text.push(' ');
-        text.push_str(WORDS[i % WORDS.len()]);
-        i = i.wrapping_mul(31).wrapping_add(7);
-    }
-    text.push_str(&tail);
-    text
-}
-
-/// One signed `?mode=sync` turn, message `id` with `text` in chat `chat`
-/// (sender `user-<chat>`); true when it was replied.
-async fn one_turn(
-    client: &reqwest::Client,
-    addr: std::net::SocketAddr,
-    id: &str,
-    chat: &str,
-    text: String,
-    failures: &AtomicUsize,
-) -> bool {
-    let body = json!({
-        "message_id": id,
-        "chat_id": chat,
-        "sender_id": format!("user-{chat}"),
-        "text": text,
-    });
-    let ok = match signed_request(client, addr, "webhook", "sync", &body, SECRET).await {
-        Ok(response) if response.status() == 200 => {
-            let outcome: Value = response.json().await.unwrap_or(Value::Null);
-            outcome["status"] == "replied"
-        }
-        Ok(response) => {
-            if failures.load(Ordering::Relaxed) < 5 {
-                eprintln!("{id}: {} {}", response.status(), response.text().await.unwrap_or_default());
-            }
-            false
-        }
-        Err(error) => {
-            if failures.load(Ordering::Relaxed) < 5 {
-                eprintln!("{id}: {error}");
-            }
-            false
-        }
-    };
-    if !ok {
-        failures.fetch_add(1, Ordering::Relaxed);
-    }
-    ok
-}
-
-/// Turn `id` of the numbered chat `chat-<n>`, short text.
-async fn numbered_turn(
-    client: &reqwest::Client,
-    addr: std::net::SocketAddr,
-    id: &str,
-    n: usize,
-    failures: &AtomicUsize,
-) -> bool {
-    one_turn(client, addr, id, &format!("chat-{n}"), turn_text(id, 0), failures).await
-}
-
-/// Turns `<prefix>-<first>..<prefix>-<first + count>` one after the other in
-/// chat `chat`, each text about `chars` characters.
-async fn run_sequential(
-    addr: std::net::SocketAddr,
-    chat: &str,
-    prefix: &str,
-    first: usize,
-    count: usize,
-    chars: usize,
-) -> (Vec<Sample>, Duration, usize) {
-    let client = load_client(1);
-    let failures = AtomicUsize::new(0);
-    let mut samples = Vec::with_capacity(count);
-    let started = Instant::now();
-    for i in first..first + count {
-        let id = format!("{prefix}-{i}");
-        let sent = Instant::now();
-        if one_turn(&client, addr, &id, chat, turn_text(&id, chars), &failures).await {
-            samples.push(Sample { id, latency: sent.elapsed() });
-        }
-    }
-    (samples, started.elapsed(), failures.load(Ordering::Relaxed))
-}
-
-/// A client for the gateway keeping up to `idle` connections open.
-fn load_client(idle: usize) -> reqwest::Client {
-    reqwest::Client::builder()
-        .no_proxy()
-        .pool_max_idle_per_host(idle)
-        .timeout(Duration::from_secs(60))
-        .build()
-        .expect("client")
-}
-
 /// Open loop: `count` turns sent at `rate` per second whatever the answers
 /// (round-robin over `sessions` chats), each timed from the moment it was
 /// due, so a slow gateway cannot hide its delays by slowing the sender.
@@ -433,51 +240,6 @@ async fn run_at_rate(
     let mut samples = Vec::with_capacity(count);
     while let Some(done) = tasks.join_next().await {
         samples.extend(done.expect("a request task panicked"));
-    }
-    (samples, started.elapsed(), failures.load(Ordering::Relaxed))
-}
-
-/// Sends turns `first..first + count` (`load-<i>` in chat `i % sessions`, or
-/// chat `i` when `sessions` is 0) from `clients` concurrent clients.
-async fn run_phase(
-    addr: std::net::SocketAddr,
-    first: usize,
-    count: usize,
-    sessions: usize,
-    clients: usize,
-    prefix: &str,
-) -> (Vec<Sample>, Duration, usize) {
-    let next = Arc::new(AtomicUsize::new(first));
-    let failures = Arc::new(AtomicUsize::new(0));
-    let end = first + count;
-    let started = Instant::now();
-    let tasks: Vec<_> = (0..clients)
-        .map(|_| {
-            let next = next.clone();
-            let failures = failures.clone();
-            let prefix = prefix.to_string();
-            tokio::spawn(async move {
-                let client = load_client(4);
-                let mut samples = Vec::new();
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    if i >= end {
-                        return samples;
-                    }
-                    let chat = if sessions == 0 { i } else { i % sessions };
-                    let id = format!("{prefix}-{i}");
-                    let sent = Instant::now();
-                    let ok = numbered_turn(&client, addr, &id, chat, &failures).await;
-                    if ok {
-                        samples.push(Sample { id, latency: sent.elapsed() });
-                    }
-                }
-            })
-        })
-        .collect();
-    let mut samples = Vec::with_capacity(count);
-    for task in tasks {
-        samples.extend(task.await.expect("a client task panicked"));
     }
     (samples, started.elapsed(), failures.load(Ordering::Relaxed))
 }
@@ -537,7 +299,8 @@ async fn run() {
 
     if phases.throughput || phases.concurrency {
         let warm_clients = clients.min(sessions).max(1);
-        let (warm, warm_time, warm_failed) = run_phase(gateway.addr, 0, sessions, sessions, warm_clients, "warm").await;
+        let (warm, warm_time, warm_failed) =
+            run_phase(&Targets::one(gateway.addr), 0, sessions, sessions, warm_clients, "warm").await;
         println!(
             "warm-up: {} turns (one per session) in {:.2} s, {warm_failed} failed",
             warm.len(),
@@ -592,7 +355,7 @@ async fn throughput(
             .expect("start perf")
     });
     let cpu_before = (cpu_time(&pid.to_string()), cpu_time("self"));
-    let (samples, elapsed, failed) = run_phase(gateway.addr, 0, turns, sessions, clients, "load").await;
+    let (samples, elapsed, failed) = run_phase(&Targets::one(gateway.addr), 0, turns, sessions, clients, "load").await;
     let cpu_after = (cpu_time(&pid.to_string()), cpu_time("self"));
     if let Some(child) = perf_child {
         if let Some(pid) = rustix::process::Pid::from_raw(child.id() as i32) {
@@ -650,7 +413,8 @@ async fn throughput(
 
     // More sessions, one turn each, until `rss_sessions` distinct ones exist.
     let extra = rss_sessions.saturating_sub(sessions);
-    let (opened, open_time, open_failed) = run_phase(gateway.addr, sessions, extra, 0, clients, "open").await;
+    let (opened, open_time, open_failed) =
+        run_phase(&Targets::one(gateway.addr), sessions, extra, 0, clients, "open").await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let (sessions_rss, peak_rss) = rss_kib(pid);
     let rss_parts: Vec<String> = std::fs::read_to_string(format!("/proc/{pid}/status"))
@@ -761,7 +525,7 @@ async fn concurrency(gateway: &GatewayProcess, sessions: usize) {
         let count = base.max(100 * clients);
         let before = (cpu_time(&pid), cpu_time("self"));
         let (samples, elapsed, failed) =
-            run_phase(gateway.addr, first, count, sessions, clients, &format!("c{clients}")).await;
+            run_phase(&Targets::one(gateway.addr), first, count, sessions, clients, &format!("c{clients}")).await;
         let after = (cpu_time(&pid), cpu_time("self"));
         first += count;
         let latencies = sorted_latencies(&samples);

@@ -8,14 +8,25 @@
 //!   call, each awaited; criterion reports entries/s. Target: at least 5,000/s
 //!   from one writer with `Durability::Full` (the default). Eight writers run as
 //!   tokio tasks on eight tapes of one store; `Normal` is there for comparison.
+//! - `append_postgres/{full,normal}/{1_writer,8_writers}`: the same appends on
+//!   the PostgreSQL store (`PgTapeStore`, one pool), on a throwaway local
+//!   cluster with `fsync` on (`tests/support/postgres.rs`: PostgreSQL 15's
+//!   server binaries, from `pg_config --bindir` or `BUB_PG_BINDIR`; run as
+//!   the `postgres` user when root). `full` waits for the commit's WAL flush;
+//!   `normal` is `synchronous_commit = off`.
 //!
-//! Run: `cargo bench --bench tape`. The 1,000,000-entry database is built once
-//! into `target/bench-data/` (see `support`) and reused afterwards.
+//! Run: `cargo bench --bench tape` (`-- append` for the appends alone). The
+//! 1,000,000-entry database is built once into `target/bench-data/` (see
+//! `support`) and reused afterwards.
 
 mod support;
 
-use bub::db::{Durability, SqliteTapeStore};
-use bub::tape::{NewEntry, Tape, TapeName};
+#[allow(dead_code)]
+#[path = "../tests/support/postgres.rs"]
+mod postgres;
+
+use bub::db::{Durability, PgTapeStore, SqliteTapeStore};
+use bub::tape::{NewEntry, Tape, TapeName, TapeStore};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use std::hint::black_box;
 use std::sync::Arc;
@@ -63,6 +74,26 @@ async fn append_from(tapes: &[Tape], per_writer: u64) -> Duration {
     started.elapsed()
 }
 
+/// The `group` of one-writer and eight-writer appends on `store`.
+fn appends_on(c: &mut Criterion, rt: &Runtime, group: &str, store: Arc<dyn TapeStore>) {
+    let mut group = c.benchmark_group(group);
+    group.sample_size(10).measurement_time(Duration::from_secs(5));
+    for writers in [1, 8] {
+        let tapes: Vec<Tape> = (0..writers)
+            .map(|n| {
+                let name = TapeName::new(format!("writer-{n}")).expect("tape name");
+                Tape::new(store.clone(), name)
+            })
+            .collect();
+        group.throughput(Throughput::Elements(writers));
+        let id = if writers == 1 { "1_writer" } else { "8_writers" };
+        group.bench_function(id, |b| {
+            b.to_async(rt).iter_custom(|iters| append_from(&tapes, iters));
+        });
+    }
+    group.finish();
+}
+
 fn append(c: &mut Criterion) {
     let rt = runtime();
     std::fs::create_dir_all(support::data_dir()).expect("bench data directory");
@@ -71,26 +102,22 @@ fn append(c: &mut Criterion) {
         let store = rt
             .block_on(SqliteTapeStore::open_with(dir.path().join("append.db"), durability))
             .expect("open a scratch store");
-        let store = Arc::new(store);
-        let mut group = c.benchmark_group(format!("append/{label}"));
-        group.sample_size(10).measurement_time(Duration::from_secs(5));
-        for writers in [1, 8] {
-            let tapes: Vec<Tape> = (0..writers)
-                .map(|n| {
-                    let name = TapeName::new(format!("writer-{n}")).expect("tape name");
-                    Tape::new(store.clone(), name)
-                })
-                .collect();
-            group.throughput(Throughput::Elements(writers));
-            let id = if writers == 1 { "1_writer" } else { "8_writers" };
-            group.bench_function(id, |b| {
-                b.to_async(&rt).iter_custom(|iters| append_from(&tapes, iters));
-            });
-        }
-        group.finish();
+        appends_on(c, &rt, &format!("append/{label}"), Arc::new(store.clone()));
         rt.block_on(store.close());
     }
 }
 
-criterion_group!(benches, context_build, append);
+fn append_postgres(c: &mut Criterion) {
+    let rt = runtime();
+    let cluster = postgres::PgCluster::start_durable();
+    for (label, durability) in [("full", Durability::Full), ("normal", Durability::Normal)] {
+        let url = rt.block_on(cluster.database());
+        let store = rt.block_on(PgTapeStore::connect_with(&url, durability)).expect("connect to the scratch database");
+        appends_on(c, &rt, &format!("append_postgres/{label}"), Arc::new(store.clone()));
+        rt.block_on(store.close());
+    }
+    cluster.stop();
+}
+
+criterion_group!(benches, context_build, append, append_postgres);
 criterion_main!(benches);

@@ -51,7 +51,29 @@ impl StoreError {
     pub(crate) fn may_pass_later(&self) -> bool {
         use crate::db::DbError;
         match self.source.downcast_ref::<DbError>() {
-            Some(DbError::Sqlite(_) | DbError::Postgres(_)) => true,
+            // One process on its own file: only another holder of its lock passes.
+            Some(DbError::Sqlite(error)) => matches!(
+                error.sqlite_error_code(),
+                Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+            ),
+            // The server or the way to it, not the statement: a lost
+            // connection, a restart (57P), too many clients (53), a
+            // serialization failure or deadlock (40001, 40P01). A refused
+            // statement (a constraint, a trigger) fails the same next time.
+            Some(DbError::Postgres(error)) => match error {
+                sqlx_core::Error::Io(_)
+                | sqlx_core::Error::Tls(_)
+                | sqlx_core::Error::Protocol(_)
+                | sqlx_core::Error::PoolTimedOut => true,
+                sqlx_core::Error::Database(error) => error.code().is_some_and(|code| {
+                    code.starts_with("08")
+                        || code.starts_with("57P")
+                        || code.starts_with("53")
+                        || code == "40001"
+                        || code == "40P01"
+                }),
+                _ => false,
+            },
             Some(_) | None => false,
         }
     }

@@ -36,6 +36,9 @@ pub struct PgCluster {
     pub port: u16,
     pub dir: PathBuf,
     bindir: PathBuf,
+    /// Whether commits reach the disk (`fsync`, full page writes): off for
+    /// the tests, on for the benches.
+    durable: bool,
     server: std::sync::Mutex<Option<std::process::Child>>,
 }
 
@@ -91,8 +94,18 @@ fn free_port() -> u16 {
 
 impl PgCluster {
     /// Creates and starts a cluster of its own (a test that stops its
-    /// database uses one, not [`shared`]).
+    /// database uses one, not [`shared`]), without `fsync`.
     pub fn start() -> PgCluster {
+        PgCluster::start_with(false)
+    }
+
+    /// A cluster that syncs its commits as a production server does (the
+    /// benches: a durable append costs what it costs there).
+    pub fn start_durable() -> PgCluster {
+        PgCluster::start_with(true)
+    }
+
+    fn start_with(durable: bool) -> PgCluster {
         let bindir = bindir();
         let user = server_user();
         let dir = std::env::temp_dir().join(format!("bub-pg-{}-{}", std::process::id(), rand::random::<u32>()));
@@ -109,7 +122,8 @@ impl PgCluster {
             .output()
             .expect("run initdb");
         assert!(initdb.status.success(), "initdb failed: {}", String::from_utf8_lossy(&initdb.stderr));
-        let mut cluster = PgCluster { base_url: String::new(), port: 0, dir, bindir, server: Default::default() };
+        let mut cluster =
+            PgCluster { base_url: String::new(), port: 0, dir, bindir, durable, server: Default::default() };
         cluster.run(user);
         cluster.watch();
         cluster
@@ -124,12 +138,14 @@ impl PgCluster {
         if let Some((uid, gid)) = user {
             let _ = std::os::unix::fs::chown(self.dir.join("server.log"), Some(uid), Some(gid));
         }
+        let unsynced: &[&str] = if self.durable { &[] } else { &["-c", "fsync=off", "-c", "full_page_writes=off"] };
         let server = as_server_user(&mut Command::new(self.bindir.join("postgres")), user)
             .arg("-D")
             .arg(self.dir.join("data"))
             .args(["-p", &self.port.to_string(), "-k"])
             .arg(&self.dir)
-            .args(["-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "full_page_writes=off"])
+            .args(["-c", "listen_addresses=127.0.0.1"])
+            .args(unsynced)
             .args(["-c", "max_connections=300", "-c", "shared_buffers=32MB"])
             .current_dir(&self.dir)
             .stdin(Stdio::null())
@@ -158,6 +174,11 @@ impl PgCluster {
             assert!(Instant::now() < deadline, "PostgreSQL did not start within 60 s:\n{log}");
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// The postmaster's process id (its backends are its children), while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.server.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(std::process::Child::id)
     }
 
     /// Stops the server at once (`SIGQUIT`: connections drop mid-statement).

@@ -94,11 +94,22 @@ impl ReplicaTables for PgDb {
     async fn lease(&self, name: &str, holder: &str, volume: &str) -> Result<Lease, DbError> {
         // One statement: insert, or take over from a holder that is dead; the
         // old row's holder and volume come back to tell a takeover apart.
+        // A lease another live replica holds (`taken`, as the statement's
+        // snapshot sees it) is not tried at all: `ON CONFLICT DO UPDATE`
+        // locks the row even when its WHERE refuses, and a row lock is a
+        // write, committed and flushed like one. Replicas that are not the
+        // holder ask for a session's lease at every message and sweep, so
+        // those would be most of the database's commits among replicas.
+        // The conflict's WHERE still decides when the snapshot is stale.
         let row = query::<Postgres>(
-            "WITH before AS (SELECT holder, volume FROM gateway_leases WHERE name = $1), \
+            "WITH before AS ( \
+               SELECT holder, volume, holder <> $2 AND EXISTS \
+                 (SELECT 1 FROM gateway_replicas r WHERE r.id = holder AND r.expires_at > now()) AS taken \
+               FROM gateway_leases WHERE name = $1), \
              fence AS (UPDATE gateway_replicas SET fenced = true \
                        WHERE id = (SELECT holder FROM before) AND id <> $2 AND expires_at <= now()) \
-             INSERT INTO gateway_leases AS l (name, holder, volume) VALUES ($1, $2, $3) \
+             INSERT INTO gateway_leases AS l (name, holder, volume) \
+             SELECT $1, $2, $3 WHERE NOT EXISTS (SELECT 1 FROM before WHERE taken) \
              ON CONFLICT (name) DO UPDATE SET holder = $2, volume = $3, acquired_at = now() \
                WHERE l.holder = $2 OR NOT EXISTS \
                  (SELECT 1 FROM gateway_replicas r WHERE r.id = l.holder AND r.expires_at > now()) \

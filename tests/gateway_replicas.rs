@@ -75,12 +75,7 @@ async fn a_streaming_caller_hears_a_turn_run_on_another_replica() {
         signed_request(&client(), b.addr, "webhook", "sse", &body("m2", "c1", "again"), SECRET).await.unwrap();
     assert_eq!(response.status(), 200);
     let stream = response.text().await.unwrap();
-    let deltas: String = stream
-        .split("\n\n")
-        .filter(|event| event.contains("event: delta"))
-        .filter_map(|event| event.lines().find_map(|line| line.strip_prefix("data:")))
-        .map(|data| serde_json::from_str::<Value>(data.trim()).unwrap()["text"].as_str().unwrap().to_string())
-        .collect();
+    let deltas = support::gateway::sse_deltas(&stream);
     assert_eq!(deltas, "answered", "{stream}");
     assert!(stream.contains("event: done"), "{stream}");
     assert!(a.stop().await && b.stop().await);

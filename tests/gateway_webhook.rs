@@ -66,12 +66,7 @@ async fn prompt_round_trip_in_sync_sse_and_async_modes() {
     assert_eq!(response.status(), 200);
     assert!(response.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
     let stream = response.text().await.unwrap();
-    let deltas: String = stream
-        .split("\n\n")
-        .filter(|event| event.contains("event: delta"))
-        .filter_map(|event| event.lines().find_map(|line| line.strip_prefix("data:")))
-        .map(|data| serde_json::from_str::<Value>(data.trim()).unwrap()["text"].as_str().unwrap().to_string())
-        .collect();
+    let deltas = support::gateway::sse_deltas(&stream);
     assert_eq!(deltas, "pong from the model", "the reply streams as deltas:\n{stream}");
     assert!(stream.contains("event: done"), "{stream}");
 

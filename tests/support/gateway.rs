@@ -337,6 +337,16 @@ pub async fn signed_request(
         .await
 }
 
+/// The text of an `sse` answer's `delta` events, in order.
+pub fn sse_deltas(stream: &str) -> String {
+    stream
+        .split("\n\n")
+        .filter(|event| event.contains("event: delta"))
+        .filter_map(|event| event.lines().find_map(|line| line.strip_prefix("data:")))
+        .map(|data| serde_json::from_str::<Value>(data.trim()).unwrap()["text"].as_str().unwrap().to_string())
+        .collect()
+}
+
 /// How a [`CallbackReceiver`] refuses its first requests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CallbackFault {

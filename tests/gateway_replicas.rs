@@ -232,3 +232,41 @@ async fn assistant_texts(store: &bub::db::PgTapeStore) -> Vec<String> {
     }
     texts
 }
+
+/// Each replica reloads its policy from its own file (a ConfigMap mounted
+/// in each pod): a secret removed from one replica's file stops verifying
+/// there at once, while the other, whose file did not change yet, still
+/// takes it; the same change to the other file applies there too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_replica_reloads_its_own_config_file() {
+    let url = support::postgres::fresh_database().await;
+    let fake = FakeModel::start_answering("answered").await;
+    let file = |secrets: &str| format!("[channels.webhook]\nkind = \"webhook\"\nsecrets = [{secrets}]\n");
+    let env = replica_env(&fake, &url, None);
+    let homes = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let both = file("\"old-secret\", \"new-secret\"");
+    let a = GatewayProcess::start_with_config(homes[0].path(), &env, &both).await;
+    let b = GatewayProcess::start_with_config(homes[1].path(), &env, &both).await;
+    let send = |addr, id: &str, secret: &'static str| {
+        let body = body(id, "c1", "hi");
+        async move { signed_request(&client(), addr, "webhook", "sync", &body, secret).await.unwrap().status() }
+    };
+    assert_eq!(send(a.addr, "k1", "old-secret").await, 200);
+    std::fs::write(homes[0].path().join("bub.toml"), file("\"new-secret\"")).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !a.stderr().contains("config reloaded") {
+        assert!(std::time::Instant::now() < deadline, "a never reloaded:\n{}", a.stderr());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(send(a.addr, "k2", "old-secret").await, 401, "a's file dropped the old secret");
+    assert_eq!(send(b.addr, "k3", "old-secret").await, 200, "b's file still names it");
+    std::fs::write(homes[1].path().join("bub.toml"), file("\"new-secret\"")).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !b.stderr().contains("config reloaded") {
+        assert!(std::time::Instant::now() < deadline, "b never reloaded:\n{}", b.stderr());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(send(b.addr, "k4", "old-secret").await, 401);
+    assert_eq!(send(b.addr, "k5", "new-secret").await, 200);
+    assert!(a.stop().await && b.stop().await);
+}

@@ -29,6 +29,40 @@ pub enum DbError {
     Lost(&'static str),
 }
 
+impl DbError {
+    /// Whether the same statement may pass later: the database or the way
+    /// to it failed, rather than refused the statement for good.
+    pub fn may_pass_later(&self) -> bool {
+        match self {
+            // One process on its own file: only another holder of its lock passes.
+            DbError::Sqlite(error) => matches!(
+                error.sqlite_error_code(),
+                Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+            ),
+            // A lost connection, a server restart (57P), too many clients
+            // (53), a serialization failure or deadlock (40001, 40P01). A
+            // refused statement (a constraint, a trigger) fails the same
+            // next time.
+            DbError::Postgres(error) => match error {
+                sqlx_core::Error::Io(_)
+                | sqlx_core::Error::Tls(_)
+                | sqlx_core::Error::Protocol(_)
+                | sqlx_core::Error::PoolTimedOut => true,
+                sqlx_core::Error::Database(error) => error.code().is_some_and(|code| {
+                    code.starts_with("08")
+                        || code.starts_with("57P")
+                        || code.starts_with("53")
+                        || code == "40001"
+                        || code == "40P01"
+                }),
+                _ => false,
+            },
+            // Another replica's rows now, the database closed for a stop, a bug.
+            DbError::NotClaimed | DbError::Closed | DbError::Lost(_) => false,
+        }
+    }
+}
+
 /// A database that could not be opened, or that is not bub's: the message
 /// says what to fix (move the file away, fix a permission, upgrade bub).
 #[derive(Debug, thiserror::Error)]

@@ -327,7 +327,7 @@ impl Gateway {
     /// expired (it was taken for dead and its work taken over): it must be
     /// restarted, and `bub gateway` exits with an error.
     pub fn lost_registration(&self) -> bool {
-        self.inner.replica.get().is_some_and(|replica| *replica.fenced.borrow())
+        self.inner.replica.get().is_some_and(|replica| replica.is_fenced())
     }
 
     /// The channels, by name.

@@ -49,33 +49,7 @@ impl StoreError {
     /// for good (the rows are another replica's now, the database was
     /// closed for a stop, a value could not be encoded).
     pub(crate) fn may_pass_later(&self) -> bool {
-        use crate::db::DbError;
-        match self.source.downcast_ref::<DbError>() {
-            // One process on its own file: only another holder of its lock passes.
-            Some(DbError::Sqlite(error)) => matches!(
-                error.sqlite_error_code(),
-                Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
-            ),
-            // The server or the way to it, not the statement: a lost
-            // connection, a restart (57P), too many clients (53), a
-            // serialization failure or deadlock (40001, 40P01). A refused
-            // statement (a constraint, a trigger) fails the same next time.
-            Some(DbError::Postgres(error)) => match error {
-                sqlx_core::Error::Io(_)
-                | sqlx_core::Error::Tls(_)
-                | sqlx_core::Error::Protocol(_)
-                | sqlx_core::Error::PoolTimedOut => true,
-                sqlx_core::Error::Database(error) => error.code().is_some_and(|code| {
-                    code.starts_with("08")
-                        || code.starts_with("57P")
-                        || code.starts_with("53")
-                        || code == "40001"
-                        || code == "40P01"
-                }),
-                _ => false,
-            },
-            Some(_) | None => false,
-        }
+        self.source.downcast_ref::<crate::db::DbError>().is_some_and(crate::db::DbError::may_pass_later)
     }
 }
 
@@ -130,6 +104,18 @@ pub struct Unfinished {
     /// The turn it was steered into, if any.
     pub turn: Option<String>,
     pub session: Option<String>,
+}
+
+impl PendingReply {
+    /// A pending outbox row, decoded.
+    pub(crate) fn from_row(row: OutboxRow) -> StoreResult<PendingReply> {
+        let outbound = serde_json::from_str(&row.outbound).map_err(failed("decode reply"))?;
+        let sent = match row.platform_ids {
+            Some(ids) => serde_json::from_str(&ids).map_err(failed("decode ids"))?,
+            None => Vec::new(),
+        };
+        Ok(PendingReply { channel: row.channel, outbound, sent })
+    }
 }
 
 impl Unfinished {
@@ -383,17 +369,7 @@ impl GatewayStore {
     /// Replies stored but not yet delivered, oldest first.
     pub async fn undelivered(&self) -> StoreResult<Vec<PendingReply>> {
         let rows = self.tables.undelivered().await.map_err(failed("read outbox"))?;
-        rows.into_iter().map(|row| self.pending_reply(row)).collect()
-    }
-
-    /// A pending outbox row, decoded.
-    pub(crate) fn pending_reply(&self, row: OutboxRow) -> StoreResult<PendingReply> {
-        let outbound = serde_json::from_str(&row.outbound).map_err(failed("decode reply"))?;
-        let sent = match row.platform_ids {
-            Some(ids) => serde_json::from_str(&ids).map_err(failed("decode ids"))?,
-            None => Vec::new(),
-        };
-        Ok(PendingReply { channel: row.channel, outbound, sent })
+        rows.into_iter().map(PendingReply::from_row).collect()
     }
 
     /// The database answers (for `/readyz`).

@@ -10,7 +10,7 @@
 //! A watcher process stops the server and removes its directory once the
 //! test binary is gone, however it ended (a panic, a SIGKILL).
 //!
-//! There is no skipping: a machine without the binaries fails these tests
+//! Nothing here passes by being left out: a machine without the binaries fails these tests
 //! with the message of how to install them.
 //!
 //! [`DatabaseLink`] puts a loopback relay between one process and the

@@ -278,7 +278,7 @@ impl Replica {
         }
     }
 
-    /// Whether this incarnation's registration was found expired (it stops).
+    /// Whether this incarnation was fenced: another replica took its work over, and it stops.
     pub(crate) fn is_fenced(&self) -> bool {
         *self.fenced.borrow()
     }

@@ -5,6 +5,7 @@
 //! another replica's turns.
 
 use super::Replica;
+use crate::gateway::store::PendingReply;
 use crate::gateway::{Inner, Message, turn};
 use std::sync::Arc;
 use std::time::Duration;
@@ -132,7 +133,7 @@ async fn sweep(inner: Arc<Inner>, replica: Arc<Replica>) {
         match replica.tables.claim_replies(&replica.id, SWEEP_BATCH).await {
             Ok(replies) => {
                 for row in replies {
-                    match inner.store.pending_reply(row) {
+                    match PendingReply::from_row(row) {
                         Ok(reply) => {
                             let inner = inner.clone();
                             tokio::spawn(async move { turn::deliver(&inner, reply, None).await });

@@ -3,7 +3,7 @@
 
 mod support;
 
-use bub::agent::{RunOptions, StreamEvent};
+use bub::agent::{FailureKind, RunOptions, StreamEvent};
 use bub::model::ModelError;
 use bub::tape::{EntryKind, TapeQuery};
 use bub::tools::{Tool, ToolContext, ToolError};
@@ -389,7 +389,7 @@ async fn a_cut_answer_is_asked_again_and_kept_out_of_the_text_and_the_context() 
         outcome
             .events
             .iter()
-            .any(|e| matches!(e, StreamEvent::Cut { partial, retrying: true, .. } if partial == "half an ans"))
+            .any(|e| matches!(e, StreamEvent::Cut { kind: FailureKind::Cut, partial, retrying: true, .. } if partial == "half an ans"))
     );
     let tape = store.tape("chat");
     let errors = tape.read(&TapeQuery::all().kinds([EntryKind::Error])).await.unwrap();

@@ -10,6 +10,7 @@ use super::runtime::Agent;
 use crate::model::tokens::TokenCounter;
 use crate::tools::{ContextLimits, ToolContext, ToolHost, ToolRegistry, TurnState};
 use std::any::Any;
+use std::sync::Arc;
 
 /// The agent, behind the narrow [`ToolHost`] handle.
 pub(crate) struct AgentHost(pub Agent);
@@ -23,7 +24,7 @@ impl AgentHost {
 }
 
 impl ToolHost for AgentHost {
-    fn catalogue(&self) -> ToolRegistry {
+    fn catalogue(&self) -> Arc<ToolRegistry> {
         self.0.tools()
     }
 

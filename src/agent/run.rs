@@ -322,11 +322,11 @@ impl Agent {
         &self,
         run: &RunContext,
         options: &RunOptions,
-        all_tools: &ToolRegistry,
+        all_tools: &Arc<ToolRegistry>,
     ) -> Result<CallSite, RunFailure> {
         let tools = match &options.allowed_tools {
             Some(names) => {
-                all_tools.only(names).map_err(|e| RunFailure::new(FailureKind::InvalidInput, e.to_string()))?
+                Arc::new(all_tools.only(names).map_err(|e| RunFailure::new(FailureKind::InvalidInput, e.to_string()))?)
             }
             None => all_tools.clone(),
         };
@@ -349,7 +349,7 @@ impl Agent {
         }
         run.state.set("session_id", json!(options.tape));
         run.state.set("workspace", json!(workspace.display().to_string()));
-        Ok(CallSite { agent: self.clone(), run: run.clone(), tools: Arc::new(tools), workspace, environment })
+        Ok(CallSite { agent: self.clone(), run: run.clone(), tools, workspace, environment })
     }
 
     /// A comma command as the whole run: it may call any tool of the agent
@@ -357,7 +357,7 @@ impl Agent {
     async fn run_as_command(
         &self,
         site: CallSite,
-        all_tools: ToolRegistry,
+        all_tools: Arc<ToolRegistry>,
         prompt: &str,
         prefix: &str,
         out: &Output,
@@ -370,7 +370,7 @@ impl Agent {
             allowed_tools: allowed,
         };
         self.inner.events.emit(started).await?;
-        let commands = CallSite { tools: Arc::new(all_tools), ..site };
+        let commands = CallSite { tools: all_tools, ..site };
         super::commands::run_command(&commands, prompt, prefix, out).await
     }
 
@@ -515,7 +515,7 @@ impl Agent {
                     tracing::warn!(run_id = %run.run_id, step, kind = failure.error.kind(), error = %failure.error, retrying, "the model's answer was cut off");
                     turn.out
                         .send(StreamEvent::Cut {
-                            kind: failure.error.kind().to_string(),
+                            kind: FailureKind::from(&failure.error),
                             message: failure.error.to_string(),
                             partial: failure.partial.text.clone(),
                             retrying,

@@ -8,7 +8,7 @@ use crate::environment::Environments;
 use crate::model::ModelProvider;
 use crate::tape::{ContextSelector, InMemoryTapeStore, Tape, TapeError, TapeName, TapeSettings, TapeStore};
 use crate::tools::bus::EventBus;
-use crate::tools::{Tool, ToolRegistry};
+use crate::tools::{NameTaken, Tool, ToolRegistry};
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
@@ -23,7 +23,9 @@ pub struct Agent {
 
 pub(crate) struct AgentInner {
     pub store: Arc<dyn TapeStore>,
-    pub tools: RwLock<ToolRegistry>,
+    /// Swapped whole, never changed in place: a run keeps the snapshot it
+    /// took, so a change lands between turns.
+    pub tools: RwLock<Arc<ToolRegistry>>,
     pub system_prompt: SystemPrompt,
     pub events: EventBus,
     pub models: Option<Arc<dyn ModelProvider>>,
@@ -99,14 +101,36 @@ impl Agent {
         &self.inner.system_prompt
     }
 
-    /// A snapshot of the tools.
-    pub fn tools(&self) -> ToolRegistry {
+    /// A snapshot of the tools: what a run starting now would offer. Later
+    /// changes do not reach it.
+    pub fn tools(&self) -> Arc<ToolRegistry> {
         self.inner.tools.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Adds or replaces a tool for future runs.
     pub fn add_tool(&self, tool: Tool) {
-        self.inner.tools.write().unwrap_or_else(|p| p.into_inner()).insert(tool);
+        let Ok(()) = self.change_tools(|tools| {
+            tools.insert(tool);
+            Ok::<(), std::convert::Infallible>(())
+        });
+    }
+
+    /// Replaces the tools `source` provided before with `tools`, for future
+    /// runs (see [`ToolRegistry::replace_source`]): what a tool provider
+    /// whose list changed (an MCP server) calls. A run going on keeps the
+    /// tools it started with, so the change lands between turns, never in
+    /// the middle of one. An empty `tools` removes the source's tools.
+    pub fn replace_tools(&self, source: &str, tools: Vec<Tool>) -> Result<(), NameTaken> {
+        self.change_tools(|registry| registry.replace_source(source, tools))
+    }
+
+    /// Copy on write: the runs holding the old snapshot keep it whole.
+    fn change_tools<E>(&self, change: impl FnOnce(&mut ToolRegistry) -> Result<(), E>) -> Result<(), E> {
+        let mut current = self.inner.tools.write().unwrap_or_else(|p| p.into_inner());
+        let mut next = ToolRegistry::clone(&current);
+        change(&mut next)?;
+        *current = Arc::new(next);
+        Ok(())
     }
 
     pub fn store(&self) -> &Arc<dyn TapeStore> {
@@ -243,7 +267,7 @@ impl AgentBuilder {
         Agent {
             inner: Arc::new(AgentInner {
                 store: self.store,
-                tools: RwLock::new(self.tools),
+                tools: RwLock::new(Arc::new(self.tools)),
                 system_prompt: self.system_prompt,
                 events,
                 models: self.models,

@@ -48,7 +48,9 @@ pub enum StreamEvent {
     /// `retrying`: the model is asked again and its new text follows; else an
     /// `Error` follows and the run ends.
     Cut {
-        kind: String,
+        /// What cut it (`cut`, `timeout`, `connection`…): the kind the run's
+        /// `Error` would carry had it not been asked again.
+        kind: FailureKind,
         message: String,
         partial: String,
         retrying: bool,

@@ -22,7 +22,7 @@ use std::sync::Arc;
 pub trait ToolHost: Any + Send + Sync {
     /// A snapshot of every tool the agent has, command-only ones included,
     /// in registration order: names, descriptions, schemas and capabilities.
-    fn catalogue(&self) -> ToolRegistry;
+    fn catalogue(&self) -> Arc<ToolRegistry>;
 
     /// The `provider:model` a run uses when neither it nor its session chose one.
     fn default_model(&self) -> Option<String>;

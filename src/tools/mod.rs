@@ -35,6 +35,6 @@ pub use chat::{ChatFile, ChatOutlet, SentFile, TurnChat};
 pub use context::ToolContext;
 pub use error::{ToolError, ToolErrorKind};
 pub use host::{CommandGate, ContextLimits, ToolHost};
-pub use registry::{ToolRegistry, UnknownTools};
+pub use registry::{NameTaken, ToolRegistry, UnknownTools};
 pub use state::TurnState;
 pub use tool::{Tool, default_render, model_name};

@@ -11,6 +11,19 @@ pub struct ToolRegistry {
     tools: IndexMap<String, Tool>,
 }
 
+/// A set of tools refused by [`ToolRegistry::replace_source`]: one of its
+/// names is held by a tool that is not the source's (a builtin's, another
+/// server's). Nothing of the set was applied.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("tool {name} of {wanted_by} is refused: the name is taken by {held_by}")]
+pub struct NameTaken {
+    pub name: String,
+    /// The source whose set was refused.
+    pub wanted_by: String,
+    /// The holder's source; `another tool` when it was added on its own.
+    pub held_by: String,
+}
+
 /// Names in an allow-list that match no tool.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown tool(s) in allowed_tools: {}", .0.join(", "))]
@@ -29,6 +42,33 @@ impl ToolRegistry {
     pub fn with(mut self, tool: Tool) -> ToolRegistry {
         self.insert(tool);
         self
+    }
+
+    /// Replaces the tools `source` provided before (those whose
+    /// [`Tool::source`] it is) with `tools`, each marked as the source's.
+    /// All or nothing: a name (registry or model name) held by a tool that
+    /// is not the source's refuses the whole set, so a provider can neither
+    /// shadow a builtin (`bash`) nor another provider's tool.
+    pub fn replace_source(&mut self, source: &str, tools: impl IntoIterator<Item = Tool>) -> Result<(), NameTaken> {
+        let tools: Vec<Tool> = tools.into_iter().map(|tool| tool.with_source(source)).collect();
+        for tool in &tools {
+            let taken = [tool.name(), &tool.model_name()]
+                .into_iter()
+                .filter_map(|name| self.get(name))
+                .find(|held| held.source() != Some(source));
+            if let Some(held) = taken {
+                return Err(NameTaken {
+                    name: tool.name().to_string(),
+                    wanted_by: source.to_string(),
+                    held_by: held.source().map_or_else(|| "another tool".to_string(), str::to_string),
+                });
+            }
+        }
+        self.tools.retain(|_, tool| tool.source() != Some(source));
+        for tool in tools {
+            self.insert(tool);
+        }
+        Ok(())
     }
 
     pub fn remove(&mut self, name: &str) -> Option<Tool> {
@@ -104,6 +144,24 @@ mod tests {
         assert_eq!(registry.get("fs_read").map(Tool::name), Some("fs.read"));
         assert_eq!(registry.get("FS.Read").map(Tool::name), Some("fs.read"));
         assert!(registry.get("fs").is_none());
+    }
+
+    #[test]
+    fn a_source_swaps_its_own_tools_and_cannot_take_another_name() {
+        let mut registry = ToolRegistry::new().with(tool("bash"));
+        registry.replace_source("mcp.docs", [tool("mcp.docs.search"), tool("mcp.docs.get")]).unwrap();
+        registry.replace_source("mcp.docs", [tool("mcp.docs.find")]).unwrap();
+        let names: Vec<&str> = registry.iter().map(Tool::name).collect();
+        assert_eq!(names, ["bash", "mcp.docs.find"]);
+        assert_eq!(registry.get("mcp.docs.find").and_then(Tool::source), Some("mcp.docs"));
+
+        let refused = registry.replace_source("mcp.evil", [tool("mcp.evil.x"), tool("BASH")]).unwrap_err();
+        assert_eq!((refused.name.as_str(), refused.held_by.as_str()), ("BASH", "another tool"));
+        let refused = registry.replace_source("mcp.evil", [tool("mcp_docs_find")]).unwrap_err();
+        assert_eq!(refused.held_by, "mcp.docs");
+        // All or nothing: the refused set left no tool behind.
+        assert!(registry.get("mcp.evil.x").is_none());
+        assert_eq!(registry.len(), 2);
     }
 
     #[test]

@@ -62,6 +62,8 @@ struct ToolSpec {
     never_spilled: bool,
     /// `None`: undeclared, taken as [`Capabilities::ALL`].
     capabilities: Option<Capabilities>,
+    /// Who added it as one of a set (see [`Tool::with_source`]).
+    source: Option<Arc<str>>,
     handler: Handler,
     renderer: Renderer,
     /// [`Tool::definition`], built on first use and shared by every request
@@ -76,6 +78,7 @@ impl std::fmt::Debug for Tool {
             .field("agent_use", &self.inner.agent_use)
             .field("preserve", &self.inner.preserve)
             .field("capabilities", &self.capabilities())
+            .field("source", &self.source())
             .finish_non_exhaustive()
     }
 }
@@ -97,6 +100,7 @@ impl Tool {
             preserve: false,
             never_spilled: false,
             capabilities: None,
+            source: None,
             handler: Arc::new(move |args, ctx| Box::pin(handler(args, ctx))),
             renderer: Arc::new(default_render),
             definition: std::sync::OnceLock::new(),
@@ -167,6 +171,19 @@ impl Tool {
     pub fn with_capabilities(mut self, capabilities: impl IntoIterator<Item = Capability>) -> Tool {
         self.spec_mut().capabilities = Some(Capabilities::of(capabilities));
         self
+    }
+
+    /// Marks the tool as one of the set `source` provides (an MCP server, a
+    /// plugin), so that [`ToolRegistry::replace_source`](super::ToolRegistry::replace_source)
+    /// can swap the whole set when its provider's list changes.
+    pub fn with_source(mut self, source: &str) -> Tool {
+        self.spec_mut().source = Some(Arc::from(source));
+        self
+    }
+
+    /// The set it belongs to, when it was added as one (see [`Tool::with_source`]).
+    pub fn source(&self) -> Option<&str> {
+        self.inner.source.as_deref()
     }
 
     pub fn with_output_schema(mut self, schema: Value) -> Tool {

@@ -394,7 +394,7 @@ async fn start(
     let state = HttpState::new(Arc::new(gateway.clone()));
     // The server stops accepting when a stop begins; the gateway's stop then answers whoever still waits.
     let (stop_accepting, mut stopping) = tokio::sync::watch::channel(false);
-    let app = router(state.clone(), gateway.routes());
+    let app = router(state.clone(), [gateway.routes()]);
     let server = tokio::spawn(crate::http::serve(listener, app, config.http.limits(), async move {
         let _ = stopping.wait_for(|stopping| *stopping).await;
     }));

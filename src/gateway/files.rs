@@ -14,7 +14,6 @@
 //!   so a turn abandoned by a stop does not cut an upload in flight.
 
 use super::Inner;
-use super::outbound::OutboundError;
 use crate::tools::{ChatFile, ChatOutlet, SentFile, ToolError};
 use async_trait::async_trait;
 use bub_channel::{ChatRef, OutboundFile};
@@ -22,7 +21,6 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use tokio::sync::oneshot;
 
 /// One turn's chat, for the files its tools send.
 pub(crate) struct TurnFiles {
@@ -95,54 +93,6 @@ impl ChatOutlet for TurnFiles {
             idempotency_key: key.clone(),
             session: self.session.clone(),
         };
-        let (sent_tx, sent) = oneshot::channel();
-        let task = {
-            let (inner, channel) = (self.inner.clone(), self.channel.clone());
-            async move {
-                let _ = sent_tx.send(send_and_record(&inner, &channel, outbound).await);
-            }
-        };
-        let stopping = || ToolError::failed("the gateway is stopping; the file was not sent");
-        if !self.inner.deliveries.spawn(task) {
-            record(self.inner.store.file_not_sent(&key, "the gateway was stopping").await, &key);
-            return Err(stopping());
-        }
-        sent.await.unwrap_or_else(|_| Err(stopping()))
-    }
-}
-
-/// Sends `file` through the scheduler and records what became of it.
-async fn send_and_record(inner: &Arc<Inner>, channel: &str, file: OutboundFile) -> Result<SentFile, ToolError> {
-    let key = file.idempotency_key.clone();
-    match inner.outbound().send_file(channel, &file).await {
-        Ok(delivered) => {
-            record(inner.store.file_delivered(&key, &delivered.message_id).await, &key);
-            tracing::info!(channel, key = %key, file = %file.name, bytes = file.bytes.len(), message = %delivered.message_id, "file sent");
-            Ok(SentFile { message_id: delivered.message_id, earlier: false })
-        }
-        Err(error) => {
-            tracing::warn!(%error, channel, key = %key, file = %file.name, "file not sent");
-            record(inner.store.file_not_sent(&key, &error.to_string()).await, &key);
-            Err(ToolError::failed(not_sent(&file.name, error)))
-        }
-    }
-}
-
-/// What the model reads when `name` did not go out.
-fn not_sent(name: &str, error: OutboundError) -> String {
-    match error {
-        OutboundError::FileRefused { .. } => error.to_string(),
-        OutboundError::Permanent { source, .. } => format!("{name} was not sent: {source}"),
-        OutboundError::GaveUp { attempts, source, .. } => {
-            format!("{name} was not sent: the platform failed {attempts} times ({source})")
-        }
-        OutboundError::Stopped { .. } => format!("{name} was not sent: the gateway is stopping"),
-        OutboundError::UnknownChannel(channel) => format!("{name} was not sent: no channel {channel}"),
-    }
-}
-
-fn record(stored: Result<(), super::store::StoreError>, key: &str) {
-    if let Err(error) = stored {
-        tracing::error!(%error, key, "cannot record what became of a file; a rerun of its turn may send it again");
+        super::outbound::delivery::deliver_file(&self.inner, &self.channel, outbound).await
     }
 }

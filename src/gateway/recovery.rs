@@ -46,7 +46,7 @@ pub(crate) async fn resume(inner: &Arc<Inner>) -> Result<(), StoreError> {
     }
     for reply in undelivered {
         let inner = inner.clone();
-        tokio::spawn(async move { turn::deliver(&inner, reply, None).await });
+        tokio::spawn(async move { super::outbound::delivery::deliver_reply(&inner, reply, None).await });
     }
     let mut sessions: BTreeMap<String, Vec<Unfinished>> = BTreeMap::new();
     let mut again = Vec::new();

@@ -2,7 +2,7 @@
 //! outcome and reply are stored together, and the reply is delivered.
 
 use super::admission;
-use super::outbound::{LiveReply, OutboundError};
+use super::outbound::LiveReply;
 use super::store::PendingReply;
 use super::typing::Typing;
 use super::{Inner, Message, outcome};
@@ -10,7 +10,7 @@ use crate::agent::{AnswerText, FailureKind, RunOptions, StreamEvent, TurnState};
 use crate::policy::SessionPolicy;
 use crate::tape::NewEntry;
 use crate::tools::Capabilities;
-use bub_channel::{Delivered, Delivery, Outbound, Outcome, OutcomeStatus};
+use bub_channel::{Delivery, Outbound, Outcome, OutcomeStatus};
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -275,37 +275,9 @@ async fn live_reply(inner: &Inner, share: &TurnShare, input: &TurnInput) -> Opti
                 session: share.session.clone(),
                 mentions: input.mentions.clone(),
             };
-            Some(kept_live_reply(inner, &input.channel, &template).await)
+            Some(super::outbound::delivery::kept_live_reply(inner, &input.channel, &template).await)
         }
         _ => None,
-    }
-}
-
-/// A live reply for `template` whose message is kept in the store, so a
-/// restart finishes it; when one was kept for its key before a restart (in
-/// the same chat), the reply finishes that one instead of sending another.
-async fn kept_live_reply(inner: &Inner, channel: &str, template: &Outbound) -> LiveReply {
-    let key = &template.idempotency_key;
-    let live = inner
-        .outbound()
-        .live(channel, template.chat.clone(), key.clone(), template.session.clone())
-        .reply_to(template.reply_to.clone())
-        .mentioning(template.mentions.clone())
-        .remembered_in(Arc::new(inner.store.clone()));
-    match inner.store.live_message(key).await {
-        Ok(Some(message)) if message.channel == channel && message.chat == template.chat => {
-            tracing::info!(key = %key, channel, message = %message.message_id, "finishing the reply's message from before the restart");
-            live.resuming(&message)
-        }
-        Ok(Some(message)) => {
-            tracing::warn!(key = %key, channel, kept_in = %message.channel, "a live message kept for this key is in another chat; sending anew");
-            live
-        }
-        Ok(None) => live,
-        Err(error) => {
-            tracing::warn!(%error, key = %key, "cannot read the reply's live message; sending anew");
-            live
-        }
     }
 }
 
@@ -569,7 +541,7 @@ async fn conclude_with(
     let mut live = live;
     let mut reached_the_chat = false;
     for reply in replies {
-        reached_the_chat |= deliver(inner, reply, live.take()).await;
+        reached_the_chat |= super::outbound::delivery::deliver_reply(inner, reply, live.take()).await;
     }
     if reached_the_chat {
         for message in messages.iter().filter(|m| m.inbound.delivery == Delivery::Channel) {
@@ -589,71 +561,6 @@ fn record_reply_time(message: &Message, to: &'static str) {
     let waited = (chrono::Utc::now() - message.inbound.received_at).to_std().unwrap_or_default();
     metrics::histogram!("bub_reply_seconds", "channel" => message.inbound.channel.clone(), "to" => to)
         .record(waited.as_secs_f64());
-}
-
-/// Sends a stored reply and records the delivery; true when the platform took it.
-///
-/// The sending runs among the gateway's deliveries, not in the caller's task,
-/// so a turn abandoned by a stop does not cut a POST in flight (one cut would
-/// be sent again by the next start though it may have arrived). Once a stop
-/// began, the reply stays in the outbox for the next start.
-pub(crate) async fn deliver(inner: &Arc<Inner>, reply: PendingReply, live: Option<LiveReply>) -> bool {
-    let (reached_tx, reached) = oneshot::channel();
-    let task = {
-        let inner = inner.clone();
-        async move {
-            let _ = reached_tx.send(send_and_record(&inner, reply, live).await);
-        }
-    };
-    if !inner.deliveries.spawn(task) {
-        tracing::info!("gateway stopping; the reply goes out at the next start");
-        return false;
-    }
-    reached.await.unwrap_or(false)
-}
-
-async fn send_and_record(inner: &Arc<Inner>, reply: PendingReply, live: Option<LiveReply>) -> bool {
-    let PendingReply { channel, outbound, sent } = reply;
-    let key = outbound.idempotency_key.clone();
-    let edits = inner.channels.get(&channel).is_some_and(|target| target.limits().edits);
-    let sent = match live {
-        Some(live) => live.mentioning(outbound.mentions.clone()).finish(&outbound.text).await,
-        // Nothing of it reached the chat, unless a message kept for its key did
-        // (a crash after it was sent): that one is finished.
-        None if edits && sent.is_empty() => {
-            kept_live_reply(inner, &channel, &outbound).await.finish(&outbound.text).await
-        }
-        None => {
-            let sent = sent.into_iter().map(|message_id| Delivered { message_id }).collect();
-            inner.outbound().send_final_after(&channel, outbound, sent).await
-        }
-    };
-    let reached = sent.is_ok();
-    let platform_ids = |delivered: &[Delivered]| delivered.iter().map(|d| d.message_id.clone()).collect::<Vec<_>>();
-    // Patiently: a reply left pending would be sent again by whoever takes
-    // this replica's work over (or the next start).
-    use super::store::patiently;
-    let stored = match sent {
-        Ok(delivered) => {
-            let ids = platform_ids(&delivered);
-            patiently("record a delivery", || inner.store.delivered(&key, &ids)).await
-        }
-        // Nothing of the rest was attempted: the next start sends it, and only it.
-        Err(OutboundError::Stopped { delivered, .. }) => {
-            tracing::info!(key = %key, channel = %channel, parts_sent = delivered.len(), "gateway stopping; the reply goes out at the next start");
-            inner.store.parts_delivered(&key, &platform_ids(&delivered)).await
-        }
-        Err(error) => {
-            tracing::warn!(%error, key = %key, channel = %channel, "reply not delivered");
-            metrics::counter!("bub_delivery_errors_total", "channel" => channel.clone()).increment(1);
-            let error = error.to_string();
-            patiently("record an undeliverable reply", || inner.store.undeliverable(&key, &error)).await
-        }
-    };
-    if let Err(error) = stored {
-        tracing::error!(%error, key = %key, "cannot record the delivery; it may be sent again after a restart");
-    }
-    reached
 }
 
 /// Keeps an unaddressed group message on the tape as context, unanswered.

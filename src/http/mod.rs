@@ -2,8 +2,9 @@
 //! routes of channels that receive over HTTP (`POST /webhook/<name>`).
 //!
 //! It knows nothing of the gateway: `/readyz` asks a [`Readiness`] (the
-//! gateway is one), and the channels' routes are merged in as given. The
-//! gateway's builder mounts it.
+//! gateway is one), and the routes of the parts that serve HTTP (the
+//! channels' webhooks, later an admin console) are merged in as given
+//! ([`router`]). The gateway's builder mounts it.
 
 mod peers;
 mod serve;
@@ -68,14 +69,22 @@ impl HttpState {
     }
 }
 
-/// Health, readiness and metrics, plus the channels' routes.
-pub fn router(state: HttpState, channels: Router) -> Router {
-    Router::new()
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
-        .with_state(state)
-        .merge(channels)
+/// The paths this module serves itself; no part may route them.
+pub const PROBE_PATHS: [&str; 3] = ["/healthz", "/readyz", "/metrics"];
+
+/// Health, readiness and metrics, plus the routes of each part of the
+/// program that serves HTTP (the channels' webhooks; an admin console),
+/// merged as given: this module knows none of them. Each part keeps to
+/// paths of its own (a channel's are under `/<kind>/<name>`) and off
+/// [`PROBE_PATHS`]; overlapping routes are a programming error that axum
+/// refuses when the router is built.
+pub fn router(state: HttpState, parts: impl IntoIterator<Item = Router>) -> Router {
+    let probes = Router::new()
+        .route(PROBE_PATHS[0], get(healthz))
+        .route(PROBE_PATHS[1], get(readyz))
+        .route(PROBE_PATHS[2], get(metrics))
+        .with_state(state);
+    parts.into_iter().fold(probes, Router::merge)
 }
 
 async fn healthz() -> Json<serde_json::Value> {
@@ -100,4 +109,41 @@ async fn readyz(State(state): State<HttpState>) -> Response {
 
 async fn metrics(State(state): State<HttpState>) -> Response {
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], state.metrics.render()).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::routing::post;
+
+    struct Up;
+
+    #[async_trait::async_trait]
+    impl Readiness for Up {
+        fn channel_names(&self) -> Vec<String> {
+            vec![]
+        }
+        async fn ping(&self) -> Result<(), String> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn every_part_is_served_beside_the_probes() {
+        let channels = Router::new().route("/webhook/team", post(|| async { "from the channel" }));
+        let console = Router::new().route("/admin", get(|| async { "from the console" }));
+        let app = router(HttpState::new(Arc::new(Up)), [channels, console]);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let client = reqwest::Client::new();
+        let text = |r: reqwest::Response| async move { (r.status().as_u16(), r.text().await.unwrap()) };
+        let posted = client.post(format!("{base}/webhook/team")).send().await.unwrap();
+        assert_eq!(text(posted).await, (200, "from the channel".to_string()));
+        let console = client.get(format!("{base}/admin")).send().await.unwrap();
+        assert_eq!(text(console).await, (200, "from the console".to_string()));
+        let health = client.get(format!("{base}/healthz")).send().await.unwrap();
+        assert_eq!(health.status(), 200);
+        assert_eq!(client.get(format!("{base}/elsewhere")).send().await.unwrap().status(), 404);
+    }
 }

@@ -24,12 +24,17 @@
 //!   the parts already delivered; a platform call already made is never cut,
 //!   so what reached the platform is always known and can be recorded.
 //!
+//! - [`delivery`]: the gateway's side of a send — replies and files handed to
+//!   the scheduler among the gateway's deliveries, and what became of them
+//!   recorded in the store.
+//!
 //! Metrics (through the `metrics` facade): `bub_outbound_messages_total{channel, kind}`,
 //! `bub_outbound_edits_dropped_total{channel}`, `bub_outbound_errors_total{channel, kind}`,
 //! `bub_outbound_rate_limit_wait_seconds{channel}`, `bub_outbound_queue_depth{channel}`,
 //! `bub_outbound_typing_skipped_total{channel}` (typing counts as `kind="typing"`).
 
 mod budget;
+pub(crate) mod delivery;
 mod live;
 
 pub use budget::Budget;

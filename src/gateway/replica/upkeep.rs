@@ -6,7 +6,7 @@
 
 use super::Replica;
 use crate::gateway::store::PendingReply;
-use crate::gateway::{Inner, Message, turn};
+use crate::gateway::{Inner, Message};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::task::JoinHandle;
@@ -136,7 +136,9 @@ async fn sweep(inner: Arc<Inner>, replica: Arc<Replica>) {
                     match PendingReply::from_row(row) {
                         Ok(reply) => {
                             let inner = inner.clone();
-                            tokio::spawn(async move { turn::deliver(&inner, reply, None).await });
+                            tokio::spawn(async move {
+                                crate::gateway::outbound::delivery::deliver_reply(&inner, reply, None).await
+                            });
                         }
                         Err(error) => tracing::error!(%error, "a stored reply cannot be read; it is skipped"),
                     }

@@ -88,6 +88,7 @@ pub mod environment;
 pub mod gateway;
 pub mod home;
 pub mod http;
+pub mod message;
 pub mod model;
 pub mod policy;
 pub mod setup;

@@ -21,7 +21,7 @@ pub trait SharedObject: Send + Sync + std::fmt::Debug {
     fn object(&self) -> &Map<String, Value>;
 }
 
-/// One message of a [`ChatRequest`], in OpenAI shape.
+/// One message of a [`ChatRequest`](crate::model::ChatRequest), in OpenAI shape.
 #[derive(Debug, Clone)]
 pub enum RequestMessage {
     /// Built for this request (the system prompt, a tool result, a note).

@@ -1,10 +1,10 @@
 //! The provenance rule: where the text in a conversation came from decides
 //! what a run may do with it. The fact itself — [`Provenance`] and how an
 //! entry carries it — is the tape's ([`crate::tape::provenance`]); the rule
-//! is the policy's: while text of untrusted origin is in a turn's context, tools that
-//! can run processes, write files or reach the network (`exec`, `write`,
-//! `network`) are denied for that turn unless `allow_with_untrusted_context`
-//! names them. A prompt injection in a stranger's message or a fetched page
+//! is the policy's: while text of untrusted origin is in a turn's context,
+//! tools that can run processes, write files or reach the network (`exec`,
+//! `write`, `network`) are denied for that turn unless
+//! `allow_with_untrusted_context` names them. A prompt injection in a stranger's message or a fetched page
 //! then cannot reach a shell, a write or an exfiltrating request.
 //!
 //! - Every user message the gateway puts on a tape carries

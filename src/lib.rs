@@ -1,47 +1,78 @@
 //! bub: a chat-bot gateway for LLM agents, and the agent runtime it runs.
 //!
 //! # Layout
+//! The modules from the bottom up (the order of [Dependencies](#dependencies)):
+//! - [`message`]: what a model is sent — request messages (`RequestMessage`,
+//!   which shares a tape entry's payload instead of copying it), the note an
+//!   anchor becomes, and token counting (`message::tokens`). Below both the
+//!   tape, which builds them, and the model clients, which send them.
 //! - [`tape`]: append-only session history — entries, the `TapeStore` trait
 //!   (and an in-memory store), anchors, forks, context building, spill of
-//!   oversized tool results. Knows no SQL.
+//!   oversized tool results, and **provenance** (where an entry's text came
+//!   from, `tape::provenance`). Knows no SQL.
 //! - [`db`]: the database layer — SQLite (one file, a writing thread with
 //!   group commit, reader threads, embedded migrations) and PostgreSQL
 //!   (shared by several gateway replicas: also their leases and claims,
 //!   `ReplicaTables`), the SQL of the tape store and the gateway's tables
-//!   (`GatewayTables`), `HomeStore` over either. Imports `tape`, nothing
-//!   above it.
-//! - [`agent`]: the agent loop — `Agent`, runs and their event streams, the
-//!   loop's events, system prompt sections, steering; the agent's own tool
-//!   `subagent`, and the `ToolHost` it hands tools.
-//! - [`model`]: streaming model clients (`ModelClient`), typed model errors.
+//!   (`GatewayTables`: inbox, outbox, pairing rows), `HomeStore` over either.
+//! - [`model`]: streaming model clients (`ModelClient`; OpenAI-compatible and
+//!   Anthropic), retries, context windows, typed model errors.
+//! - [`environment`]: per-session environments where processes and files live
+//!   (they spawn code mode's child; they know nothing of code mode).
+//! - [`command`]: comma-command parsing and argument binding.
+//! - [`home`]: the layout of a home directory (database, config, archives, …).
 //! - [`tools`]: `Tool`, `ToolRegistry`, a narrow `ToolContext` (with the
 //!   `ToolHost` handle, never the agent), `TurnState`, the `EventBus`, the
 //!   session-switch events, and the builtin tools (`tools/builtin/*`, one file
-//!   per family). Imports nothing from `agent` or `codemode`.
+//!   per family).
+//! - [`config`]: the gateway config file — parsing with `FILE:LINE:COL`
+//!   errors, `[http]`, one settings type per channel kind
+//!   (`config/channel/<kind>.rs`), the `[policy]` tables as written, hot
+//!   reload. It needs only `tools::capability` and `model::ModelSpec`, to
+//!   parse tool patterns and model names at load.
 //! - [`codemode`]: everything of code mode — the `,code_mode` switch and
 //!   `run_code` tools, stubs, the child and its protocol, the seam the agent
 //!   loop calls to swap the offered tools.
-//! - [`command`]: comma-command parsing and argument binding.
-//! - [`environment`]: per-session environments where processes and files live
-//!   (they spawn code mode's child; they know nothing of code mode).
-//! - [`config`]: the gateway config file — parsing with `FILE:LINE:COL`
-//!   errors, `[http]`, one settings type per channel kind
-//!   (`config/channel/<kind>.rs`), the `[policy]` tables as written, hot reload.
+//! - [`agent`]: the agent loop — `Agent`, runs and their event streams, the
+//!   loop's events, system prompt sections, steering, **compaction**
+//!   (`agent/compaction/`: a long session summarised before it fills the
+//!   model's window); the agent's own tool `subagent`, and the `ToolHost` it
+//!   hands tools.
+//! - [`skills`]: `SKILL.md` discovery and the `skill` tool.
 //! - [`policy`]: what policy decides from the file — per-chat effective
-//!   policy, tool enforcement, `,policy explain`, provenance, warnings.
-//! - [`gateway`]: the inbound pipeline — durable inbox, admission, session
-//!   workers (debounce, busy rule), turns, outbox and the outbound scheduler;
-//!   `Gateway::builder`, which starts and stops it in the one safe order
-//!   (home lock, database, policy, config, sandboxes, channels, HTTP).
+//!   policy, tool enforcement, `,policy explain`, the provenance rule (no
+//!   exec, write or network tool while untrusted text is in the context),
+//!   warnings.
 //! - [`http`]: the HTTP server — `/healthz`, `/readyz`, `/metrics`, channel
 //!   routes, connection limits and graceful shutdown; knows nothing of the gateway.
-//! - [`skills`]: `SKILL.md` discovery and the `skill` tool.
+//! - [`gateway`]: the inbound pipeline — durable inbox, admission,
+//!   **pairing** (`gateway/pairing/`: codes for senders and groups the policy
+//!   leaves to it), session workers (debounce, busy rule), turns; and
+//!   **delivery**: the outbox (`gateway/store.rs`) and the outbound scheduler
+//!   (`gateway/outbound/`: budgets, rate limits, retries, live edits), which
+//!   **splits** a long reply under a platform's limit (`gateway/split.rs`);
+//!   several replicas on one database (`gateway/replica/`);
+//!   `Gateway::builder`, which starts and stops it in the one safe order
+//!   (home lock, database, policy, config, sandboxes, channels, HTTP).
 //! - [`setup`]: the agent the `bub` binary runs, assembled from the `BUB_*`
 //!   variables it is given.
-//! - [`home`]: the layout of a home directory (database, config, archives, …).
-//! - [`cli`]: the `bub` command line, and the only reader of the process
-//!   environment (`BUB_*`, `HOME`, the current directory): everything below
-//!   it is given its paths and settings.
+//! - [`cli`]: the `bub` command line (`bub pairing`, `bub tape`, `bub db`, …),
+//!   and the only reader of the process environment (`BUB_*`, `HOME`, the
+//!   current directory): everything below it is given its paths and settings.
+//!
+//! Beside `src/`, the workspace's `adapters/` holds one crate per channel
+//! kind, and their contract. Platform SDKs (teloxide, serenity) stay inside
+//! them: nothing in `src/` names a platform type.
+//! - `bub-channel` (`adapters/channel`): the contract — `Inbound`,
+//!   `Outbound`, `ChatRef`, the `Channel` trait and its limits, the
+//!   `InboundSink` the gateway implements, `Secret`, `Backoff`. It never sees
+//!   the agent, the tape or the policy.
+//! - `bub-webhook` (`adapters/webhook`): signed HTTP requests, replies in
+//!   `sync`, `sse` or `async` (callback) mode.
+//! - `bub-telegram` (`adapters/telegram`, feature `telegram`): the Bot API by
+//!   long polling or webhook, Markdown rendered as Telegram HTML.
+//! - `bub-discord` (`adapters/discord`, feature `discord`): Discord's
+//!   gateway and REST API through serenity, shards, catch-up after a resume.
 //!
 //! # Where a new thing goes
 //! - A **tool**: a file in `tools/builtin/` (one per family), registered in
@@ -62,14 +93,29 @@
 //!   as a value; nothing below `cli` reads the environment.
 //!
 //! # Dependencies
-//! No two top-level modules import each other. From the bottom: `tape`;
-//! `db` → `tape`; `model` → `tape`; `environment` → `tape`; `tools` →
-//! `environment`, `model`, `tape` (and `config` needs only
-//! `tools::capability` and `model::ModelSpec`, to parse tool patterns and
-//! model names at load); `codemode` → `tools`, `environment`; `agent` →
-//! the runtime below it; `skills`; `policy` → `agent`, `config`;
-//! `http` → `config`; `gateway` → all of the runtime, `policy`, `http`;
-//! `setup` and `cli` on top.
+//! Each top-level module and the top-level modules it imports (`crate::…`),
+//! from the bottom up: a module imports only modules listed before it, so
+//! there is no cycle. `tests/layout.rs` reads this list and the code, and
+//! fails on an arrow that is in one and not the other.
+//! - `message` → none
+//! - `tape` → `message`
+//! - `db` → `tape`
+//! - `model` → `message`
+//! - `environment` → `tape`
+//! - `command` → none
+//! - `home` → none
+//! - `tools` → `environment`, `message`, `model`, `tape`
+//! - `config` → `model`, `tools`
+//! - `codemode` → `environment`, `tools`
+//! - `agent` → `codemode`, `command`, `environment`, `message`, `model`, `tape`, `tools`
+//! - `skills` → `environment`, `tape`, `tools`
+//! - `policy` → `agent`, `command`, `config`, `tape`, `tools`
+//! - `http` → `config`
+//! - `gateway` → `agent`, `command`, `config`, `db`, `environment`, `home`, `http`, `policy`,
+//!   `tape`, `tools`
+//! - `setup` → `agent`, `codemode`, `command`, `config`, `db`, `environment`, `home`, `model`,
+//!   `skills`, `tape`, `tools`
+//! - `cli` → `agent`, `command`, `config`, `db`, `gateway`, `home`, `policy`, `setup`, `tape`
 //!
 //! # Words
 //! A **command** is a comma command (`,help`): parsed in [`command`], run by
@@ -88,6 +134,7 @@ pub mod environment;
 pub mod gateway;
 pub mod home;
 pub mod http;
+pub mod message;
 pub mod model;
 pub mod policy;
 pub mod setup;

@@ -6,7 +6,7 @@ mod support;
 
 use async_trait::async_trait;
 use bub::agent::{Agent, CompactionSettings, RunOptions};
-use bub::model::tokens::TokenCounter;
+use bub::message::tokens::TokenCounter;
 use bub::model::{ChatRequest, FinishReason, ModelClient, ModelError, ModelEvent, ModelStream, SingleClient, Usage};
 use bub::tape::{
     COMPACTION_ANCHOR, Entry, EntryKind, InMemoryTapeStore, NewEntry, TapeName, TapeQuery, TapeResult, TapeStats,

@@ -8,7 +8,7 @@ mod support;
 
 use bub::agent::RunOptions;
 use bub::db::SqliteTapeStore;
-use bub::model::RequestMessage;
+use bub::message::RequestMessage;
 use bub::tape::{Entry, NewEntry, Tape, TapeName, TapeQuery, TapeStore};
 use serde_json::json;
 use std::sync::Arc;

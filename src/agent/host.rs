@@ -7,7 +7,7 @@
 
 use super::run::RunCompaction;
 use super::runtime::Agent;
-use crate::model::tokens::TokenCounter;
+use crate::message::tokens::TokenCounter;
 use crate::tools::{ContextLimits, ToolContext, ToolHost, ToolRegistry, TurnState};
 use std::any::Any;
 use std::sync::Arc;

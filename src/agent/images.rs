@@ -10,7 +10,7 @@
 //! prompt's text, which names the files by path: no image data is stored,
 //! and a context rebuilt by a later turn costs no image tokens.
 
-use crate::model::RequestMessage;
+use crate::message::RequestMessage;
 use base64::Engine;
 use serde_json::{Value, json};
 use std::sync::Arc;

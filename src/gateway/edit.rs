@@ -37,7 +37,7 @@
 
 use super::store::{GatewayStore, StoreResult};
 use super::{Inner, Message, outcome, turn};
-use crate::policy::provenance::least_trusted;
+use crate::tape::provenance::least_trusted;
 use bub_channel::{Addressing, Inbound, OutcomeStatus};
 use std::sync::Arc;
 

@@ -106,7 +106,7 @@ pub(crate) struct Message {
     pub recovered: bool,
     /// Where its text comes from, decided at admission (until then the
     /// closed side: a stranger's).
-    pub provenance: crate::policy::Provenance,
+    pub provenance: crate::tape::Provenance,
 }
 
 /// The running gateway. Cheap to clone.
@@ -407,7 +407,7 @@ impl InboundSink for Gateway {
         let storing = (chrono::Utc::now() - inbound.received_at).to_std().unwrap_or_default();
         metrics::histogram!("bub_inbound_store_seconds", "channel" => inbound.channel.clone())
             .record(storing.as_secs_f64());
-        let provenance = crate::policy::Provenance::Stranger;
+        let provenance = crate::tape::Provenance::Stranger;
         let message = Message { seq, inbound, sink, policy, user, session, recovered: false, provenance };
         match inner.replica.get() {
             Some(replica) => replica.arrived(inner, message).await,

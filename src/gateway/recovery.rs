@@ -149,7 +149,7 @@ pub(crate) fn message(inner: &Arc<Inner>, row: Unfinished, recovered: bool) -> M
     let policy = inner.policy(&row.inbound.channel, &row.inbound.chat.id);
     let user = admission::user_name(&row.inbound);
     let session = row.session.unwrap_or_else(|| admission::session_id(&row.inbound, policy.session_scope.value));
-    let provenance = crate::policy::Provenance::Stranger;
+    let provenance = crate::tape::Provenance::Stranger;
     Message { seq: row.seq, inbound: row.inbound, sink: None, policy, user, session, recovered, provenance }
 }
 

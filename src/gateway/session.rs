@@ -12,7 +12,7 @@ use super::turn::{self, TurnShare};
 use super::{Inner, Message, outcome};
 use super::{admission, edit};
 use crate::config::{BusyRule, EditRule};
-use crate::policy::provenance::least_trusted;
+use crate::tape::provenance::least_trusted;
 use bub_channel::{Delivery, OutcomeStatus};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;

@@ -40,9 +40,9 @@ pub(crate) struct TurnShare {
 
 impl TurnShare {
     /// Where the turn's text comes from: its least trusted message's.
-    pub(crate) fn provenance(&self) -> crate::policy::Provenance {
+    pub(crate) fn provenance(&self) -> crate::tape::Provenance {
         let members = self.members.lock().unwrap_or_else(|p| p.into_inner());
-        crate::policy::provenance::least_trusted(members.iter().map(|m| m.provenance))
+        crate::tape::provenance::least_trusted(members.iter().map(|m| m.provenance))
     }
 
     /// Adds steered messages to the turn.
@@ -110,7 +110,7 @@ struct TurnInput {
     user: String,
     chat: bub_channel::ChatRef,
     channel: String,
-    provenance: crate::policy::Provenance,
+    provenance: crate::tape::Provenance,
     /// Whether any message wants its answer through the channel (not only a waiting caller).
     wants_channel: bool,
     /// The idempotency key of the reply (see [`reply_key`]).
@@ -143,7 +143,7 @@ impl TurnInput {
             user: last.user.clone(),
             chat: last.inbound.chat.clone(),
             channel: last.inbound.channel.clone(),
-            provenance: crate::policy::provenance::least_trusted(members.iter().map(|m| m.provenance)),
+            provenance: crate::tape::provenance::least_trusted(members.iter().map(|m| m.provenance)),
             wants_channel: members.iter().any(|m| m.inbound.delivery == Delivery::Channel),
             reply_key: reply_key(first),
             mentions: admission::reply_mentions(members.iter().map(|m| &m.inbound)),
@@ -597,7 +597,7 @@ async fn append_inactive(inner: &Arc<Inner>, session: &str, message: &Message) -
     let mut entry =
         NewEntry::chat("user", admission::compose_prompt_with_files([(&message.inbound, files.as_slice())]))
             .with_meta("inactive", json!(true))
-            .with_meta(crate::policy::provenance::META_KEY, json!(message.provenance.as_str()))
+            .with_meta(crate::tape::provenance::META_KEY, json!(message.provenance.as_str()))
             .with_meta("message_id", json!(key));
     if message.inbound.edit.is_some() {
         entry = entry.with_meta("edit_of", json!(message.inbound.message_id));

@@ -1,6 +1,7 @@
 //! Model clients: streaming chat completions with tool calls.
 //!
-//! - [`types`]: `ChatRequest`, `ModelEvent`, the `ModelClient` trait.
+//! - [`types`]: `ChatRequest`, `ModelEvent`, the `ModelClient` trait. The
+//!   messages a request carries, and token counting, are [`crate::message`]'s.
 //! - [`error`]: `ModelError`, typed from the HTTP status to the user.
 //! - [`spec`]: `provider:model` names.
 //! - [`config`]: `ModelSettings` from `BUB_*` variables; builds clients.
@@ -8,7 +9,6 @@
 //! - [`openai`]: the OpenAI-compatible Chat Completions client.
 //! - [`anthropic`]: the Anthropic Messages client.
 //! - [`window`]: context windows by model family, and the configured override.
-//! - [`tokens`]: token counting (the real tokenizer for OpenAI families, a calibrated estimate otherwise).
 //! - [`retry`]: `Retrying`, retries with backoff and the timeouts, around any client.
 //! - `sse` and `transport` (private): event-stream framing and status mapping
 //!   shared by both clients.
@@ -21,7 +21,6 @@ pub mod openai;
 pub mod retry;
 pub mod spec;
 mod sse;
-pub mod tokens;
 mod transport;
 pub mod types;
 pub mod window;
@@ -32,10 +31,7 @@ pub use error::ModelError;
 pub use openai::OpenAiClient;
 pub use retry::{RetryPolicy, Retrying};
 pub use spec::ModelSpec;
-pub use types::{
-    ChatRequest, FinishReason, ModelClient, ModelEvent, ModelStream, RequestMessage, SharedObject, ToolCallRequest,
-    Usage,
-};
+pub use types::{ChatRequest, FinishReason, ModelClient, ModelEvent, ModelStream, ToolCallRequest, Usage};
 
 use std::sync::Arc;
 

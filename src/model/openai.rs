@@ -11,9 +11,8 @@
 use super::error::ModelError;
 use super::sse::{self, EventParser, Progress, SseEvent};
 use super::transport;
-use super::types::{
-    ChatRequest, FinishReason, ModelClient, ModelEvent, ModelStream, RequestMessage, ToolCallRequest, Usage,
-};
+use super::types::{ChatRequest, FinishReason, ModelClient, ModelEvent, ModelStream, ToolCallRequest, Usage};
+use crate::message::RequestMessage;
 use async_trait::async_trait;
 use bub_channel::Secret;
 use serde_json::Value;

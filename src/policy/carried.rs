@@ -22,8 +22,9 @@
 //! command; in chats where strangers send files, keep `bash` and `run_code`
 //! out of reach of untrusted contexts (the default) and of the model.
 
-use super::provenance::{self, Provenance};
+use super::provenance;
 use crate::agent::events::{AfterToolCall, RunContext};
+use crate::tape::provenance::{META_KEY, Provenance};
 use crate::tape::{EntryKind, TapeError, TapeQuery};
 use crate::tools::context::RepeatedEntries;
 use std::path::{Component, Path};
@@ -49,7 +50,7 @@ pub(crate) async fn follow(event: &AfterToolCall) -> Result<(), TapeError> {
         let origins = repeated
             .take(&event.call.call_id)
             .into_iter()
-            .filter_map(|meta| Provenance::from_meta(meta.get(provenance::META_KEY)?).filter(|p| !p.is_trusted()));
+            .filter_map(|meta| Provenance::from_meta(meta.get(META_KEY)?).filter(|p| !p.is_trusted()));
         if let Some(worst) = origins.max() {
             let reason = format!("{}, carried in by {}", worst.describe(), event.call.tool);
             provenance::untrusted_text_enters(run, worst, &format!("tool:{}", event.call.tool), reason).await?;
@@ -105,7 +106,7 @@ fn attachment_folder(workspace: &Path, path: &str) -> Option<String> {
 async fn attachment_origin(run: &RunContext, folder: &str) -> Result<Provenance, TapeError> {
     let query = TapeQuery::search(format!("{SAVED_AS} {folder}")).kinds([EntryKind::Message]);
     let messages = run.tape.read(&query).await?;
-    let origins = messages.iter().filter_map(|m| Provenance::from_meta(m.meta.get(provenance::META_KEY)?));
+    let origins = messages.iter().filter_map(|m| Provenance::from_meta(m.meta.get(META_KEY)?));
     Ok(origins.max().unwrap_or(Provenance::Stranger))
 }
 

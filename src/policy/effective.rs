@@ -36,11 +36,11 @@
 //! Patterns are names, globs or capabilities (`cap:write`): `denied_tools =
 //! ["cap:write"]` denies every tool that can write, those added later too.
 
-use super::provenance::Provenance;
 use crate::config::{
     BusyRule, DmPolicy, EditRule, EnvironmentKind, GatewayConfig, GroupPolicy, Layer, Operator, PolicyLayer, Rate,
     Seconds, SessionScope, ToolPattern, UserPattern,
 };
+use crate::tape::Provenance;
 use crate::tools::{Capabilities, Capability};
 use bub_channel::ChatKind;
 use std::fmt;

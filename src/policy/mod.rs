@@ -12,8 +12,9 @@
 //!   command menu and `/help` list them (`EffectivePolicy::command_menu`).
 //! - [`privacy`]: the warning when a platform hides the unaddressed group
 //!   messages a group policy keeps as context (Telegram's privacy mode).
-//! - [`provenance`]: where text came from, and the rule that keeps exec,
-//!   write and network tools away from untrusted text.
+//! - [`provenance`]: the rule that keeps exec, write and network tools away
+//!   from untrusted text (where text came from is the tape's
+//!   [`Provenance`](crate::tape::Provenance)).
 //! - [`carried`]: text a tool's result brings back (a tape search's hits, a
 //!   sender's saved file) keeps its origin.
 //! - [`warnings`]: where a valid file opens access wider than the closed
@@ -36,4 +37,3 @@ pub use effective::{
     Admission, Denial, EffectivePolicy, PairingSubject, READ_ONLY_COMMANDS, SHARED_CHAT_GUARDED, Sourced, Verdict,
 };
 pub use enforce::{SessionPolicy, enforce};
-pub use provenance::Provenance;

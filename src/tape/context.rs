@@ -16,8 +16,8 @@
 //! message entries are stored in; model clients for other APIs convert from it.
 
 use super::entry::{Entry, EntryKind};
-use crate::model::tokens::{MESSAGE_OVERHEAD, TokenCounter};
-use crate::model::types::{ANCHOR_NOTE_PREFIX, RequestMessage, SharedObject};
+use crate::message::tokens::{MESSAGE_OVERHEAD, TokenCounter};
+use crate::message::{ANCHOR_NOTE_PREFIX, RequestMessage, SharedObject};
 use serde_json::{Value, json};
 use std::borrow::Borrow;
 use std::collections::VecDeque;

@@ -84,7 +84,7 @@ pub struct Entry {
 /// A message entry's payload is the message a model request sends: shared
 /// with the store's cache instead of copied (see
 /// [`crate::tape::default_request_context`]).
-impl crate::model::SharedObject for Entry {
+impl crate::message::SharedObject for Entry {
     fn object(&self) -> &JsonObject {
         &self.payload
     }

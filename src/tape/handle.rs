@@ -10,7 +10,7 @@ use super::name::TapeName;
 use super::query::TapeQuery;
 use super::spill::SpillSettings;
 use super::store::TapeStore;
-use crate::model::RequestMessage;
+use crate::message::RequestMessage;
 use serde_json::{Value, json};
 use std::fmt;
 use std::path::PathBuf;

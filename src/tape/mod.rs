@@ -18,6 +18,7 @@
 //! - [`fork`]: in-memory overlays merged back when a run ends.
 //! - [`spill`]: oversized tool results in the `spill` sidecar.
 //! - [`archive`]: JSON-lines export.
+//! - [`provenance`]: where an entry's text came from (`meta.provenance`).
 //!
 //! # Example
 //! ```
@@ -47,6 +48,7 @@ pub mod fork;
 pub mod handle;
 pub mod memory;
 pub mod name;
+pub mod provenance;
 pub mod query;
 pub mod spill;
 pub mod store;
@@ -62,6 +64,7 @@ pub use handle::{
 };
 pub use memory::InMemoryTapeStore;
 pub use name::TapeName;
+pub use provenance::Provenance;
 pub use query::{Scope, TapeQuery};
 pub use spill::{SpillOutcome, SpillPage, SpillReadError, SpillSettings};
 pub use store::{TapeStats, TapeStore, TapeSummary};

@@ -8,7 +8,7 @@
 //! last word boundary (marked with `…`), else between characters (a text
 //! without spaces). The summary event records that it was cut.
 
-use crate::model::tokens::TokenCounter;
+use crate::message::tokens::TokenCounter;
 
 /// Tokens kept free for the `…` that marks a cut inside a sentence.
 const MARK_TOKENS: u64 = 2;

@@ -5,8 +5,8 @@
 
 use super::{CompactionSettings, Trigger};
 use crate::agent::runtime::Agent;
+use crate::message::tokens::{MESSAGE_OVERHEAD, TokenCounter};
 use crate::model::Usage;
-use crate::model::tokens::{MESSAGE_OVERHEAD, TokenCounter};
 use crate::tape::{Entry, EntryKind, Tape, TapeResult, entry_tokens};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -229,7 +229,7 @@ impl Agent {
             window: budget.window,
             threshold: budget.threshold,
             fixed: budget.fixed,
-            exact: crate::model::tokens::TokenCounter::for_model(&spec).is_exact(),
+            exact: crate::message::tokens::TokenCounter::for_model(&spec).is_exact(),
         })
     }
 

@@ -4,9 +4,9 @@
 use super::room::{self, Room};
 use super::{Budget, COMPACTION_ANCHOR, Compaction, CompactionError, FAILURE_EVENT, SUMMARY_EVENT, Trigger};
 use crate::agent::runtime::Agent;
-use crate::model::tokens::TokenCounter;
+use crate::message::tokens::TokenCounter;
 use crate::model::{ChatRequest, ModelEvent, ModelSpec, Usage};
-use crate::policy::provenance::{META_KEY, Provenance};
+use crate::tape::provenance::{META_KEY, Provenance};
 use crate::tape::query::CONTEXT_KINDS;
 use crate::tape::{Entry, EntryKind, NewEntry, Tape, TapeQuery, entry_tokens};
 use futures::StreamExt;

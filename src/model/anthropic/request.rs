@@ -6,7 +6,8 @@
 //! well as it can be rather than refused, so one bad tape entry never blocks a
 //! session.
 
-use crate::model::types::{ChatRequest, RequestMessage};
+use crate::message::{ANCHOR_NOTE_PREFIX, RequestMessage};
+use crate::model::types::ChatRequest;
 use serde_json::{Map, Value, json};
 
 /// Body fields the client owns: request options never replace them.
@@ -72,10 +73,7 @@ pub fn to_messages_body(request: &ChatRequest) -> Value {
 /// Whether `message` is the note an anchor becomes in the context.
 fn is_anchor_note(message: &RequestMessage) -> bool {
     message.get("role").and_then(Value::as_str) == Some("assistant")
-        && message
-            .get("content")
-            .and_then(Value::as_str)
-            .is_some_and(|c| c.starts_with(crate::model::types::ANCHOR_NOTE_PREFIX))
+        && message.get("content").and_then(Value::as_str).is_some_and(|c| c.starts_with(ANCHOR_NOTE_PREFIX))
 }
 
 /// The text of an OpenAI `content`: a string, or the text parts of an array.

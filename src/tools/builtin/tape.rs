@@ -33,7 +33,7 @@ pub fn tape_info_tool() -> Tool {
     Tool::typed("tape.info", |_: TapeInfoArgs, ctx: ToolContext| async move {
         let mut text = ctx.tape.info().await?.to_string();
         let model = ctx.state.get_str("model").or_else(|| ctx.host.as_ref()?.default_model()).unwrap_or_default();
-        let counter = crate::model::tokens::TokenCounter::for_model(&model);
+        let counter = crate::message::tokens::TokenCounter::for_model(&model);
         let entries = ctx.tape.context_entries().await?;
         let tokens: u64 = entries.iter().map(|entry| crate::tape::entry_tokens(&counter, entry)).sum();
         let how = if counter.is_exact() { "counted" } else { "estimated" };

@@ -67,7 +67,7 @@ impl TokenCounter {
     /// must fit a budget.
     ///
     /// ```
-    /// use bub::model::tokens::TokenCounter;
+    /// use bub::message::tokens::TokenCounter;
     ///
     /// let counter = TokenCounter::estimate();
     /// let text = "one two three four five six seven";

@@ -43,13 +43,16 @@
 //!   policy, tool enforcement, `,policy explain`, the provenance rule (no
 //!   exec, write or network tool while untrusted text is in the context),
 //!   warnings.
-//! - [`http`]: the HTTP server — `/healthz`, `/readyz`, `/metrics`, channel
-//!   routes, connection limits and graceful shutdown; knows nothing of the gateway.
+//! - [`http`]: the HTTP server — `/healthz`, `/readyz`, `/metrics`, the
+//!   routes of the parts that serve HTTP (the channels' webhooks) merged as
+//!   given, connection limits and graceful shutdown; knows nothing of the gateway.
 //! - [`gateway`]: the inbound pipeline — durable inbox, admission,
 //!   **pairing** (`gateway/pairing/`: codes for senders and groups the policy
 //!   leaves to it), session workers (debounce, busy rule), turns; and
-//!   **delivery**: the outbox (`gateway/store.rs`) and the outbound scheduler
-//!   (`gateway/outbound/`: budgets, rate limits, retries, live edits), which
+//!   **delivery**: the outbox (`gateway/store.rs`), a reply or file sent
+//!   and what became of it recorded (`gateway/outbound/delivery.rs`), and
+//!   the outbound scheduler (`gateway/outbound/`: budgets, rate limits,
+//!   retries, live edits), which
 //!   **splits** a long reply under a platform's limit (`gateway/split.rs`);
 //!   several replicas on one database (`gateway/replica/`);
 //!   `Gateway::builder`, which starts and stops it in the one safe order

@@ -9,8 +9,9 @@ use crate::model::ModelProvider;
 use crate::tape::{ContextSelector, InMemoryTapeStore, Tape, TapeError, TapeName, TapeSettings, TapeStore};
 use crate::tools::bus::EventBus;
 use crate::tools::{Tool, ToolRegistry};
+use parking_lot::RwLock;
 use std::path::PathBuf;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 /// The default limit on model calls per run: a safety net against loops.
 pub const DEFAULT_MAX_STEPS: usize = 100;
@@ -101,12 +102,12 @@ impl Agent {
 
     /// A snapshot of the tools.
     pub fn tools(&self) -> ToolRegistry {
-        self.inner.tools.read().unwrap_or_else(|p| p.into_inner()).clone()
+        self.inner.tools.read().clone()
     }
 
     /// Adds or replaces a tool for future runs.
     pub fn add_tool(&self, tool: Tool) {
-        self.inner.tools.write().unwrap_or_else(|p| p.into_inner()).insert(tool);
+        self.inner.tools.write().insert(tool);
     }
 
     pub fn store(&self) -> &Arc<dyn TapeStore> {

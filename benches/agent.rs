@@ -7,6 +7,12 @@
 //! - `agent/tool_step`: a run of two steps with one tool call in between.
 //! - `agent/command`: one comma command (parse, bind, events, record, merge).
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "measurement code: a setup step that fails leaves nothing to measure, and says why as it panics"
+)]
+
 use async_trait::async_trait;
 use bub::agent::{Agent, RunOptions};
 use bub::model::{

@@ -37,7 +37,14 @@
 //! the model and this load generator share the machine with the gateway, so the
 //! figures are a lower bound on what the gateway alone would do.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "measurement code: a setup step that fails leaves nothing to measure, and says why as it panics"
+)]
+
 // tests/support allows the helpers this bench does not use (dead code)
+#[allow(clippy::disallowed_types, reason = "tests/support is the integration tests' code, linted with them (tests/)")]
 #[path = "../tests/support/mod.rs"]
 mod support;
 

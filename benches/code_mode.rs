@@ -2,6 +2,12 @@
 //! send the code, get `done`, kill the tree) and the extra cost of one nested
 //! tool call from the code to a host tool that answers at once.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "measurement code: a setup step that fails leaves nothing to measure, and says why as it panics"
+)]
+
 use bub::codemode::RunCode;
 use bub::codemode::runner::{CallTool, OutputSink};
 use bub::environment::LocalEnvironment;

@@ -85,7 +85,14 @@
 //! machine with the gateway, so these figures are a lower bound on what the
 //! gateway alone would do.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "measurement code: a setup step that fails leaves nothing to measure, and says why as it panics"
+)]
+
 #[allow(dead_code)]
+#[allow(clippy::disallowed_types, reason = "tests/support is the integration tests' code, linted with them (tests/)")]
 #[path = "../tests/support/gateway.rs"]
 mod gateway;
 #[allow(dead_code)]
@@ -387,8 +394,7 @@ async fn throughput(
     let (after_load_rss, _) = rss_kib(pid);
     let metrics = fetch_metrics(gateway).await;
 
-    let model_time: HashMap<String, Duration> =
-        std::mem::take(&mut *model_times.by_message.lock().unwrap_or_else(|p| p.into_inner()));
+    let model_time: HashMap<String, Duration> = std::mem::take(&mut *model_times.by_message.lock());
     let mut latencies: Vec<Duration> = samples.iter().map(|s| s.latency).collect();
     let mut in_model: Vec<Duration> = samples.iter().filter_map(|s| model_time.get(&s.id).copied()).collect();
     let mut in_gateway: Vec<Duration> =
@@ -403,8 +409,7 @@ async fn throughput(
     } else {
         (Vec::new(), Duration::ZERO, 0)
     };
-    let rate_model: HashMap<String, Duration> =
-        std::mem::take(&mut *model_times.by_message.lock().unwrap_or_else(|p| p.into_inner()));
+    let rate_model: HashMap<String, Duration> = std::mem::take(&mut *model_times.by_message.lock());
     let mut rate_gateway: Vec<Duration> = rate_samples
         .iter()
         .map(|s| s.latency.saturating_sub(rate_model.get(&s.id).copied().unwrap_or_default()))
@@ -622,7 +627,7 @@ async fn long_chats(gateway: &GatewayProcess, home: &Path, model: &ModelTimes) {
         let prefix = format!("{chat}-m");
         let (samples, _, failed) = run_sequential(addr, &chat, &prefix, 0, measured, 0).await;
         let request_bytes = {
-            let by_message = model.bytes_by_message.lock().unwrap_or_else(|p| p.into_inner());
+            let by_message = model.bytes_by_message.lock();
             let seen: Vec<usize> = samples.iter().filter_map(|s| by_message.get(&s.id).copied()).collect();
             seen.iter().sum::<usize>() as f64 / seen.len().max(1) as f64
         };
@@ -715,7 +720,7 @@ async fn long_talk(gateway: &GatewayProcess, model: &ModelTimes) {
     let cpu = cpu_time(&pid) - cpu;
     let summaries = model.summaries.load(Ordering::Relaxed) - summaries;
     let bytes: Vec<Option<usize>> = {
-        let by_message = model.bytes_by_message.lock().unwrap_or_else(|p| p.into_inner());
+        let by_message = model.bytes_by_message.lock();
         (0..turns).map(|i| by_message.get(&format!("talk-{i}")).copied()).collect()
     };
     let mean_bytes = |range: std::ops::Range<usize>| {

@@ -51,13 +51,21 @@
 //! No figure is asserted. On a two-core machine the replicas, PostgreSQL,
 //! the load generator and the fake model all share the CPU.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "measurement code: a setup step that fails leaves nothing to measure, and says why as it panics"
+)]
+
 #[allow(dead_code)]
+#[allow(clippy::disallowed_types, reason = "tests/support is the integration tests' code, linted with them (tests/)")]
 #[path = "../tests/support/gateway.rs"]
 mod gateway;
 #[allow(dead_code)]
 #[path = "support/load.rs"]
 mod load;
 #[allow(dead_code)]
+#[allow(clippy::disallowed_types, reason = "tests/support is the integration tests' code, linted with them (tests/)")]
 #[path = "../tests/support/postgres.rs"]
 mod postgres;
 

@@ -19,9 +19,16 @@
 //! 1,000,000-entry database is built once into `target/bench-data/` (see
 //! `support`) and reused afterwards.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "measurement code: a setup step that fails leaves nothing to measure, and says why as it panics"
+)]
+
 mod support;
 
 #[allow(dead_code)]
+#[allow(clippy::disallowed_types, reason = "tests/support is the integration tests' code, linted with them (tests/)")]
 #[path = "../tests/support/postgres.rs"]
 mod postgres;
 

@@ -11,6 +11,12 @@
 //!
 //! Run: `cargo bench --bench tape_memory`.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "measurement code: a setup step that fails leaves nothing to measure, and says why as it panics"
+)]
+
 mod support;
 
 use bub::tape::Tape;
@@ -32,8 +38,10 @@ fn grew(bytes: usize) {
 }
 
 // SAFETY: every call is forwarded to `System` unchanged; only counters are added.
+#[expect(unsafe_code, reason = "a global allocator is an unsafe trait; this one counts what it forwards")]
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: the caller's promises for `alloc`, passed on unchanged.
         let ptr = unsafe { System.alloc(layout) };
         if !ptr.is_null() {
             grew(layout.size());
@@ -42,6 +50,7 @@ unsafe impl GlobalAlloc for Counting {
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: the caller's promises for `alloc_zeroed`, passed on unchanged.
         let ptr = unsafe { System.alloc_zeroed(layout) };
         if !ptr.is_null() {
             grew(layout.size());
@@ -50,11 +59,13 @@ unsafe impl GlobalAlloc for Counting {
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` came from `System` through this allocator, with this layout.
         unsafe { System.dealloc(ptr, layout) };
         CURRENT.fetch_sub(layout.size(), Relaxed);
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: `ptr` came from `System` through this allocator; the caller's promises for `realloc`.
         let new = unsafe { System.realloc(ptr, layout, new_size) };
         if !new.is_null() {
             match new_size.checked_sub(layout.size()) {
@@ -74,6 +85,7 @@ static ALLOCATOR: Counting = Counting;
 /// SQLite's own heap: it allocates with the C `malloc`, which the allocator
 /// above never sees. Returns (live bytes, high-water mark), resetting the mark
 /// to the live bytes when `reset`.
+#[expect(unsafe_code, reason = "libsqlite3-sys offers these counters only as raw C functions")]
 fn sqlite_heap(reset: bool) -> (usize, usize) {
     // SAFETY: both are thread-safe counters of the SQLite library rusqlite links.
     let (used, high) =

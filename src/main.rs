@@ -13,6 +13,7 @@ const PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 /// second later (mimalloc 3's default): after a burst over ten thousand
 /// sessions the process holds 43 MB instead of 48, at no measured cost in CPU.
 /// `MIMALLOC_PURGE_DELAY` still overrides it.
+#[expect(unsafe_code, reason = "mimalloc's options are set through its C API only (libmimalloc-sys)")]
 fn purge_freed_memory_at_once() {
     if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
         // SAFETY: sets an integer option; mimalloc reads options at any time.
@@ -58,6 +59,7 @@ mod tests {
     /// The option number is mimalloc's purge delay: the only option whose
     /// default is 1,000 (ms) in mimalloc 3, and what the setting changes.
     #[test]
+    #[expect(unsafe_code, reason = "mimalloc's options are read through its C API only (libmimalloc-sys)")]
     fn the_purge_delay_option_is_the_one_set() {
         if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
             return;

@@ -169,8 +169,8 @@ impl Setup {
         let user_home = var("HOME").filter(|home| !home.trim().is_empty()).map(PathBuf::from);
         let shells = Arc::new(ShellManager::new());
         let confined = match var("BUB_CONFINE_FS").as_deref().map(str::trim) {
-            None | Some("") | Some("0") | Some("false") | Some("no") => false,
-            Some("1") | Some("true") | Some("yes") => true,
+            None | Some("" | "0" | "false" | "no") => false,
+            Some("1" | "true" | "yes") => true,
             Some(other) => {
                 return Err(SetupError::Variable {
                     variable: "BUB_CONFINE_FS",

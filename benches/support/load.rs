@@ -9,11 +9,12 @@ use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
 use axum::routing::post;
+use parking_lot::Mutex;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The webhook secret every bench gateway is started with.
@@ -78,8 +79,8 @@ async fn answer(State(times): State<Arc<ModelTimes>>, body: Bytes) -> impl IntoR
     if summary {
         times.summaries.fetch_add(1, Ordering::Relaxed);
     } else if let Some(id) = id {
-        times.bytes_by_message.lock().unwrap_or_else(|p| p.into_inner()).insert(id.clone(), body.len());
-        times.by_message.lock().unwrap_or_else(|p| p.into_inner()).insert(id, started.elapsed());
+        times.bytes_by_message.lock().insert(id.clone(), body.len());
+        times.by_message.lock().insert(id, started.elapsed());
     }
     response
 }

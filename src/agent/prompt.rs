@@ -5,9 +5,10 @@
 use crate::tape::Tape;
 use crate::tools::TurnState;
 use futures::future::BoxFuture;
+use parking_lot::RwLock;
 use std::future::Future;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
 
 /// A tool as a prompt section sees it.
 #[derive(Debug, Clone, PartialEq)]
@@ -50,7 +51,7 @@ impl SystemPrompt {
 
     fn push(&self, section: SectionFn) -> SectionId {
         let id = SectionId(self.next.fetch_add(1, Ordering::Relaxed));
-        self.sections.write().unwrap_or_else(|p| p.into_inner()).push((id, section));
+        self.sections.write().push((id, section));
         id
     }
 
@@ -73,13 +74,12 @@ impl SystemPrompt {
     }
 
     pub fn remove(&self, id: SectionId) {
-        self.sections.write().unwrap_or_else(|p| p.into_inner()).retain(|(s, _)| *s != id);
+        self.sections.write().retain(|(s, _)| *s != id);
     }
 
     /// Renders every section in order; empty results are skipped.
     pub async fn render(&self, context: &PromptContext) -> String {
-        let sections: Vec<SectionFn> =
-            self.sections.read().unwrap_or_else(|p| p.into_inner()).iter().map(|(_, f)| f.clone()).collect();
+        let sections: Vec<SectionFn> = self.sections.read().iter().map(|(_, f)| f.clone()).collect();
         let mut parts = Vec::with_capacity(sections.len());
         for section in sections {
             if let Some(text) = section(context.clone()).await.filter(|t| !t.trim().is_empty()) {

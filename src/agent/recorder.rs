@@ -142,7 +142,7 @@ async fn llm_call_entries(event: &AfterLlmCall) -> Result<Vec<NewEntry>, Handler
         let changed = match event.run.state.extension::<LastSystemPrompt>() {
             // Seeded when the run started: no read per step.
             Some(last) => {
-                let mut last = last.0.lock().unwrap_or_else(|p| p.into_inner());
+                let mut last = last.0.lock();
                 let changed = last.as_deref() != Some(system);
                 if changed {
                     *last = Some(system.to_string());

@@ -282,7 +282,7 @@ impl Agent {
     ) {
         let Some(spec) = run.state.get_str("model") else { return };
         let system = run.state.extension::<super::settings::LastSystemPrompt>();
-        let system = system.as_ref().and_then(|s| s.0.lock().unwrap_or_else(|p| p.into_inner()).clone());
+        let system = system.as_ref().and_then(|s| s.0.lock().clone());
         let end = super::compaction::RunEnd {
             tape: parent,
             spec: &spec,

@@ -9,8 +9,9 @@ use crate::model::ModelProvider;
 use crate::tape::{ContextSelector, InMemoryTapeStore, Tape, TapeError, TapeName, TapeSettings, TapeStore};
 use crate::tools::bus::EventBus;
 use crate::tools::{NameTaken, Tool, ToolRegistry};
+use parking_lot::RwLock;
 use std::path::PathBuf;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 /// The default limit on model calls per run: a safety net against loops.
 pub const DEFAULT_MAX_STEPS: usize = 100;
@@ -104,7 +105,7 @@ impl Agent {
     /// A snapshot of the tools: what a run starting now would offer. Later
     /// changes do not reach it.
     pub fn tools(&self) -> Arc<ToolRegistry> {
-        self.inner.tools.read().unwrap_or_else(|p| p.into_inner()).clone()
+        self.inner.tools.read().clone()
     }
 
     /// Adds or replaces a tool for future runs.
@@ -126,7 +127,7 @@ impl Agent {
 
     /// Copy on write: the runs holding the old snapshot keep it whole.
     fn change_tools<E>(&self, change: impl FnOnce(&mut ToolRegistry) -> Result<(), E>) -> Result<(), E> {
-        let mut current = self.inner.tools.write().unwrap_or_else(|p| p.into_inner());
+        let mut current = self.inner.tools.write();
         let mut next = ToolRegistry::clone(&current);
         change(&mut next)?;
         *current = Arc::new(next);

@@ -6,8 +6,8 @@
 
 use crate::tape::{EntryKind, Tape, TapeQuery, TapeResult};
 use crate::tools::switch::SessionSwitches;
+use parking_lot::Mutex;
 use serde_json::Value;
-use std::sync::Mutex;
 
 /// The newest system prompt on the run's tape, kept on the turn state and
 /// updated by the recorder when it writes one, so the recorder compares a

@@ -1,8 +1,9 @@
 //! Steering: messages that arrive for a tape while a run on it is going on are
 //! handed to that run before its next model step instead of starting another.
 
+use parking_lot::{Mutex, MutexGuard};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 #[derive(Clone, Default)]
 pub(crate) struct Steering {
@@ -26,7 +27,7 @@ pub(crate) struct ActiveRun {
 
 impl Steering {
     fn lock(&self) -> MutexGuard<'_, HashMap<String, Inbox>> {
-        self.active.lock().unwrap_or_else(|p| p.into_inner())
+        self.active.lock()
     }
 
     pub(crate) fn open(&self, tape: &str) -> ActiveRun {

@@ -16,8 +16,9 @@
 use super::failure::FailureKind;
 use crate::model::Usage;
 use futures::Stream;
+use parking_lot::Mutex;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use tokio::sync::mpsc;
 
@@ -87,11 +88,11 @@ pub(crate) struct Interruption(Arc<Mutex<Option<String>>>);
 
 impl Interruption {
     fn set(&self, reason: &str) {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(reason.to_string());
+        *self.0.lock() = Some(reason.to_string());
     }
 
     pub(crate) fn reason(&self) -> String {
-        let reason = self.0.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let reason = self.0.lock().clone();
         reason.unwrap_or_else(|| "its consumer stopped reading".to_string())
     }
 }
@@ -198,10 +199,8 @@ impl Output {
     /// Sends an event; false when the consumer is gone (the run should stop).
     pub async fn send(&self, event: StreamEvent) -> bool {
         match &event {
-            StreamEvent::Text(delta) => self.unfinished.lock().unwrap_or_else(|p| p.into_inner()).push_str(delta),
-            StreamEvent::Final { .. } | StreamEvent::Cut { .. } => {
-                self.unfinished.lock().unwrap_or_else(|p| p.into_inner()).clear()
-            }
+            StreamEvent::Text(delta) => self.unfinished.lock().push_str(delta),
+            StreamEvent::Final { .. } | StreamEvent::Cut { .. } => self.unfinished.lock().clear(),
             _ => {}
         }
         self.tx.send(event).await.is_ok()
@@ -209,12 +208,12 @@ impl Output {
 
     /// The step's text is on the tape now (or recorded as a fragment).
     pub fn recorded(&self) {
-        self.unfinished.lock().unwrap_or_else(|p| p.into_inner()).clear()
+        self.unfinished.lock().clear()
     }
 
     /// The text of the step under way (see [`Output::unfinished`]).
     pub fn unfinished_text(&self) -> String {
-        self.unfinished.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.unfinished.lock().clone()
     }
 
     /// Resolves when the consumer dropped the stream.

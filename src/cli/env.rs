@@ -60,7 +60,7 @@ pub(crate) fn canonical_workspace(workspace: Option<&Path>) -> std::io::Result<P
 /// process, not of the machine; faster on slow disks).
 pub(crate) fn durability() -> Result<Durability> {
     match std::env::var("BUB_SQLITE_SYNC").ok().as_deref().map(str::trim) {
-        None | Some("") | Some("full") => Ok(Durability::Full),
+        None | Some("" | "full") => Ok(Durability::Full),
         Some("normal") => Ok(Durability::Normal),
         Some(other) => anyhow::bail!("BUB_SQLITE_SYNC={other:?}: must be full or normal"),
     }

@@ -26,12 +26,13 @@
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
+use parking_lot::Mutex;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::collections::HashSet;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
@@ -196,7 +197,7 @@ pub async fn run_code(
         None => tokio::time::timeout(EXIT_WAIT, wait_exit).await.unwrap_or(None),
     };
     let _ = tokio::time::timeout(STDERR_GRACE, &mut stderr_task.0).await;
-    let stderr = stderr_tail.lock().unwrap_or_else(PoisonError::into_inner).render();
+    let stderr = stderr_tail.lock().render();
     Err(CodeError::Crashed { exit_code, stderr, output: run.output })
 }
 
@@ -389,7 +390,7 @@ async fn collect_stderr(mut stderr: Box<dyn AsyncRead + Send + Unpin>, tail: Arc
     loop {
         match stderr.read(&mut chunk).await {
             Ok(0) | Err(_) => return,
-            Ok(read) => tail.lock().unwrap_or_else(PoisonError::into_inner).push(&chunk[..read]),
+            Ok(read) => tail.lock().push(&chunk[..read]),
         }
     }
 }

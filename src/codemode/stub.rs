@@ -318,7 +318,7 @@ impl Stub {
     /// and description.
     fn field(
         &mut self,
-        scope: &mut Scope,
+        scope: &mut Scope<'_>,
         key: &str,
         schema: &Value,
         required: bool,
@@ -338,7 +338,7 @@ impl Stub {
     /// name a recursive reference may already have used.
     fn schema(
         &mut self,
-        scope: &mut Scope,
+        scope: &mut Scope<'_>,
         schema: &Value,
         hint: &str,
         depth: usize,
@@ -379,7 +379,7 @@ impl Stub {
     /// without one, `properties` or `items` imply it.
     fn by_type(
         &mut self,
-        scope: &mut Scope,
+        scope: &mut Scope<'_>,
         object: &Map<String, Value>,
         hint: &str,
         depth: usize,
@@ -408,7 +408,7 @@ impl Stub {
 
     fn typed(
         &mut self,
-        scope: &mut Scope,
+        scope: &mut Scope<'_>,
         object: &Map<String, Value>,
         name: &str,
         hint: &str,
@@ -427,7 +427,7 @@ impl Stub {
         }
     }
 
-    fn union(&mut self, scope: &mut Scope, members: &Value, hint: &str, depth: usize) -> Vec<Atom> {
+    fn union(&mut self, scope: &mut Scope<'_>, members: &Value, hint: &str, depth: usize) -> Vec<Atom> {
         let Some(members) = members.as_array().filter(|m| !m.is_empty()) else { return any() };
         let mut atoms = Vec::new();
         for member in members {
@@ -440,7 +440,7 @@ impl Stub {
     /// `#/$defs/X`, `#/definitions/X`, any local JSON pointer. A ref already
     /// being expanded is recursion: it names the class the outer expansion is
     /// building (a forward reference), or `Any` when that is no class.
-    fn reference(&mut self, scope: &mut Scope, reference: &Value, hint: &str, depth: usize) -> Vec<Atom> {
+    fn reference(&mut self, scope: &mut Scope<'_>, reference: &Value, hint: &str, depth: usize) -> Vec<Atom> {
         let Some(pointer) = reference.as_str().and_then(|r| r.strip_prefix('#')) else { return any() };
         if let Some(index) = scope.open.iter().position(|open| open.pointer == pointer) {
             return self.forward(scope, index);
@@ -460,7 +460,7 @@ impl Stub {
         atoms
     }
 
-    fn forward(&mut self, scope: &mut Scope, index: usize) -> Vec<Atom> {
+    fn forward(&mut self, scope: &mut Scope<'_>, index: usize) -> Vec<Atom> {
         let root = scope.root;
         if !root.pointer(&scope.open[index].pointer).is_some_and(is_class_schema) {
             return any();
@@ -472,7 +472,7 @@ impl Stub {
         ty(scope.open[index].name.as_deref().unwrap_or("Any"))
     }
 
-    fn array(&mut self, scope: &mut Scope, object: &Map<String, Value>, hint: &str, depth: usize) -> String {
+    fn array(&mut self, scope: &mut Scope<'_>, object: &Map<String, Value>, hint: &str, depth: usize) -> String {
         let tuple = object.get("prefixItems").or_else(|| object.get("items").filter(|items| items.is_array()));
         if let Some(Value::Array(items)) = tuple {
             if items.is_empty() {
@@ -495,7 +495,7 @@ impl Stub {
     /// A `TypedDict` for an object with properties, else `dict[str, T]`.
     fn object(
         &mut self,
-        scope: &mut Scope,
+        scope: &mut Scope<'_>,
         object: &Map<String, Value>,
         hint: &str,
         depth: usize,

@@ -34,8 +34,9 @@ use super::file::GatewayConfig;
 use super::http::HttpConfig;
 use notify::event::{AccessKind, AccessMode};
 use notify::{EventKind, RecursiveMode, Watcher};
+use parking_lot::{Mutex, RwLock};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 use tokio::sync::mpsc;
 
@@ -84,7 +85,7 @@ impl LiveConfig {
 
     /// The config in force now. Cheap: one lock and an `Arc` clone.
     pub fn current(&self) -> Arc<GatewayConfig> {
-        self.current.read().unwrap_or_else(|p| p.into_inner()).clone()
+        self.current.read().clone()
     }
 
     /// Loads `path` (checking tool patterns against `known_tools`, and that it
@@ -161,7 +162,7 @@ impl LiveConfig {
             return Some(ReloadOutcome::Rejected("this gateway runs without a config file".to_string()));
         };
         let checked = read(path).and_then(|text| {
-            let unchanged = self.text.lock().unwrap_or_else(|p| p.into_inner()).as_deref() == Some(text.as_str());
+            let unchanged = self.text.lock().as_deref() == Some(text.as_str());
             if unchanged && !forced {
                 return Ok(None);
             }
@@ -174,8 +175,8 @@ impl LiveConfig {
             Ok(None) => return None,
             Ok(Some((text, config))) => {
                 let needs_restart = needs_restart(&self.started, &config);
-                *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(config);
-                *self.text.lock().unwrap_or_else(|p| p.into_inner()) = Some(text);
+                *self.current.write() = Arc::new(config);
+                *self.text.lock() = Some(text);
                 tracing::info!(path = %path.display(), "config reloaded");
                 if !needs_restart.is_empty() {
                     tracing::warn!(

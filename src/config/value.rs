@@ -100,7 +100,7 @@ impl<'de> Deserialize<'de> for Operator {
         const KEYS: &[&str] = &["user", "commands"];
         impl<'de> Visitor<'de> for OperatorVisitor {
             type Value = Operator;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a user (`tg:42`) or a table `{ user = \"tg:42\", commands = [\"tape.*\"] }`")
             }
             fn visit_str<E: de::Error>(self, text: &str) -> Result<Operator, E> {

@@ -30,9 +30,10 @@ use crate::tape::error::TapeResult;
 use crate::tape::handle::kept_from;
 use crate::tape::name::TapeName;
 use crate::tape::query::{CONTEXT_KINDS, Scope, TapeQuery};
+use parking_lot::{Mutex, MutexGuard};
 use serde_json::Value;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 /// The default budget: enough for the contexts of a few dozen busy long
 /// chats, small beside the rest of a gateway's memory.
@@ -121,7 +122,7 @@ impl ContextCache {
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state.lock()
     }
 
     /// `bub_context_cache_bytes`: what the cache holds now.

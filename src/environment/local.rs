@@ -10,10 +10,11 @@ use super::{
     SpawnOptions,
 };
 use async_trait::async_trait;
+use parking_lot::Mutex;
 use rustix::process::{Pid, Signal};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// Runs on the host in `workspace`.
 pub struct LocalEnvironment {
@@ -93,7 +94,7 @@ impl Environment for LocalEnvironment {
         let pgid = child.id().and_then(|id| Pid::from_raw(i32::try_from(id).ok()?)).ok_or_else(|| {
             EnvironmentError::Spawn { command: label, source: std::io::Error::other("exited at once") }
         })?;
-        self.groups.lock().unwrap_or_else(|p| p.into_inner()).push(pgid);
+        self.groups.lock().push(pgid);
         let io = ProcessIo {
             stdin: child.stdin.take().map(|p| Box::new(p) as _),
             stdout: child.stdout.take().map(|p| Box::new(p) as _),
@@ -138,7 +139,7 @@ impl Environment for LocalEnvironment {
     }
 
     async fn close(&self) {
-        let groups = std::mem::take(&mut *self.groups.lock().unwrap_or_else(|p| p.into_inner()));
+        let groups = std::mem::take(&mut *self.groups.lock());
         for pgid in groups.into_iter().filter(|pgid| group_is_alive(*pgid)) {
             signal_group(pgid, Signal::KILL);
         }

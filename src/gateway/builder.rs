@@ -497,7 +497,7 @@ async fn report_reloads(
             }
             ReloadOutcome::Rejected(error) => {
                 tracing::error!(%error, "the new config is invalid; the running policy stays");
-                notices(&Notice::ConfigRefused(error.to_string()));
+                notices(&Notice::ConfigRefused(error.clone()));
                 gateway
                     .notify_operators(&format!("⚠️ The new config was refused; the running policy stays.\n{error}"))
                     .await;

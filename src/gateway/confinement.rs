@@ -20,9 +20,10 @@ use crate::config::{EnvironmentKind, GatewayConfig, SandboxConfig};
 use crate::environment::sandbox::{SandboxError, SandboxLimits, SandboxProvider, SandboxSettings};
 use crate::environment::{Environment, EnvironmentError, EnvironmentProvider, LocalEnvironment};
 use async_trait::async_trait;
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// Where one session's shell and code run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,7 +137,7 @@ impl PolicyConfinement {
             *slot = Some(provider);
         }
         let report = built.0.as_ref().or(built.1.as_ref()).map(|provider| provider.report().to_string());
-        *self.sandboxes.lock().unwrap_or_else(|p| p.into_inner()) = built;
+        *self.sandboxes.lock() = built;
         Ok(report)
     }
 
@@ -144,7 +145,7 @@ impl PolicyConfinement {
     /// an earlier choice (the session's open environment was made for
     /// another policy and must be closed, so the new one holds at once).
     pub fn set(&self, session: &str, choice: EnvironmentChoice) -> bool {
-        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let mut sessions = self.sessions.lock();
         match sessions.insert(session.to_string(), choice) {
             Some(before) => before != choice,
             None => false,
@@ -153,7 +154,7 @@ impl PolicyConfinement {
 
     /// The choice for a session nobody noted: the strictest there is.
     fn strictest(&self) -> EnvironmentChoice {
-        let built = self.sandboxes.lock().unwrap_or_else(|p| p.into_inner());
+        let built = self.sandboxes.lock();
         EnvironmentChoice { sandbox: built.0.is_some(), network: false, confined: true }
     }
 }
@@ -161,11 +162,11 @@ impl PolicyConfinement {
 #[async_trait]
 impl EnvironmentProvider for PolicyConfinement {
     async fn provide(&self, session: &str, workspace: PathBuf) -> Result<Arc<dyn Environment>, EnvironmentError> {
-        let noted = self.sessions.lock().unwrap_or_else(|p| p.into_inner()).get(session).copied();
+        let noted = self.sessions.lock().get(session).copied();
         let choice = noted.unwrap_or_else(|| self.strictest());
         if choice.sandbox {
             let provider = {
-                let built = self.sandboxes.lock().unwrap_or_else(|p| p.into_inner());
+                let built = self.sandboxes.lock();
                 if choice.network { built.1.clone() } else { built.0.clone() }
             };
             let Some(provider) = provider else {

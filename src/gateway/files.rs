@@ -17,10 +17,11 @@ use super::Inner;
 use crate::tools::{ChatFile, ChatOutlet, SentFile, ToolError};
 use async_trait::async_trait;
 use bub_channel::{ChatRef, OutboundFile};
+use parking_lot::Mutex;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// One turn's chat, for the files its tools send.
 pub(crate) struct TurnFiles {
@@ -51,7 +52,7 @@ impl TurnFiles {
     /// The idempotency key of the next file with these bytes.
     fn key(&self, bytes: &[u8]) -> String {
         let digest: String = Sha256::digest(bytes).iter().take(16).map(|b| format!("{b:02x}")).collect();
-        let mut sent = self.sent.lock().unwrap_or_else(|p| p.into_inner());
+        let mut sent = self.sent.lock();
         let count = sent.entry(digest.clone()).or_default();
         let before = *count;
         *count += 1;

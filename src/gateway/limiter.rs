@@ -5,9 +5,10 @@ use crate::config::{GatewayConfig, Rate};
 use crate::policy::EffectivePolicy;
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota};
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::num::NonZeroU32;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A governor quota for "`count` per `per`", allowing a burst of `count`.
@@ -59,7 +60,7 @@ impl InboundLimiter {
     pub(crate) fn check(&self, channel: &str, user: &str, rate: Rate) -> Result<(), Duration> {
         let Some(quota) = quota(rate) else { return Ok(()) };
         let limiter = {
-            let mut limiters = self.limiters.lock().unwrap_or_else(|p| p.into_inner());
+            let mut limiters = self.limiters.lock();
             let limiter = limiters
                 .entry((channel.to_string(), rate.count, rate.period))
                 .or_insert_with(|| Arc::new(DefaultKeyedRateLimiter::keyed(quota)))

@@ -129,12 +129,12 @@ pub(crate) struct Inner {
     /// Messages waiting in sessions for a turn (debounce batches and queues).
     pub waiting: std::sync::atomic::AtomicI64,
     /// Effective policies of the config in force, by channel and chat.
-    policies: std::sync::Mutex<PolicyCache>,
+    policies: parking_lot::Mutex<PolicyCache>,
     /// The platforms' command menus as set (see `platform`).
     menus: platform::Menus,
     /// Where operators wrote last (channel, chat id → chat, session), newest last,
     /// so the gateway can tell them about a refused config.
-    operator_chats: std::sync::Mutex<indexmap::IndexMap<(String, String), (bub_channel::ChatRef, String)>>,
+    operator_chats: parking_lot::Mutex<indexmap::IndexMap<(String, String), (bub_channel::ChatRef, String)>>,
     limiter: limiter::InboundLimiter,
     /// Outcomes told to waiting callers whose store has not committed yet.
     pub told: told::ToldOutcomes,
@@ -143,7 +143,7 @@ pub(crate) struct Inner {
     /// Replies being delivered, stopped after the turns (see [`running`]).
     pub deliveries: Arc<running::RunningTasks>,
     /// The config whose outbound budgets the scheduler has.
-    budgets_from: std::sync::Mutex<Option<Arc<crate::config::GatewayConfig>>>,
+    budgets_from: parking_lot::Mutex<Option<Arc<crate::config::GatewayConfig>>>,
     /// This process's part among replicas sharing a PostgreSQL database.
     replica: std::sync::OnceLock<Arc<replica::Replica>>,
 }
@@ -176,7 +176,7 @@ impl Gateway {
             told: told::ToldOutcomes::default(),
             running: Arc::default(),
             deliveries: Arc::default(),
-            budgets_from: std::sync::Mutex::new(None),
+            budgets_from: parking_lot::Mutex::new(None),
             confinement,
             waiting: Default::default(),
             operator_chats: Default::default(),
@@ -287,7 +287,7 @@ impl Gateway {
     /// effort: a notice is not stored in the outbox).
     pub async fn notify_operators(&self, text: &str) {
         let chats: Vec<_> = {
-            let chats = self.inner.operator_chats.lock().unwrap_or_else(|p| p.into_inner());
+            let chats = self.inner.operator_chats.lock();
             chats
                 .iter()
                 .map(|((channel, _), (chat, session))| (channel.clone(), chat.clone(), session.clone()))
@@ -435,7 +435,7 @@ impl Inner {
     /// next send.
     pub(crate) fn outbound(&self) -> &OutboundScheduler {
         let config = self.config.current();
-        let mut applied = self.budgets_from.lock().unwrap_or_else(|p| p.into_inner());
+        let mut applied = self.budgets_from.lock();
         if !applied.as_ref().is_some_and(|done| Arc::ptr_eq(done, &config)) {
             for channel in self.channels.keys() {
                 let (budget, own_chat_rates) = limiter::outbound_budgets(&config, channel);
@@ -461,7 +461,7 @@ impl Inner {
     /// The policy in force for `chat` on `channel`.
     pub(crate) fn policy(&self, channel: &str, chat: &str) -> Arc<EffectivePolicy> {
         let config = self.config.current();
-        let mut cache = self.policies.lock().unwrap_or_else(|p| p.into_inner());
+        let mut cache = self.policies.lock();
         if !cache.config.as_ref().is_some_and(|cached| Arc::ptr_eq(cached, &config))
             || cache.chats.len() >= POLICY_CACHE_CHATS
         {
@@ -486,7 +486,7 @@ impl Inner {
         if !is_operator {
             return;
         }
-        let mut chats = self.operator_chats.lock().unwrap_or_else(|p| p.into_inner());
+        let mut chats = self.operator_chats.lock();
         let key = (message.inbound.channel.clone(), message.inbound.chat.id.clone());
         chats.shift_remove(&key);
         chats.insert(key, (message.inbound.chat.clone(), message.session.clone()));

@@ -26,8 +26,9 @@ use crate::command::platform::{read_slash, to_comma_command};
 use crate::config::GatewayConfig;
 use crate::policy::EffectivePolicy;
 use bub_channel::{ChatKind, MenuCommand, MenuScope, OutcomeStatus};
+use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// Users whose menu was checked are forgotten past this many (they are
 /// checked again when they next write).
@@ -161,7 +162,7 @@ impl Menus {
         let channel = inbound.channel.as_str();
         let key = (channel.to_string(), inbound.chat.id.clone(), message.user.clone());
         let config = inner.config.current();
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut state = self.state.lock();
         let per_chat = inner.channels.get(channel).is_some_and(|channel| channel.menus_per_chat());
         let adopted = state.adopt(inner, &config);
         let fresh = adopted.is_some();
@@ -203,7 +204,7 @@ impl Menus {
     /// own menus follow as they next write).
     pub(crate) fn follow_config(&self, inner: &Arc<Inner>) {
         let config = inner.config.current();
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut state = self.state.lock();
         let changes = state.adopt(inner, &config).unwrap_or_default();
         drop(state);
         send_all(inner, changes);
@@ -211,7 +212,7 @@ impl Menus {
 
     /// `menu` did not reach `scope`: it is not what the scope shows.
     fn forget(&self, channel: &str, scope: &MenuScope, menu: &[MenuCommand]) {
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut state = self.state.lock();
         let key = (channel.to_string(), scope.clone());
         if state.shown.get(&key).is_some_and(|shown| shown == menu) {
             state.shown.remove(&key);

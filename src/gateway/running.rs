@@ -14,9 +14,9 @@
 //! waiting (webhook `sync` or `sse`) is answered 503 at once, and told to
 //! send the same message id again.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::Mutex;
 use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::task::AbortHandle;
@@ -50,8 +50,8 @@ impl Drop for Registration<'_> {
 }
 
 impl RunningTasks {
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    fn lock(&self) -> parking_lot::MutexGuard<'_, State> {
+        self.state.lock()
     }
 
     /// Runs `task` on its own tokio task, unless a stop began: then `task` is

@@ -14,9 +14,10 @@ use super::{admission, edit};
 use crate::config::{BusyRule, EditRule};
 use crate::tape::provenance::least_trusted;
 use bub_channel::{Delivery, OutcomeStatus};
+use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
@@ -63,7 +64,7 @@ impl Sessions {
     /// and an idle session should cost pointers, not whole messages.
     fn send(&self, inner: &Arc<Inner>, session: String, input: SessionInput) {
         let input = Box::new(input);
-        let mut workers = self.workers.lock().unwrap_or_else(|p| p.into_inner());
+        let mut workers = self.workers.lock();
         let input = match workers.live.get(&session) {
             Some(tx) => match tx.send(input) {
                 Ok(()) => return,
@@ -88,7 +89,7 @@ impl Sessions {
         rx: &mpsc::UnboundedReceiver<Box<SessionInput>>,
         last_active: Option<Instant>,
     ) -> bool {
-        let mut workers = self.workers.lock().unwrap_or_else(|p| p.into_inner());
+        let mut workers = self.workers.lock();
         if !rx.is_empty() {
             return false;
         }

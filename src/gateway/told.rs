@@ -6,8 +6,8 @@
 //! stop must wait until the outcomes are stored: this map serves both.
 
 use bub_channel::{Inbound, Outcome};
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::Duration;
 
 /// Told outcomes by channel and message id, until stored.
@@ -25,7 +25,7 @@ fn key(inbound: &Inbound) -> (String, String) {
 impl ToldOutcomes {
     /// `outcome` is being told to the callers of `messages`.
     pub(crate) fn insert<'a>(&self, messages: impl IntoIterator<Item = &'a Inbound>, outcome: &Outcome) {
-        let mut told = self.told.lock().unwrap_or_else(|p| p.into_inner());
+        let mut told = self.told.lock();
         for inbound in messages {
             told.insert(key(inbound), outcome.clone());
         }
@@ -33,7 +33,7 @@ impl ToldOutcomes {
 
     /// The outcomes of `messages` are stored.
     pub(crate) fn remove<'a>(&self, messages: impl IntoIterator<Item = &'a Inbound>) {
-        let mut told = self.told.lock().unwrap_or_else(|p| p.into_inner());
+        let mut told = self.told.lock();
         for inbound in messages {
             told.remove(&key(inbound));
         }
@@ -44,7 +44,7 @@ impl ToldOutcomes {
 
     /// The outcome told for a message not stored yet.
     pub(crate) fn get(&self, channel: &str, message_id: &str) -> Option<Outcome> {
-        let told = self.told.lock().unwrap_or_else(|p| p.into_inner());
+        let told = self.told.lock();
         told.get(&(channel.to_string(), message_id.to_string())).cloned()
     }
 
@@ -55,7 +55,7 @@ impl ToldOutcomes {
         let _ = tokio::time::timeout(limit, async {
             loop {
                 let notified = self.settled.notified();
-                if self.told.lock().unwrap_or_else(|p| p.into_inner()).is_empty() {
+                if self.told.lock().is_empty() {
                     return;
                 }
                 notified.await;

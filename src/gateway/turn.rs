@@ -11,8 +11,9 @@ use crate::policy::SessionPolicy;
 use crate::tape::NewEntry;
 use crate::tools::Capabilities;
 use bub_channel::{Delivery, Outbound, Outcome, OutcomeStatus};
+use parking_lot::Mutex;
 use serde_json::{Value, json};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::oneshot;
 use tracing::Instrument;
@@ -41,7 +42,7 @@ pub(crate) struct TurnShare {
 impl TurnShare {
     /// Where the turn's text comes from: its least trusted message's.
     pub(crate) fn provenance(&self) -> crate::tape::Provenance {
-        let members = self.members.lock().unwrap_or_else(|p| p.into_inner());
+        let members = self.members.lock();
         crate::tape::provenance::least_trusted(members.iter().map(|m| m.provenance))
     }
 
@@ -51,7 +52,7 @@ impl TurnShare {
         if let Err(error) = inner.store.start_turn(&seqs, &self.session, &self.id).await {
             tracing::error!(%error, session = %self.session, "cannot record steered messages");
         }
-        self.members.lock().unwrap_or_else(|p| p.into_inner()).extend(messages);
+        self.members.lock().extend(messages);
     }
 }
 
@@ -89,7 +90,7 @@ pub(crate) fn start(inner: &Arc<Inner>, session: &str, batch: Vec<Message>) -> (
         // Stopping: the messages stay in the inbox for the next start, and
         // dropping them now answers their waiting callers (503, send again).
         tracing::info!(session = %session, "gateway stopping; the turn runs at the next start");
-        share.members.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        share.members.lock().clear();
     }
     (share, done_rx)
 }
@@ -122,7 +123,7 @@ struct TurnInput {
 impl TurnInput {
     /// `None` when the turn has no messages (a stop cleared them).
     fn read(inner: &Inner, share: &TurnShare) -> Option<TurnInput> {
-        let members = share.members.lock().unwrap_or_else(|p| p.into_inner());
+        let members = share.members.lock();
         let (first, last) = (members.first()?, members.last()?);
         let command = match (members.as_slice(), inner.agent.command_prefix()) {
             ([only], Some(prefix)) => crate::command::is_command(&only.inbound.text, prefix),
@@ -177,7 +178,7 @@ async fn run_input(
     };
     if !input.command && files.saved == 0 && input.messages.iter().all(|m| m.text.trim().is_empty()) {
         // Only files, none kept: the chat reads why, and no model is asked about nothing.
-        let members = std::mem::take(&mut *share.members.lock().unwrap_or_else(|p| p.into_inner()));
+        let members = std::mem::take(&mut *share.members.lock());
         let result = outcome(OutcomeStatus::Refused, notice.trim_end(), &share.session);
         conclude(inner, members, result, true).await;
         return;
@@ -187,7 +188,7 @@ async fn run_input(
     let Some((text, failure)) = answer_landed(inner, share, &input, files.images, live.as_ref(), &notice).await else {
         // The session is another replica's now: its outcome is that one's
         // to store (callers still waiting here are told to ask again).
-        share.members.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        share.members.lock().clear();
         return;
     };
     let text = format!("{notice}{text}");
@@ -195,7 +196,7 @@ async fn run_input(
     let result = turn_outcome(share, text, failure);
     metrics::counter!("bub_turns_total", "channel" => channel, "status" => status_name(result.status)).increment(1);
     drop(typing);
-    let members = std::mem::take(&mut *share.members.lock().unwrap_or_else(|p| p.into_inner()));
+    let members = std::mem::take(&mut *share.members.lock());
     conclude_with(inner, members, result, true, live).await;
 }
 
@@ -326,7 +327,7 @@ async fn answer_landed(
             Landing::NotLanded => {}
         }
         tracing::info!(session = %share.session, turn = %share.id, rerun = reruns, "the turn did not land; running it again");
-        for member in share.members.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+        for member in share.members.lock().iter() {
             if let Some(sink) = &member.sink {
                 sink.restart(text.as_str(), "the tape store failed; running the turn again".to_string());
             }
@@ -396,7 +397,7 @@ async fn answer(
         let changed = text.apply(&event);
         match event {
             StreamEvent::Text(delta) => {
-                for member in share.members.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+                for member in share.members.lock().iter() {
                     if let Some(sink) = &member.sink {
                         sink.delta(delta.clone());
                     }
@@ -404,7 +405,7 @@ async fn answer(
             }
             StreamEvent::Cut { kind, message, retrying: true, .. } => {
                 tracing::warn!(session = %share.session, turn = %share.id, %kind, error = %message, "the answer was cut off; asking again");
-                for member in share.members.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+                for member in share.members.lock().iter() {
                     if let Some(sink) = &member.sink {
                         sink.restart(text.as_str(), format!("the answer was cut off ({kind}); asking again"));
                     }

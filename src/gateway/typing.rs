@@ -17,8 +17,9 @@
 
 use super::outbound::OutboundScheduler;
 use bub_channel::ChatRef;
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::task::AbortHandle;
 
@@ -49,7 +50,7 @@ impl TypingHints {
     /// once, unless another guard shows it already). Needs a tokio runtime.
     pub(crate) fn show(self: &Arc<TypingHints>, channel: &str, chat: &ChatRef) -> Typing {
         let key = (channel.to_string(), chat.clone());
-        let mut shown = self.shown.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut shown = self.shown.lock();
         match shown.get_mut(&key) {
             Some(hint) => hint.holders += 1,
             None => {
@@ -61,7 +62,7 @@ impl TypingHints {
     }
 
     fn release(&self, key: &(String, ChatRef)) {
-        let mut shown = self.shown.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut shown = self.shown.lock();
         if let Some(hint) = shown.get_mut(key) {
             hint.holders -= 1;
             if hint.holders == 0 {
@@ -147,6 +148,6 @@ mod tests {
         drop(turn);
         tokio::time::sleep(REPEAT * 3).await;
         assert_eq!(calls(), 2, "stopped with the last guard");
-        assert!(hints.shown.lock().unwrap().is_empty());
+        assert!(hints.shown.lock().is_empty());
     }
 }

@@ -9,9 +9,10 @@
 //!
 //! [`ServeLimits::max_connections_per_address`]: crate::config::ServeLimits::max_connections_per_address
 
+use parking_lot::{Mutex, MutexGuard};
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 /// Open connections by client address, each at most `cap`.
 pub(super) struct Peers {
@@ -69,7 +70,7 @@ fn key(address: IpAddr) -> IpAddr {
 
 /// The counts stay right even if a holder panicked: each change is one step.
 fn lock(open: &Mutex<HashMap<IpAddr, usize>>) -> MutexGuard<'_, HashMap<IpAddr, usize>> {
-    open.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    open.lock()
 }
 
 #[cfg(test)]

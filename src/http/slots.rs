@@ -19,9 +19,10 @@
 use axum::Json;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use parking_lot::Mutex;
 use serde_json::json;
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -104,7 +105,7 @@ impl ReserveSlot {
                 return false;
             };
             // The reserve's permit is released here, for the next probe.
-            *slot.held.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = main;
+            *slot.held.lock() = main;
             true
         })
     }

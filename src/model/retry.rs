@@ -167,7 +167,7 @@ impl Retrying {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Mutex;
+    use parking_lot::Mutex;
     use std::sync::atomic::{AtomicU32, Ordering};
 
     /// The items of one call, and whether it then goes silent.
@@ -187,7 +187,7 @@ mod tests {
 
         async fn stream(&self, _request: &ChatRequest) -> Result<ModelStream, ModelError> {
             self.calls.fetch_add(1, Ordering::SeqCst);
-            let (items, hang) = self.scripts.lock().unwrap().remove(0);
+            let (items, hang) = self.scripts.lock().remove(0);
             let items = futures::stream::iter(items);
             Ok(match hang {
                 true => items.chain(futures::stream::pending()).boxed(),

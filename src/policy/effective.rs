@@ -212,6 +212,7 @@ fn by_capability(pattern: &ToolPattern) -> String {
 }
 
 /// The built-in `allowed_tools = ["*"]`, compiled once.
+#[expect(clippy::expect_used, reason = "`*` is a constant and a valid glob")]
 fn any_tool() -> ToolPattern {
     static ANY: std::sync::OnceLock<ToolPattern> = std::sync::OnceLock::new();
     ANY.get_or_init(|| ToolPattern::new("*").expect("`*` is a valid glob")).clone()

@@ -23,9 +23,10 @@ use super::name::TapeName;
 use super::query::{Scope, TapeQuery};
 use super::store::{TapeStats, TapeStore, TapeSummary, check_batch};
 use async_trait::async_trait;
+use parking_lot::{Mutex, MutexGuard};
 use serde_json::json;
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 #[derive(Default, Clone)]
 struct Overlay {
@@ -62,7 +63,7 @@ impl ForkStore {
     }
 
     fn state(&self) -> MutexGuard<'_, ForkState> {
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state.lock()
     }
 
     fn overlay(&self, tape: &TapeName) -> TapeResult<Option<Overlay>> {

@@ -7,8 +7,8 @@ use super::name::TapeName;
 use super::query::TapeQuery;
 use super::store::{TapeStats, TapeStore, TapeSummary, check_batch};
 use async_trait::async_trait;
+use parking_lot::Mutex;
 use std::collections::BTreeMap;
-use std::sync::Mutex;
 
 /// Tapes in a map behind one lock; appends hold the lock for the whole batch,
 /// which is what makes ids gapless and batches whole.
@@ -25,7 +25,7 @@ impl InMemoryTapeStore {
     fn with_tapes<T>(&self, f: impl FnOnce(&mut BTreeMap<TapeName, Vec<Entry>>) -> T) -> T {
         // A panic while holding the lock cannot leave a half-written batch (the
         // batch is built before it is pushed), so a poisoned lock is still usable.
-        let mut tapes = self.tapes.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut tapes = self.tapes.lock();
         f(&mut tapes)
     }
 }

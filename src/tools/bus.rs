@@ -17,10 +17,11 @@
 //! nothing of either: a typed dispatcher.
 
 use futures::future::BoxFuture;
+use parking_lot::RwLock;
 use std::any::{Any, TypeId};
 use std::future::Future;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
 
 /// An error raised by a handler.
 pub type HandlerError = Box<dyn std::error::Error + Send + Sync + 'static>;
@@ -63,7 +64,7 @@ impl EventBus {
 
     fn register(&self, handler: Handler) -> HandlerId {
         let id = HandlerId(self.next_id.fetch_add(1, Ordering::Relaxed));
-        self.handlers.write().unwrap_or_else(|p| p.into_inner()).push((id, handler));
+        self.handlers.write().push((id, handler));
         id
     }
 
@@ -110,7 +111,7 @@ impl EventBus {
 
     /// Removes a registration; unknown ids are ignored.
     pub fn off(&self, id: HandlerId) {
-        self.handlers.write().unwrap_or_else(|p| p.into_inner()).retain(|(h, _)| *h != id);
+        self.handlers.write().retain(|(h, _)| *h != id);
     }
 
     /// Dispatches `event` and returns it as the handlers left it.
@@ -119,7 +120,6 @@ impl EventBus {
         let handlers: Vec<Handler> = self
             .handlers
             .read()
-            .unwrap_or_else(|p| p.into_inner())
             .iter()
             .filter_map(|(_, h)| match h {
                 Handler::Typed(type_id, f) if *type_id == TypeId::of::<E>() => {
@@ -149,7 +149,7 @@ impl EventBus {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Mutex;
+    use parking_lot::Mutex;
 
     #[derive(Debug, Default)]
     struct Vote {
@@ -192,11 +192,11 @@ mod tests {
         let bus = EventBus::new();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let log = seen.clone();
-        let id = bus.on_any(move |e| log.lock().unwrap().push(e.event_name()));
+        let id = bus.on_any(move |e| log.lock().push(e.event_name()));
         bus.emit(Vote::default()).await.unwrap();
         bus.off(id);
         bus.emit(Vote::default()).await.unwrap();
-        assert_eq!(*seen.lock().unwrap(), vec!["vote"]);
+        assert_eq!(*seen.lock(), vec!["vote"]);
     }
 
     #[tokio::test]

@@ -6,10 +6,11 @@
 use crate::environment::{Environment, LocalEnvironment};
 use crate::tape::{Entry, Tape};
 use crate::tools::{EventBus, ToolError, ToolHost, TurnState};
+use parking_lot::Mutex;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// The `meta` of stored entries whose text a call's result repeats (the hits
 /// of a `tape.search`), by call id: recorded by the tool, taken by the
@@ -21,7 +22,7 @@ pub struct RepeatedEntries(Mutex<HashMap<String, Vec<Map<String, Value>>>>);
 impl RepeatedEntries {
     /// Takes what the call `call_id` recorded.
     pub fn take(&self, call_id: &str) -> Vec<Map<String, Value>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(call_id).unwrap_or_default()
+        self.0.lock().remove(call_id).unwrap_or_default()
     }
 }
 
@@ -84,7 +85,7 @@ impl ToolContext {
             return;
         }
         let repeated = self.state.extension_or_insert_with(RepeatedEntries::default);
-        repeated.0.lock().unwrap_or_else(|p| p.into_inner()).entry(self.call_id.clone()).or_default().push(meta);
+        repeated.0.lock().entry(self.call_id.clone()).or_default().push(meta);
     }
 
     /// Where the call's processes run and files live: the session's

@@ -5,10 +5,11 @@
 //! ([`ToolContext::state`](super::ToolContext::state)) and must not depend on
 //! the agent; the agent re-exports it as `bub::agent::TurnState`.
 
+use parking_lot::{Mutex, MutexGuard};
 use serde_json::{Map, Value};
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 /// A cheap-to-clone handle on one run's state: JSON values by key, plus typed
 /// extensions (one value per Rust type, e.g. the session environment).
@@ -36,7 +37,7 @@ impl TurnState {
     }
 
     fn lock(&self) -> MutexGuard<'_, StateInner> {
-        self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.inner.lock()
     }
 
     pub fn get(&self, key: &str) -> Option<Value> {

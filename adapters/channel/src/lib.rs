@@ -20,6 +20,8 @@
 //! - [`rules`]: rules on settings that adapters share ([`rules::http_url`]).
 //! - [`secret`]: [`Secret`], a key or token that is used but never printed.
 
+#![forbid(unsafe_code)]
+
 pub mod attachment;
 pub mod backoff;
 pub mod channel;

@@ -21,12 +21,12 @@
 //! answered here, with why.
 
 use bub_channel::{SendError, SenderRef};
+use parking_lot::Mutex;
 use serenity::builder::{CreateInteractionResponse, CreateInteractionResponseMessage, EditInteractionResponse};
 use serenity::http::{Http, HttpError};
 use serenity::model::application::CommandInteraction;
 use serenity::model::id::MessageId;
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// How long a token is used: Discord's 15 minutes, less a margin for a
@@ -188,8 +188,8 @@ impl Answers {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> parking_lot::MutexGuard<'_, State> {
+        self.state.lock()
     }
 }
 

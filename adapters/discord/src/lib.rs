@@ -40,6 +40,8 @@
 //! - `files`: attached files, fetched from Discord's CDN only.
 //! - `threads`: which channels are threads, and of which parent; which server a channel is in.
 
+#![forbid(unsafe_code)]
+
 mod catch_up;
 mod commands;
 mod files;
@@ -58,13 +60,14 @@ use bub_channel::{
 };
 use inbound::BotUser;
 use interactions::Answers;
+use parking_lot::Mutex;
 use serenity::all::{
     CommandInteraction, CommandType, Context, EventHandler, Interaction, Message, MessageUpdateEvent, Ready,
 };
 use serenity::http::{Http, HttpBuilder};
 use shards::{IdentifyGate, Shard};
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
@@ -204,7 +207,7 @@ struct Handler {
 impl EventHandler for Handler {
     async fn ready(&self, ctx: Context, ready: Ready) {
         tracing::info!(channel = %self.channel, shard = ctx.shard_id.0, bot = %ready.user.name, guilds = ready.guilds.len(), "discord bot connected");
-        if let Some(ready) = self.ready.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        if let Some(ready) = self.ready.lock().take() {
             let _ = ready.send(());
         }
         let _ = self.sessions.send(());
@@ -406,7 +409,7 @@ impl Channel for DiscordChannel {
     }
 
     async fn stop(&self) {
-        let stopping = std::mem::take(&mut *self.running.lock().unwrap_or_else(|p| p.into_inner()));
+        let stopping = std::mem::take(&mut *self.running.lock());
         self.stop_shards(stopping).await;
     }
 
@@ -423,7 +426,7 @@ impl Channel for DiscordChannel {
         if part >= total {
             return Err(self.fail(format!("there is no shard {part}: channels.{name}.shards is {total}")));
         }
-        let previous = self.running.lock().unwrap_or_else(|p| p.into_inner()).remove(&part);
+        let previous = self.running.lock().remove(&part);
         self.stop_shards(previous.map(|shard| (part, shard))).await;
         self.connect(part, inbox).await?;
         tracing::info!(channel = %name, shard = part, shards = total, "discord shard connected");
@@ -431,7 +434,7 @@ impl Channel for DiscordChannel {
     }
 
     async fn stop_part(&self, part: u32) {
-        let stopping = self.running.lock().unwrap_or_else(|p| p.into_inner()).remove(&part);
+        let stopping = self.running.lock().remove(&part);
         self.stop_shards(stopping.map(|shard| (part, shard))).await;
     }
 }

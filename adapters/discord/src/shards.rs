@@ -20,11 +20,12 @@
 use crate::catch_up;
 use crate::{BotUser, DiscordChannel, Handler, Receiver, START_TIMEOUT, hand_over, send, start_error, threads};
 use bub_channel::{ChannelError, InboundSink};
+use parking_lot::Mutex;
 use serenity::all::GatewayIntents;
 use serenity::gateway::ShardManager;
 use serenity::http::HttpError;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
@@ -168,7 +169,7 @@ impl DiscordChannel {
             }
         });
         let running = Shard { manager, connection, handing_over, catch_up };
-        let raced = self.running.lock().unwrap_or_else(|p| p.into_inner()).insert(shard, running);
+        let raced = self.running.lock().insert(shard, running);
         self.stop_shards(raced.map(|raced| (shard, raced))).await;
         let failed = tokio::select! {
             ready = ready_rx => match ready {
@@ -191,7 +192,7 @@ impl DiscordChannel {
                 Ok(())
             }
             Some(reason) => {
-                let failed = self.running.lock().unwrap_or_else(|p| p.into_inner()).remove(&shard);
+                let failed = self.running.lock().remove(&shard);
                 self.stop_shards(failed.map(|failed| (shard, failed))).await;
                 Err(self.fail(if total > 1 { format!("shard {shard} of {total}: {reason}") } else { reason }))
             }

@@ -1,6 +1,13 @@
 //! serenity 0.12 itself (no adapter) against the fake Discord: proves the fake's REST answers and gateway
 //! protocol are what serenity expects, so adapter tests failing against it point at the adapter.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a failed step is a failed test, with its message"
+)]
+
+#[allow(clippy::disallowed_types, reason = "tests/support is the integration tests' code, linted with them (tests/)")]
 #[path = "../../../tests/support/fake_discord.rs"]
 mod fake_discord;
 #[path = "../../../tests/support/multipart.rs"]

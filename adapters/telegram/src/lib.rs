@@ -37,6 +37,8 @@
 //! - `menu`: `setMyCommands`, `/cmd@bot`, what privacy mode hides.
 //! - [`markdown`]: Markdown → Telegram HTML.
 
+#![forbid(unsafe_code)]
+
 mod files;
 #[doc(hidden)]
 pub mod fuzzing;
@@ -54,7 +56,8 @@ use bub_channel::{
     Attachment, Channel, ChannelError, ChatRef, Delivered, FetchError, InboundSink, LengthUnit, Limits, MenuCommand,
     MenuScope, Outbound, OutboundFile, Secret, SendError, SenderRef,
 };
-use std::sync::{Arc, Mutex};
+use parking_lot::Mutex;
+use std::sync::Arc;
 use std::time::Duration;
 use teloxide_core::payloads::SetWebhookSetters;
 use teloxide_core::prelude::Requester;
@@ -208,7 +211,7 @@ impl Channel for TelegramChannel {
 
     async fn start(&self, inbox: Arc<dyn InboundSink>) -> Result<(), ChannelError> {
         let me = self.whoami().await?;
-        *self.hidden.lock().unwrap_or_else(|p| p.into_inner()) = menu::privacy_mode(&me);
+        *self.hidden.lock() = menu::privacy_mode(&me);
         self.route_updates().await?;
         if let Some((url, ingress)) = &self.webhook {
             tracing::info!(channel = %self.name, %url, "telegram bot receiving by webhook");
@@ -222,7 +225,7 @@ impl Channel for TelegramChannel {
         let (stop, stopped) = watch::channel(false);
         let poller = poll::Poller { channel: self.name.clone(), bot: self.bot.clone(), me, inbox, stop: stopped };
         let task = tokio::spawn(poller.run());
-        let previous = self.polling.lock().unwrap_or_else(|p| p.into_inner()).replace(Polling { stop, task });
+        let previous = self.polling.lock().replace(Polling { stop, task });
         if let Some(previous) = previous {
             // Another start raced this one: one poller is enough.
             let _ = previous.stop.send(true);
@@ -277,7 +280,7 @@ impl Channel for TelegramChannel {
     }
 
     fn hidden_group_messages(&self) -> Option<String> {
-        self.hidden.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.hidden.lock().clone()
     }
 
     /// Polling: one poller per token (Telegram answers a second with 409).
@@ -301,7 +304,7 @@ impl TelegramChannel {
     /// A message being handed over finishes, for up to [`HAND_OVER_DRAIN`]; a
     /// poll in flight is dropped (nothing confirmed: Telegram sends it again).
     async fn stop_polling(&self) {
-        let polling = self.polling.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let polling = self.polling.lock().take();
         if let Some(Polling { stop, mut task }) = polling {
             let _ = stop.send(true);
             if tokio::time::timeout(HAND_OVER_DRAIN, &mut task).await.is_err() {

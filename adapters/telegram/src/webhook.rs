@@ -21,7 +21,8 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use bub_channel::{InboundSink, Secret};
-use std::sync::{Arc, RwLock};
+use parking_lot::RwLock;
+use std::sync::Arc;
 use std::time::Duration;
 use teloxide_core::types::{Me, Update};
 
@@ -53,15 +54,15 @@ impl WebhookIngress {
     }
 
     pub(crate) fn attach(&self, me: Me, inbox: Arc<dyn InboundSink>) {
-        *self.target.write().unwrap_or_else(|p| p.into_inner()) = Some((me, inbox));
+        *self.target.write() = Some((me, inbox));
     }
 
     pub(crate) fn detach(&self) {
-        *self.target.write().unwrap_or_else(|p| p.into_inner()) = None;
+        *self.target.write() = None;
     }
 
     fn target(&self) -> Option<(Me, Arc<dyn InboundSink>)> {
-        self.target.read().unwrap_or_else(|p| p.into_inner()).clone()
+        self.target.read().clone()
     }
 }
 

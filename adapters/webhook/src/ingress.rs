@@ -25,9 +25,10 @@ use bub_channel::{
     ReplyReceiver, ReplySink, SenderRef, SubmitError, Submitted,
 };
 use futures::stream;
+use parking_lot::RwLock;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Deltas that may wait for a slow caller before newer ones are dropped.
@@ -62,15 +63,15 @@ impl Ingress {
     }
 
     pub(crate) fn attach(&self, inbox: Arc<dyn InboundSink>) {
-        *self.inbox.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(inbox);
+        *self.inbox.write() = Some(inbox);
     }
 
     pub(crate) fn detach(&self) {
-        *self.inbox.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = None;
+        *self.inbox.write() = None;
     }
 
     fn inbox(&self) -> Result<Arc<dyn InboundSink>, WebhookError> {
-        let inbox = self.inbox.read().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let inbox = self.inbox.read();
         inbox.clone().ok_or(WebhookError::NotRunning)
     }
 

@@ -82,6 +82,8 @@
 //! - `callback`: the signed POST behind [`Channel::send`].
 //! - [`keys`]: [`WebhookKeys`] and the [`KeySource`] a running channel reads them from.
 
+#![forbid(unsafe_code)]
+
 mod body;
 mod callback;
 #[doc(hidden)]

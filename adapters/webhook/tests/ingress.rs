@@ -1,5 +1,11 @@
 //! `POST /webhook/<name>` over real HTTP against a fake gateway inbox.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a failed step is a failed test, with its message"
+)]
+
 mod support;
 
 use bub_channel::{Channel, ChatKind, Delivery, SubmitError};

@@ -1,5 +1,11 @@
 //! `Channel::send` against a local callback receiver, and `WebhookChannel::new` validation.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "test code: a failed step is a failed test, with its message"
+)]
+
 mod support;
 
 use axum::body::Bytes;
@@ -8,9 +14,10 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use bub_channel::{Channel, ChatKind, ChatRef, Outbound, RateScope, Secret, SendError};
 use bub_webhook::{WebhookChannel, WebhookSettings, verify};
+use parking_lot::Mutex;
 use serde_json::json;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use support::*;
 
@@ -25,7 +32,7 @@ struct Receiver {
 }
 
 async fn receive(State(receiver): State<Arc<Receiver>>, headers: HeaderMap, body: Bytes) -> impl IntoResponse {
-    receiver.received.lock().unwrap().push((headers, body));
+    receiver.received.lock().push((headers, body));
     let mut response = (receiver.status, receiver.body.clone()).into_response();
     for (name, value) in &receiver.headers {
         response.headers_mut().insert(*name, value.parse().unwrap());
@@ -73,7 +80,7 @@ async fn send_posts_a_signed_reply_and_returns_the_receivers_message_id() {
     let delivered = channel.send(&outbound()).await.unwrap();
 
     assert_eq!(delivered.message_id, "r-9");
-    let received = receiver.received.lock().unwrap().clone();
+    let received = receiver.received.lock().clone();
     assert_eq!(received.len(), 1, "exactly one POST, no retries");
     let (headers, body) = &received[0];
     let body_json: serde_json::Value = serde_json::from_slice(body).unwrap();
@@ -102,7 +109,7 @@ async fn callbacks_are_signed_with_the_first_secret_by_default() {
     let delivered = channel.send(&outbound()).await.unwrap();
 
     assert_eq!(delivered.message_id, "idem-1", "without a message_id the idempotency key names the delivery");
-    let (headers, body) = receiver.received.lock().unwrap()[0].clone();
+    let (headers, body) = receiver.received.lock()[0].clone();
     let timestamp = headers["x-bub-timestamp"].to_str().unwrap();
     let signature = headers["x-bub-signature"].to_str().unwrap();
     let now = chrono::Utc::now().timestamp();
@@ -134,7 +141,7 @@ async fn a_500_is_transient() {
     let (receiver, addr) = receiver(500, vec![], "boom").await;
     let error = channel_for(addr, None).send(&outbound()).await.unwrap_err();
     assert!(matches!(error, SendError::Transient(_)), "{error:?}");
-    assert_eq!(receiver.received.lock().unwrap().len(), 1, "the scheduler retries, not send");
+    assert_eq!(receiver.received.lock().len(), 1, "the scheduler retries, not send");
 }
 
 #[tokio::test]

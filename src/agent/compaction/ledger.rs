@@ -8,8 +8,9 @@ use crate::agent::runtime::Agent;
 use crate::message::tokens::{MESSAGE_OVERHEAD, TokenCounter};
 use crate::model::Usage;
 use crate::tape::{Entry, EntryKind, Tape, TapeResult, entry_tokens};
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;
 use tokio_util::task::TaskTracker;
@@ -79,7 +80,7 @@ impl Compactions {
     /// counted; otherwise (a restart, an anchor, another writer) forgets it,
     /// so the next check counts afresh.
     fn extend(&self, session: &str, counter: &TokenCounter, appended: &[Entry], reset: bool) -> Option<Counted> {
-        let mut tallies = self.tallies.lock().unwrap_or_else(|p| p.into_inner());
+        let mut tallies = self.tallies.lock();
         let (Some(first), Some(last)) = (appended.first(), appended.last()) else {
             return tallies.get(session).map(|t| t.counted);
         };
@@ -100,16 +101,16 @@ impl Compactions {
     fn remember(&self, session: &str, entries: &[Entry], last_id: Option<u64>, counted: Counted) {
         let Some(last) = entries.iter().map(|e| e.id).chain(last_id).max() else { return };
         let tally = Tally { last_id: last, counted };
-        self.tallies.lock().unwrap_or_else(|p| p.into_inner()).insert(session.to_string(), tally);
+        self.tallies.lock().insert(session.to_string(), tally);
     }
 
     fn forget(&self, session: &str) {
-        self.tallies.lock().unwrap_or_else(|p| p.into_inner()).remove(session);
+        self.tallies.lock().remove(session);
     }
 
     /// Marks `session` as being compacted; `None` when it already is.
     fn start(&self, session: &str) -> Option<Running<'_>> {
-        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        let mut running = self.running.lock();
         if running.contains_key(session) {
             return None;
         }
@@ -118,12 +119,12 @@ impl Compactions {
     }
 
     fn is_running(&self, session: &str) -> bool {
-        self.running.lock().unwrap_or_else(|p| p.into_inner()).contains_key(session)
+        self.running.lock().contains_key(session)
     }
 
     /// The tally's last count for `session`, when it has one.
     fn last_count(&self, session: &str) -> Option<u64> {
-        self.tallies.lock().unwrap_or_else(|p| p.into_inner()).get(session).map(|t| t.counted.total())
+        self.tallies.lock().get(session).map(|t| t.counted.total())
     }
 }
 
@@ -135,7 +136,7 @@ pub(crate) struct Running<'a> {
 
 impl Drop for Running<'_> {
     fn drop(&mut self) {
-        let notify = self.compactions.running.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.session);
+        let notify = self.compactions.running.lock().remove(&self.session);
         if let Some(notify) = notify {
             notify.notify_waiters();
         }
@@ -257,7 +258,7 @@ impl Agent {
     }
 
     async fn wait_for_compaction(&self, session: &str) {
-        let notify = self.inner.compactions.running.lock().unwrap_or_else(|p| p.into_inner()).get(session).cloned();
+        let notify = self.inner.compactions.running.lock().get(session).cloned();
         let Some(notify) = notify else { return };
         let notified = notify.notified();
         tokio::pin!(notified);

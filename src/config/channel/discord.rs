@@ -27,7 +27,7 @@ pub struct DiscordConfig {
 }
 
 impl DiscordConfig {
-    pub(super) fn from_keys(keys: RawChannel, checking: &Checking) -> Result<DiscordConfig, ConfigError> {
+    pub(super) fn from_keys(keys: RawChannel, checking: &Checking<'_>) -> Result<DiscordConfig, ConfigError> {
         let token = checking.required("token", keys.token)?;
         if token.get_ref().is_blank() {
             return Err(checking.error(token.span(), "`token` is empty"));
@@ -52,7 +52,8 @@ impl DiscordConfig {
     }
 }
 
-#[cfg(all(test, feature = "telegram", feature = "discord"))]
+#[cfg(test)]
+#[cfg(all(feature = "telegram", feature = "discord"))]
 mod tests {
     use crate::config::channel::ChannelKind;
     use crate::config::file::tests::{error, parse};

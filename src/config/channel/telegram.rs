@@ -25,7 +25,7 @@ pub struct TelegramConfig {
 }
 
 impl TelegramConfig {
-    pub(super) fn from_keys(keys: RawChannel, checking: &Checking) -> Result<TelegramConfig, ConfigError> {
+    pub(super) fn from_keys(keys: RawChannel, checking: &Checking<'_>) -> Result<TelegramConfig, ConfigError> {
         let token = checking.required("token", keys.token)?;
         if token.get_ref().is_blank() {
             return Err(checking.error(token.span(), "`token` is empty"));
@@ -49,7 +49,7 @@ impl TelegramConfig {
 }
 
 /// Telegram's rule for a webhook's secret token: 1–256 of `A-Z a-z 0-9 _ -`.
-fn check_webhook_secret(checking: &Checking, secret: &Spanned<Secret>) -> Result<(), ConfigError> {
+fn check_webhook_secret(checking: &Checking<'_>, secret: &Spanned<Secret>) -> Result<(), ConfigError> {
     let value = secret.get_ref().expose();
     let allowed = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
     if value.is_empty() || value.len() > 256 || !value.chars().all(allowed) {

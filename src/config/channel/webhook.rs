@@ -37,7 +37,7 @@ impl WebhookConfig {
         self.callback_secret.as_ref().or(self.secrets.first())
     }
 
-    pub(super) fn from_keys(keys: RawChannel, checking: &Checking) -> Result<WebhookConfig, ConfigError> {
+    pub(super) fn from_keys(keys: RawChannel, checking: &Checking<'_>) -> Result<WebhookConfig, ConfigError> {
         let secrets = checking.required("secrets", keys.secrets)?;
         if !bub_webhook::keys::secrets_are_usable(secrets.get_ref()) {
             return Err(checking.error(secrets.span(), "`secrets` needs at least one non-empty secret"));

@@ -22,12 +22,13 @@ use crate::tape::store::{TapeStats, TapeStore, TapeSummary, check_batch, latest_
 use async_trait::async_trait;
 use chrono::Utc;
 use futures::TryStreamExt;
+use parking_lot::Mutex;
 use sqlx_core::executor::Executor;
 use sqlx_core::query::{Query, query};
 use sqlx_core::row::Row;
 use sqlx_postgres::{PgArguments, PgRow, Postgres};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// The tapes of a PostgreSQL database.
 #[derive(Clone)]
@@ -102,7 +103,7 @@ impl PgTapeStore {
     }
 
     fn known_id(&self, tape: &TapeName) -> Option<i64> {
-        self.known_tapes.lock().unwrap_or_else(|p| p.into_inner()).get(tape).copied()
+        self.known_tapes.lock().get(tape).copied()
     }
 
     /// The tape's row id (cached once seen); `None` while it has no row.
@@ -119,7 +120,7 @@ impl PgTapeStore {
             .transpose()
             .map_err(self.failed(tape, "read"))?;
         if let Some(id) = id {
-            self.known_tapes.lock().unwrap_or_else(|p| p.into_inner()).insert(tape.clone(), id);
+            self.known_tapes.lock().insert(tape.clone(), id);
         }
         Ok(id)
     }
@@ -266,7 +267,7 @@ impl TapeStore for PgTapeStore {
             let message = format!("an append of {} entries inserted {inserted}", entries.len());
             return Err(TapeError::StoreContract { tape: tape.clone(), message });
         }
-        self.known_tapes.lock().unwrap_or_else(|p| p.into_inner()).insert(tape.clone(), tape_id);
+        self.known_tapes.lock().insert(tape.clone(), tape_id);
         Ok(entries.into_iter().enumerate().map(|(i, e)| e.into_entry(first as u64 + i as u64)).collect())
     }
 

@@ -23,10 +23,11 @@ use crate::tape::query::{Scope, TapeQuery, TextMatcher};
 use crate::tape::store::{TapeStats, TapeStore, TapeSummary, check_batch, latest_one_by_one};
 use async_trait::async_trait;
 use chrono::Utc;
+use parking_lot::Mutex;
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// A tape store in one SQLite file.
 #[derive(Clone)]
@@ -93,11 +94,11 @@ impl SqliteTapeStore {
     }
 
     fn known_id(&self, tape: &TapeName) -> Option<i64> {
-        self.known_tapes.lock().unwrap_or_else(|p| p.into_inner()).get(tape).copied()
+        self.known_tapes.lock().get(tape).copied()
     }
 
     fn remember_id(&self, tape: &TapeName, id: i64) {
-        self.known_tapes.lock().unwrap_or_else(|p| p.into_inner()).insert(tape.clone(), id);
+        self.known_tapes.lock().insert(tape.clone(), id);
     }
 
     /// Runs `work` on a reader with the tape's row id (cached, or looked up

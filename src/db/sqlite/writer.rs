@@ -242,8 +242,9 @@ fn refuse_group(group: Vec<Box<dyn Job>>, error: rusqlite::Error) {
 
 /// Commits `group` as one transaction, or each write alone when that fails.
 fn commit_group(conn: &Connection, mut group: Vec<Box<dyn Job>>) {
-    if group.len() == 1 {
-        let mut job = group.pop().expect("one job");
+    if group.len() == 1
+        && let Some(mut job) = group.pop()
+    {
         let outcome = in_transaction(conn, |conn| job.run(conn));
         job.finish(outcome);
         return;
@@ -305,9 +306,9 @@ mod tests {
         writer.write(insert(7)).await.unwrap();
         // A write that blocks the thread until all 50 are queued: one group.
         let (release, gate) = std::sync::mpsc::channel::<()>();
-        let gate = std::sync::Mutex::new(gate);
+        let gate = parking_lot::Mutex::new(gate);
         let blocker = writer.write(Box::new(move |_| {
-            let _ = gate.lock().unwrap().recv_timeout(std::time::Duration::from_secs(5));
+            let _ = gate.lock().recv_timeout(std::time::Duration::from_secs(5));
             Ok(())
         }));
         // Write 25 repeats the existing key 7.
@@ -428,10 +429,10 @@ mod tests {
         // two are queued behind it: they are then one group.
         let (started_tx, started) = std::sync::mpsc::channel::<()>();
         let (release, gate) = std::sync::mpsc::channel::<()>();
-        let gate = std::sync::Mutex::new(gate);
+        let gate = parking_lot::Mutex::new(gate);
         let hold: Work<()> = Box::new(move |_| {
             let _ = started_tx.send(());
-            let _ = gate.lock().unwrap().recv_timeout(std::time::Duration::from_secs(5));
+            let _ = gate.lock().recv_timeout(std::time::Duration::from_secs(5));
             Ok(())
         });
         let blocker = tokio::spawn({

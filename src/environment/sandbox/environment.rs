@@ -13,13 +13,14 @@ use crate::environment::process_group::{group_is_alive, signal_group};
 use crate::environment::workspace_file::{WorkspaceDir, chown_tree, off_runtime};
 use crate::environment::{Environment, EnvironmentError, MAX_READ_BYTES, Process, ProcessIo, Program, SpawnOptions};
 use async_trait::async_trait;
+use parking_lot::Mutex;
 use rustix::process::{Pid, Signal};
 use std::ffi::OsString;
 use std::io::Read;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// The `PATH` inside, after the interpreter's own directory.
 const SYSTEM_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -208,7 +209,7 @@ impl SandboxEnvironment {
             .id()
             .and_then(|id| Pid::from_raw(i32::try_from(id).ok()?))
             .ok_or_else(|| fail(SpawnFailure::Io(std::io::Error::other("exited at once"))))?;
-        self.groups.lock().unwrap_or_else(|p| p.into_inner()).push(pgid);
+        self.groups.lock().push(pgid);
         let note = Arc::new(Mutex::new(None));
         let before = room.full.as_ref().map(|why| format!("bub: {why}\n"));
         tokio::spawn(quota::watch(self.workspace.clone(), limits, pgid, room, note.clone()));
@@ -287,7 +288,7 @@ impl Environment for SandboxEnvironment {
     }
 
     async fn close(&self) {
-        let groups = std::mem::take(&mut *self.groups.lock().unwrap_or_else(|p| p.into_inner()));
+        let groups = std::mem::take(&mut *self.groups.lock());
         for pgid in groups.into_iter().filter(|pgid| group_is_alive(*pgid)) {
             signal_group(pgid, Signal::KILL);
         }

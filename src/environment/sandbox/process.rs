@@ -9,8 +9,9 @@
 //! moved, everything below. A signal to the group reaches them all; if any
 //! escaped the group, they still die with PID 1, which dies with A.
 
+use parking_lot::Mutex;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 use tokio::io::{AsyncRead, ReadBuf};
 
@@ -84,7 +85,7 @@ impl<R: AsyncRead + Unpin> AsyncRead for Noted<R> {
             if buf.filled().len() > before || buf.remaining() == 0 {
                 return Poll::Ready(Ok(()));
             }
-            let note = this.note.lock().unwrap_or_else(|p| p.into_inner()).take();
+            let note = this.note.lock().take();
             this.after = Some(note.map(String::into_bytes).unwrap_or_default());
         }
         let after = this.after.get_or_insert_with(Vec::new);

@@ -26,11 +26,12 @@
 
 use super::settings::SandboxLimits;
 use crate::environment::process_group::signal_group;
+use parking_lot::Mutex;
 use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags};
 use rustix::process::{Pid, Signal};
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How often a running command's disk use is looked at.
@@ -164,7 +165,7 @@ pub async fn watch(
         };
         if let Some(why) = why {
             tracing::warn!(workspace = %workspace.display(), reason = %why, "a sandboxed command was stopped");
-            *note.lock().unwrap_or_else(|p| p.into_inner()) = Some(format!("\nbub: stopped: {why}\n"));
+            *note.lock() = Some(format!("\nbub: stopped: {why}\n"));
             signal_group(pgid, Signal::KILL);
             return;
         }

@@ -13,7 +13,7 @@
 //! every other session's commands.
 
 use super::error::SandboxError;
-use std::sync::Mutex;
+use parking_lot::Mutex;
 
 /// How many spawner threads there are.
 const THREADS: usize = 4;
@@ -39,7 +39,7 @@ pub async fn run<T: Send + 'static>(job: impl FnOnce() -> T + Send + 'static) ->
 
 /// The queue, with its threads started on first use.
 fn jobs() -> Result<flume::Sender<Job>, SandboxError> {
-    let mut jobs = JOBS.lock().unwrap_or_else(|p| p.into_inner());
+    let mut jobs = JOBS.lock();
     if let Some(sender) = jobs.as_ref() {
         return Ok(sender.clone());
     }

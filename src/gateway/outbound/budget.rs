@@ -7,10 +7,11 @@ use governor::middleware::NoOpMiddleware;
 use governor::state::keyed::DefaultKeyedStateStore;
 use governor::state::{InMemoryState, NotKeyed};
 use governor::{NotUntil, Quota, RateLimiter};
+use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
 use std::num::NonZeroU32;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -122,7 +123,7 @@ impl Window {
 
     fn take(&self) -> Result<(), Duration> {
         let now = Instant::now();
-        let mut sent = self.sent.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut sent = self.sent.lock();
         while sent.front().is_some_and(|at| now.duration_since(*at) >= self.period) {
             sent.pop_front();
         }
@@ -169,14 +170,14 @@ impl Gate {
     /// Puts `budget`, and the chats' own rates, in force. Unchanged budgets
     /// keep counting; changed ones start afresh under the new rates.
     pub(super) fn set(&self, budget: Budget, own_rates: HashMap<String, Option<Quota>>) {
-        let mut limits = self.limits.write().unwrap_or_else(PoisonError::into_inner);
+        let mut limits = self.limits.write();
         if limits.budget != budget || limits.own_rates != own_rates {
             *limits = Arc::new(Limits::new(budget, own_rates));
         }
     }
 
     fn limits(&self) -> Arc<Limits> {
-        self.limits.read().unwrap_or_else(PoisonError::into_inner).clone()
+        self.limits.read().clone()
     }
 
     /// Waits until no pause holds for `chat` and both budgets have room, and
@@ -227,7 +228,7 @@ impl Gate {
     pub(super) fn pause(&self, chat: &str, scope: RateScope, duration: Duration) {
         let now = Instant::now();
         let until = now + duration;
-        let mut pauses = self.pauses.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut pauses = self.pauses.lock();
         let slot = match scope {
             RateScope::Channel => pauses.channel.get_or_insert(until),
             RateScope::Chat => {
@@ -240,7 +241,7 @@ impl Gate {
 
     /// The end of the pause holding `chat` now, if one does.
     fn paused_until(&self, chat: &str) -> Option<Instant> {
-        let pauses = self.pauses.lock().unwrap_or_else(PoisonError::into_inner);
+        let pauses = self.pauses.lock();
         let until = pauses.channel.into_iter().chain(pauses.chats.get(chat).copied()).max()?;
         (until > Instant::now()).then_some(until)
     }

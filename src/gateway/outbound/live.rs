@@ -48,7 +48,8 @@
 
 use super::{Op, OutboundError, Route};
 use bub_channel::{ChatRef, Delivered, Outbound, SendError};
-use std::sync::{Arc, Mutex, PoisonError};
+use parking_lot::Mutex;
+use std::sync::Arc;
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -220,7 +221,7 @@ impl LiveReply {
     pub async fn finish(self, final_text: impl Into<String>) -> Result<Vec<Delivered>, OutboundError> {
         let final_text = final_text.into();
         self.stop.notify_one();
-        let task = self.task.lock().unwrap_or_else(PoisonError::into_inner).take();
+        let task = self.task.lock().take();
         let shown = match task {
             Some(task) => task.await.unwrap_or_else(|error| {
                 warn!(channel = %self.channel, %error, "live reply task failed; finishing from what was known before it");
@@ -297,7 +298,7 @@ impl LiveReply {
     /// Starts the background task on the first update, when the channel can edit.
     fn start_editing(&self) {
         let Some(route) = &self.route else { return };
-        let mut task = self.task.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut task = self.task.lock();
         if task.is_some() || !route.channel.limits().edits {
             return;
         }

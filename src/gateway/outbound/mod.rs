@@ -44,8 +44,9 @@ use crate::gateway::split::split_message_counting;
 use bub_channel::{Channel, ChatRef, Delivered, MenuCommand, MenuScope, Outbound, OutboundFile, SendError, SenderRef};
 use budget::Gate;
 use governor::Quota;
+use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -183,7 +184,7 @@ impl OutboundScheduler {
             chat_turns: Mutex::default(),
             stopping: self.stopping.subscribe(),
         });
-        let replaced = self.routes.write().unwrap_or_else(PoisonError::into_inner).insert(name.clone(), route);
+        let replaced = self.routes.write().insert(name.clone(), route);
         debug!(channel = %name, replaced = replaced.is_some(), "outbound channel registered");
     }
 
@@ -272,7 +273,7 @@ impl OutboundScheduler {
     }
 
     fn route(&self, channel: &str) -> Result<Arc<Route>, OutboundError> {
-        let routes = self.routes.read().unwrap_or_else(PoisonError::into_inner);
+        let routes = self.routes.read();
         routes.get(channel).cloned().ok_or_else(|| OutboundError::UnknownChannel(channel.to_owned()))
     }
 }
@@ -406,7 +407,7 @@ impl Route {
     /// guard keeps the next reply out until this one's parts are all sent.
     async fn chat_turn(&self, chat: &str) -> tokio::sync::OwnedMutexGuard<()> {
         let turn = {
-            let mut turns = self.chat_turns.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut turns = self.chat_turns.lock();
             // Forget chats nobody is sending to.
             turns.retain(|_, turn| Arc::strong_count(turn) > 1);
             turns.entry(chat.to_owned()).or_default().clone()

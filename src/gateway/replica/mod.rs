@@ -61,9 +61,10 @@ mod waiters;
 use super::store::Unfinished;
 use super::{Inner, Message, recovery, session};
 use crate::db::replicas::{Lease, ReplicaTables};
+use parking_lot::Mutex;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Session locks: a stripe per hash, so a replica never claims one
@@ -158,7 +159,7 @@ impl Replica {
         let (seq, key) = (message.seq, (message.inbound.channel.clone(), message.inbound.message_id.clone()));
         match self.lease(inner, &session, Some(&message)).await {
             Ok(true) => {
-                self.arrived.lock().unwrap_or_else(|p| p.into_inner()).insert(seq, message);
+                self.arrived.lock().insert(seq, message);
                 self.claim_and_dispatch(inner, &session).await;
             }
             Ok(false) => {
@@ -179,7 +180,7 @@ impl Replica {
         }
         // Not claimed by this call (another sweep holds it, say): its caller
         // hears from the outcome.
-        if let Some(message) = self.arrived.lock().unwrap_or_else(|p| p.into_inner()).remove(&seq)
+        if let Some(message) = self.arrived.lock().remove(&seq)
             && let Some(sink) = message.sink
         {
             self.waiters.wait((message.inbound.channel, message.inbound.message_id), sink);
@@ -190,13 +191,13 @@ impl Replica {
     /// A session taken from a replica on another volume is told that its
     /// workspace starts fresh here (`message`: where to say it).
     async fn lease(&self, inner: &Arc<Inner>, session: &str, message: Option<&Message>) -> Result<bool, String> {
-        if self.held.lock().unwrap_or_else(|p| p.into_inner()).contains(session) {
+        if self.held.lock().contains(session) {
             return Ok(true);
         }
         let name = format!("session:{session}");
         match self.tables.lease(&name, &self.id, &self.volume).await.map_err(|e| e.to_string())? {
             Lease::Held { moved_from } => {
-                self.held.lock().unwrap_or_else(|p| p.into_inner()).insert(session.to_string());
+                self.held.lock().insert(session.to_string());
                 if let Some(volume) = moved_from {
                     tracing::warn!(session, from_volume = %volume, "took over a session whose workspace was on another volume");
                     if let Some(message) = message {
@@ -217,7 +218,7 @@ impl Replica {
     /// before an earlier one): the rows are let go for the next sweep.
     /// Called with the session's lock held.
     async fn claim_and_dispatch(&self, inner: &Arc<Inner>, session: &str) {
-        let in_hand: Vec<i64> = self.in_hand.lock().unwrap_or_else(|p| p.into_inner()).iter().copied().collect();
+        let in_hand: Vec<i64> = self.in_hand.lock().iter().copied().collect();
         let claimed = match self.tables.claim_session(session, &self.id, &in_hand).await {
             Ok(claimed) => claimed,
             Err(error) => {
@@ -229,11 +230,11 @@ impl Replica {
             return;
         }
         let seqs: Vec<i64> = claimed.iter().map(|c| c.row.seq).collect();
-        self.in_hand.lock().unwrap_or_else(|p| p.into_inner()).extend(seqs.iter().copied());
+        self.in_hand.lock().extend(seqs.iter().copied());
         let mut orphaned = Vec::new();
         let mut fresh = Vec::new();
         for claimed in claimed {
-            let local = self.arrived.lock().unwrap_or_else(|p| p.into_inner()).remove(&claimed.row.seq);
+            let local = self.arrived.lock().remove(&claimed.row.seq);
             match (local, claimed.orphaned) {
                 (Some(message), false) => fresh.push(message),
                 (local, orphaned_row) => {
@@ -293,7 +294,7 @@ impl Replica {
     /// `seqs` have their outcome (or could not be given one: the sweep
     /// takes them up again).
     pub(crate) fn finished(&self, seqs: &[i64]) {
-        let mut in_hand = self.in_hand.lock().unwrap_or_else(|p| p.into_inner());
+        let mut in_hand = self.in_hand.lock();
         for seq in seqs {
             in_hand.remove(seq);
         }
@@ -307,32 +308,32 @@ impl Replica {
         inbox: Arc<dyn bub_channel::InboundSink>,
     ) {
         let task = tokio::spawn(receivers::share(self.clone(), channel, inbox));
-        self.claiming.lock().unwrap_or_else(|p| p.into_inner()).push(task);
+        self.claiming.lock().push(task);
     }
 
     /// Starts the heartbeat and the sweep.
     pub(crate) fn start(self: &Arc<Self>, inner: &Arc<Inner>) {
         let (heartbeat, claiming) = upkeep::start(inner, self);
-        *self.heartbeat.lock().unwrap_or_else(|p| p.into_inner()) = Some(heartbeat);
-        self.claiming.lock().unwrap_or_else(|p| p.into_inner()).extend(claiming);
+        *self.heartbeat.lock() = Some(heartbeat);
+        self.claiming.lock().extend(claiming);
     }
 
     /// The start of a stop: nothing more is claimed or taken up.
     pub(crate) fn stop_claiming(&self) {
-        for task in std::mem::take(&mut *self.claiming.lock().unwrap_or_else(|p| p.into_inner())) {
+        for task in std::mem::take(&mut *self.claiming.lock()) {
             task.abort();
         }
     }
 
     /// A heartbeat sent at `sent` got through: alive until `sent` plus the lease time.
     fn alive_at(&self, sent: tokio::time::Instant) {
-        let mut until = self.alive_until.lock().unwrap_or_else(|p| p.into_inner());
+        let mut until = self.alive_until.lock();
         *until = (*until).max(sent + self.ttl);
     }
 
     /// See [`Replica::alive_until`](Replica#structfield.alive_until).
     fn alive_until(&self) -> tokio::time::Instant {
-        *self.alive_until.lock().unwrap_or_else(|p| p.into_inner())
+        *self.alive_until.lock()
     }
 
     /// Once the channels stopped (nothing here receives any more): the
@@ -345,7 +346,7 @@ impl Replica {
     /// The end of a stop: dead now, leases free for the others at once.
     pub(crate) async fn retire(&self) -> Result<(), crate::db::DbError> {
         self.stop_claiming();
-        if let Some(heartbeat) = self.heartbeat.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        if let Some(heartbeat) = self.heartbeat.lock().take() {
             heartbeat.abort();
         }
         self.tables.retire(&self.id).await

@@ -138,7 +138,7 @@ async fn round(replica: &Replica, channel: &dyn Channel, inbox: &Arc<dyn Inbound
 /// Gives back the leases of every part running here: called once the
 /// channels stopped, so nothing here receives any more.
 pub(super) async fn release_all(replica: &Replica) {
-    let leases = std::mem::take(&mut *replica.receiving.lock().unwrap_or_else(|p| p.into_inner()));
+    let leases = std::mem::take(&mut *replica.receiving.lock());
     for lease in leases {
         if let Err(error) = replica.tables.release(&lease, &replica.id).await {
             tracing::warn!(%error, lease, "cannot give a receiving part back; it moves once its lease expires");
@@ -149,7 +149,7 @@ pub(super) async fn release_all(replica: &Replica) {
 impl Replica {
     /// Records that the part under `lease` runs here (or no longer does).
     fn note_receiving(&self, lease: &str, running: bool) {
-        let mut receiving = self.receiving.lock().unwrap_or_else(|p| p.into_inner());
+        let mut receiving = self.receiving.lock();
         if running {
             receiving.insert(lease.to_string());
         } else {
@@ -170,8 +170,8 @@ mod tests {
     use crate::db::replicas::{ClaimedRow, ReplicaTables};
     use bub_channel::{ChannelError, Delivered, Inbound, LengthUnit, Limits, Outbound, ReplySink, SendError};
     use bub_channel::{SubmitError, Submitted};
+    use parking_lot::Mutex;
     use std::collections::HashMap;
-    use std::sync::Mutex;
 
     /// Leases in memory among `alive` replicas, all of them alive.
     #[derive(Default)]
@@ -192,7 +192,7 @@ mod tests {
             Ok(())
         }
         async fn lease(&self, name: &str, holder: &str, _: &str) -> Result<Lease, DbError> {
-            let mut held = self.held.lock().unwrap();
+            let mut held = self.held.lock();
             match held.get(name) {
                 Some(other) if other != holder => Ok(Lease::Elsewhere),
                 _ => {
@@ -202,17 +202,17 @@ mod tests {
             }
         }
         async fn alive(&self) -> Result<i64, DbError> {
-            Ok(*self.alive.lock().unwrap())
+            Ok(*self.alive.lock())
         }
         async fn release(&self, name: &str, holder: &str) -> Result<(), DbError> {
-            let mut held = self.held.lock().unwrap();
+            let mut held = self.held.lock();
             if held.get(name).is_some_and(|h| h == holder) {
                 held.remove(name);
             }
             Ok(())
         }
         async fn holds(&self, name: &str, holder: &str) -> Result<bool, DbError> {
-            Ok(self.held.lock().unwrap().get(name).is_some_and(|h| h == holder))
+            Ok(self.held.lock().get(name).is_some_and(|h| h == holder))
         }
         async fn claim_session(&self, _: &str, _: &str, _: &[i64]) -> Result<Vec<ClaimedRow>, DbError> {
             Ok(Vec::new())
@@ -245,7 +245,7 @@ mod tests {
             Arc::new(Parts { parts, running: Mutex::default() })
         }
         fn running(&self) -> Vec<u32> {
-            self.running.lock().unwrap().iter().copied().collect()
+            self.running.lock().iter().copied().collect()
         }
     }
 
@@ -273,11 +273,11 @@ mod tests {
             self.parts
         }
         async fn start_part(&self, part: u32, _: Arc<dyn InboundSink>) -> Result<(), ChannelError> {
-            assert!(self.running.lock().unwrap().insert(part), "part {part} started twice");
+            assert!(self.running.lock().insert(part), "part {part} started twice");
             Ok(())
         }
         async fn stop_part(&self, part: u32) {
-            self.running.lock().unwrap().remove(&part);
+            self.running.lock().remove(&part);
         }
     }
 
@@ -319,13 +319,13 @@ mod tests {
         round(&replica, channel.as_ref(), &inbox, &mut running).await;
         assert_eq!(channel.running(), [0, 1, 2], "alone, it runs every part");
 
-        *leases.alive.lock().unwrap() = 2;
+        *leases.alive.lock() = 2;
         round(&replica, channel.as_ref(), &inbox, &mut running).await;
         assert_eq!(channel.running(), [0, 1], "two replicas: two parts of three (rounded up) each at most");
-        assert_eq!(leases.held.lock().unwrap().get("receiver:tg:2"), None, "the part given back is free");
+        assert_eq!(leases.held.lock().get("receiver:tg:2"), None, "the part given back is free");
 
         release_all(&replica).await;
-        assert!(leases.held.lock().unwrap().is_empty(), "at the stop every part goes back");
+        assert!(leases.held.lock().is_empty(), "at the stop every part goes back");
     }
 
     #[tokio::test(start_paused = true)]

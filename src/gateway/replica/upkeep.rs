@@ -116,7 +116,7 @@ async fn sweep(inner: Arc<Inner>, replica: Arc<Replica>) {
             () = wake.notified() => {}
             () = tokio::time::sleep(SWEEP_EVERY) => {}
         }
-        let in_hand: Vec<i64> = replica.in_hand.lock().unwrap_or_else(|p| p.into_inner()).iter().copied().collect();
+        let in_hand: Vec<i64> = replica.in_hand.lock().iter().copied().collect();
         match replica.tables.unclaimed_sessions(&replica.id, &in_hand, SWEEP_BATCH).await {
             Ok(sessions) => {
                 for session in sessions {

@@ -3,8 +3,8 @@
 
 use crate::db::replicas::ReplicaTables;
 use bub_channel::{Outcome, ReplySink};
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// A caller who is still waiting after this has given up long ago (the
@@ -20,18 +20,18 @@ pub(super) struct Waiters {
 
 impl Waiters {
     pub(super) fn wait(&self, key: Key, sink: ReplySink) {
-        self.waiting.lock().unwrap_or_else(|p| p.into_inner()).entry(key).or_default().push((sink, Instant::now()));
+        self.waiting.lock().entry(key).or_default().push((sink, Instant::now()));
     }
 
     pub(super) fn is_empty(&self) -> bool {
-        self.waiting.lock().unwrap_or_else(|p| p.into_inner()).is_empty()
+        self.waiting.lock().is_empty()
     }
 
     /// One look at the outcomes of every message waited on: those that have
     /// one are told it.
     pub(super) async fn answer(&self, tables: &dyn ReplicaTables) {
         let keys: Vec<Key> = {
-            let mut waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+            let mut waiting = self.waiting.lock();
             waiting.retain(|_, sinks| {
                 sinks.retain(|(sink, since)| !sink.is_closed() && since.elapsed() < GIVE_UP);
                 !sinks.is_empty()
@@ -56,7 +56,7 @@ impl Waiters {
                     continue;
                 }
             };
-            let sinks = self.waiting.lock().unwrap_or_else(|p| p.into_inner()).remove(&key).unwrap_or_default();
+            let sinks = self.waiting.lock().remove(&key).unwrap_or_default();
             for (sink, _) in sinks {
                 // A streaming caller (`sse`) reads the reply from its deltas:
                 // the turn streamed on another replica, so it comes whole.

@@ -6,8 +6,9 @@
 use async_trait::async_trait;
 use bub_channel::{Channel, Inbound, InboundSink, Outcome, OutcomeStatus, ReplySink, SubmitError, Submitted};
 use bub_webhook::{SIGNATURE_HEADER, TIMESTAMP_HEADER, WebhookChannel, WebhookSettings, sign};
+use parking_lot::Mutex;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 pub const SECRET: &str = "first-secret";
@@ -55,7 +56,7 @@ impl FakeInbox {
 
     /// Every submission, with whether it came with a reply sink.
     pub fn submitted(&self) -> Vec<(Inbound, bool)> {
-        self.submitted.lock().unwrap().clone()
+        self.submitted.lock().clone()
     }
 }
 
@@ -66,8 +67,8 @@ pub fn outcome(text: &str) -> Outcome {
 #[async_trait]
 impl InboundSink for FakeInbox {
     async fn submit(&self, inbound: Inbound, replies: Option<ReplySink>) -> Result<Submitted, SubmitError> {
-        self.submitted.lock().unwrap().push((inbound, replies.is_some()));
-        let script = self.script.lock().unwrap().clone();
+        self.submitted.lock().push((inbound, replies.is_some()));
+        let script = self.script.lock().clone();
         match script {
             Script::Reply { deltas, outcome } => {
                 if let Some(sink) = replies {
@@ -87,7 +88,7 @@ impl InboundSink for FakeInbox {
                 Ok(Submitted::Accepted)
             }
             Script::Hold => {
-                self.held.lock().unwrap().extend(replies);
+                self.held.lock().extend(replies);
                 Ok(Submitted::Accepted)
             }
             Script::DeltasThenHold(deltas) => {
@@ -95,7 +96,7 @@ impl InboundSink for FakeInbox {
                     for delta in deltas {
                         sink.delta(delta);
                     }
-                    self.held.lock().unwrap().push(sink);
+                    self.held.lock().push(sink);
                 }
                 Ok(Submitted::Accepted)
             }

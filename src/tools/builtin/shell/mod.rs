@@ -17,6 +17,7 @@ use crate::tape::TapeName;
 use crate::tools::{Capability, Tool, ToolContext, ToolError};
 use indexmap::IndexMap;
 use output::DEFAULT_OUTPUT_CAP;
+use parking_lot::{Mutex, MutexGuard};
 use process::{ShellProcess, ShellStatus};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -24,7 +25,7 @@ use serde_json::json;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The background shells of every session. Share one per runtime (`Arc`);
@@ -92,7 +93,7 @@ impl ShellManager {
 
     fn lock(&self) -> MutexGuard<'_, HashMap<TapeName, IndexMap<String, Arc<ShellProcess>>>> {
         // Every critical section is a single map operation: a poisoned map is whole.
-        self.sessions.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.sessions.lock()
     }
 }
 

@@ -13,7 +13,8 @@
 
 use super::output::OutputBuffer;
 use crate::environment::{Environment, EnvironmentError, Process, ProcessControl, Program, SpawnOptions};
-use std::sync::{Arc, Mutex, MutexGuard};
+use parking_lot::{Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::watch;
@@ -199,5 +200,5 @@ async fn pump(pipe: Option<Box<dyn AsyncRead + Send + Unpin>>, output: &Mutex<Ou
 
 fn lock(output: &Mutex<OutputBuffer>) -> MutexGuard<'_, OutputBuffer> {
     // A panic mid-push leaves at worst a partial character; the text is usable.
-    output.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    output.lock()
 }

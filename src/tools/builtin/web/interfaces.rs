@@ -18,6 +18,10 @@ pub fn is_own(ip: IpAddr, own: &[IpAddr]) -> bool {
 }
 
 /// Every address of every interface of this host, up or down.
+#[expect(
+    unsafe_code,
+    reason = "getifaddrs(3) through libc: rustix has no getifaddrs, and nix's needs a crate not in the lock"
+)]
 pub fn own_addresses() -> io::Result<Vec<IpAddr>> {
     let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
     // SAFETY: on success getifaddrs stores a list that stays ours until freeifaddrs.
@@ -45,6 +49,10 @@ pub fn own_addresses() -> io::Result<Vec<IpAddr>> {
 /// # Safety
 ///
 /// `addr` is null or points to a socket address as large as its family's.
+#[expect(
+    unsafe_code,
+    reason = "getifaddrs(3) through libc: rustix has no getifaddrs, and nix's needs a crate not in the lock"
+)]
 unsafe fn ip_of(addr: *const libc::sockaddr) -> Option<IpAddr> {
     if addr.is_null() {
         return None;
@@ -53,10 +61,12 @@ unsafe fn ip_of(addr: *const libc::sockaddr) -> Option<IpAddr> {
     let family = i32::from(unsafe { std::ptr::read_unaligned(addr) }.sa_family);
     match family {
         libc::AF_INET => {
+            // SAFETY: the caller's promise: an AF_INET address is a whole `sockaddr_in`.
             let v4 = unsafe { std::ptr::read_unaligned(addr.cast::<libc::sockaddr_in>()) };
             Some(IpAddr::V4(Ipv4Addr::from(u32::from_be(v4.sin_addr.s_addr))))
         }
         libc::AF_INET6 => {
+            // SAFETY: the caller's promise: an AF_INET6 address is a whole `sockaddr_in6`.
             let v6 = unsafe { std::ptr::read_unaligned(addr.cast::<libc::sockaddr_in6>()) };
             Some(IpAddr::V6(Ipv6Addr::from(v6.sin6_addr.s6_addr)))
         }

@@ -28,6 +28,7 @@ use crate::policy::EffectivePolicy;
 use bub_channel::{ChatKind, MenuCommand, MenuScope, OutcomeStatus};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
+use tracing::Instrument;
 
 /// Users whose menu was checked are forgotten past this many (they are
 /// checked again when they next write).
@@ -243,7 +244,7 @@ fn send_all(inner: &Arc<Inner>, changes: Vec<MenuChange>) {
 fn send(inner: &Arc<Inner>, channel: &str, scope: MenuScope, menu: Vec<MenuCommand>) {
     let inner = inner.clone();
     let channel = channel.to_string();
-    tokio::spawn(async move {
+    let sending = async move {
         match inner.outbound().set_commands(&channel, &scope, &menu).await {
             Ok(()) => tracing::info!(channel = %channel, ?scope, commands = menu.len(), "command menu set"),
             Err(error) => {
@@ -251,7 +252,8 @@ fn send(inner: &Arc<Inner>, channel: &str, scope: MenuScope, menu: Vec<MenuComma
                 inner.menus.forget(&channel, &scope, &menu);
             }
         }
-    });
+    };
+    tokio::spawn(sending.in_current_span());
 }
 
 /// A warning for every channel whose platform hides the unaddressed group

@@ -6,8 +6,9 @@
 //! This binary installs the process's global tracing subscriber (a
 //! subscriber set for the test's thread alone would not see the runtime's
 //! worker threads). In a binary shared with other tests it must stay the only
-//! test that installs one, and what it asserts would have to be scoped to its
-//! own sessions (it already names them by field).
+//! test that installs one; and as other tests' gateways would log into the
+//! same capture, its one unscoped check (two `turn answered` lines in all)
+//! would have to count only the lines naming its own sessions.
 
 mod support;
 

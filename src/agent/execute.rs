@@ -14,6 +14,7 @@ use serde_json::Value;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
+use tracing::Instrument;
 
 /// Where a call runs. Owned and cheap to clone, so code mode can hand it to
 /// the tasks that serve calls from running code.
@@ -33,6 +34,11 @@ impl CallSite {
     /// (arguments that are not JSON); the events still fire around it.
     /// Only a failing event handler is an `Err`: tool failures are results.
     pub async fn execute(&self, call: ToolCall, preset: Option<ToolError>) -> Result<ToolCallResult, HandlerError> {
+        let span = tracing::info_span!("tool_call", tool = %call.tool, call_id = %call.call_id);
+        self.execute_in_span(call, preset).instrument(span).await
+    }
+
+    async fn execute_in_span(&self, call: ToolCall, preset: Option<ToolError>) -> Result<ToolCallResult, HandlerError> {
         let bus = &self.agent.inner.events;
         let started = Instant::now();
         let capabilities = self.tools.get(&call.tool).map_or(crate::tools::Capabilities::ALL, |t| t.capabilities());

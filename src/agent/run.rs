@@ -33,6 +33,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::mpsc;
+use tracing::Instrument;
 
 /// How many times a step whose answer was cut off mid-stream (a retryable
 /// failure after some of it arrived) is asked again before the run fails.
@@ -187,17 +188,31 @@ impl Agent {
         // line typed ahead) joins this run instead of queueing behind it
         // while later ones join, which would reorder them.
         let active = self.inner.steering.open(&options.tape);
-        let task = tokio::spawn(async move {
-            agent.drive(prompt, options, active, &out).await
-            // `out` drops here, after the merge: the stream ends last.
-        });
+        let run_id = new_run_id();
+        // A child of the caller's span (the gateway's turn): the run's lines,
+        // its model calls' and its tool calls' carry the turn's fields.
+        let span = tracing::info_span!("run", tape = %options.tape, run_id = %run_id);
+        let task = tokio::spawn(
+            async move {
+                agent.drive(prompt, options, run_id, active, &out).await
+                // `out` drops here, after the merge: the stream ends last.
+            }
+            .instrument(span),
+        );
         RunStream { events: rx, interruption, task }
     }
 
     /// Runs to the end and merges the fork. Returns the steered messages a
     /// cancelled run had not read (see [`RunStream::cancel`]); a run that
     /// ends otherwise yields them as [`StreamEvent::Unread`].
-    async fn drive(&self, prompt: String, options: RunOptions, active: ActiveRun, out: &Output) -> Vec<String> {
+    async fn drive(
+        &self,
+        prompt: String,
+        options: RunOptions,
+        run_id: String,
+        active: ActiveRun,
+        out: &Output,
+    ) -> Vec<String> {
         if prompt.trim().is_empty() {
             return refuse(&active, out, FailureKind::InvalidInput, "empty prompt".into()).await;
         }
@@ -216,7 +231,7 @@ impl Agent {
         {
             return refuse(&active, out, FailureKind::Tape, error.to_string()).await;
         }
-        let run = RunContext { run_id: new_run_id(), tape: fork.tape().clone(), state: options.state.clone() };
+        let run = RunContext { run_id, tape: fork.tape().clone(), state: options.state.clone() };
         // Decided first, acted on after: the `select!` drops the run (and
         // with it the running tools) before the interruption is recorded.
         let finished = tokio::select! {

@@ -38,6 +38,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWrite
 use tokio::sync::mpsc;
 use tokio::task::{JoinError, JoinHandle, JoinSet};
 use tokio::time::Instant;
+use tracing::Instrument;
 
 /// The child script, run as `python -u -c CHILD_SOURCE`.
 pub const CHILD_SOURCE: &str = include_str!("child.py");
@@ -128,9 +129,9 @@ pub async fn run_code(
     let ChildIo { stdin, stdout, stderr } = io;
 
     let stderr_tail = Arc::new(Mutex::new(Tail::new(STDERR_CAP)));
-    let mut stderr_task = AbortOnDrop(tokio::spawn(collect_stderr(stderr, stderr_tail.clone())));
+    let mut stderr_task = AbortOnDrop(tokio::spawn(collect_stderr(stderr, stderr_tail.clone()).in_current_span()));
     let (to_child, lines_to_child) = mpsc::unbounded_channel();
-    let _writer = AbortOnDrop(tokio::spawn(write_lines(stdin, lines_to_child)));
+    let _writer = AbortOnDrop(tokio::spawn(write_lines(stdin, lines_to_child).in_current_span()));
 
     let filename = format!("<run_code-{:08x}>", rand::random::<u32>());
     let run_message = json!({"type": "run", "code": code, "filename": filename, "tools": tools});
@@ -248,11 +249,12 @@ impl Run {
             return;
         }
         let call_tool = self.call_tool.clone();
-        self.calls.spawn(async move {
+        let calling = async move {
             let call = AssertUnwindSafe(async { call_tool(name.clone(), arguments).await });
             let outcome = call.catch_unwind().await.unwrap_or_else(|_| Err(format!("tool {name} panicked")));
             (id, outcome)
-        });
+        };
+        self.calls.spawn(calling.in_current_span());
     }
 
     fn finish_call(&mut self, joined: Result<(Value, Result<Value, String>), JoinError>) {

@@ -39,6 +39,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 use tokio::sync::mpsc;
+use tracing::Instrument;
 
 /// How long a burst of file events is gathered before one reload.
 const COALESCE: Duration = Duration::from_millis(200);
@@ -146,7 +147,8 @@ impl LiveConfig {
             }
         };
         let (outcomes_tx, outcomes_rx) = mpsc::channel(16);
-        tokio::spawn(reload_loop(Arc::downgrade(&live), watcher, hangup, events_rx, outcomes_tx));
+        let reloading = reload_loop(Arc::downgrade(&live), watcher, hangup, events_rx, outcomes_tx);
+        tokio::spawn(reloading.instrument(tracing::info_span!("config.watch")));
         Ok((live, outcomes_rx))
     }
 
@@ -319,7 +321,9 @@ async fn reload_loop(
             while let Ok(Some(())) = tokio::time::timeout(COALESCE, events.recv()).await {}
         }
         let Some(config) = live.upgrade() else { return };
-        let outcome = tokio::task::spawn_blocking(move || config.reload_if_changed(forced)).await;
+        // What the reload logs ("config reloaded", a rejection) stays in this task's span.
+        let span = tracing::Span::current();
+        let outcome = tokio::task::spawn_blocking(move || span.in_scope(|| config.reload_if_changed(forced))).await;
         if let Ok(Some(outcome)) = outcome
             && outcomes.try_send(outcome).is_err()
         {

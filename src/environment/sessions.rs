@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::Mutex;
+use tracing::Instrument;
 
 /// Default idle time after which a session's environment is closed.
 pub const DEFAULT_IDLE: Duration = Duration::from_secs(30 * 60);
@@ -83,7 +84,7 @@ impl Environments {
     /// aborted (or the registry is dropped).
     pub fn sweep_idle(self: &Arc<Self>, every: Duration) -> tokio::task::JoinHandle<()> {
         let registry = Arc::downgrade(self);
-        tokio::spawn(async move {
+        let sweeping = async move {
             let mut ticks = tokio::time::interval(every);
             ticks.tick().await;
             loop {
@@ -91,7 +92,8 @@ impl Environments {
                 let Some(registry) = registry.upgrade() else { return };
                 registry.close_idle().await;
             }
-        })
+        };
+        tokio::spawn(sweeping.instrument(tracing::info_span!("environments.sweep")))
     }
 
     /// Closes `session`'s environment, if open (everything it started is

@@ -43,6 +43,7 @@ use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
+use tracing::Instrument;
 
 /// How long HTTP connections may stay open after the gateway stopped
 /// (answers already decided are still being written); then they are cut.
@@ -395,9 +396,10 @@ async fn start(
     // The server stops accepting when a stop begins; the gateway's stop then answers whoever still waits.
     let (stop_accepting, mut stopping) = tokio::sync::watch::channel(false);
     let app = router(state.clone(), [gateway.routes()]);
-    let server = tokio::spawn(crate::http::serve(listener, app, config.http.limits(), async move {
+    let serving = crate::http::serve(listener, app, config.http.limits(), async move {
         let _ = stopping.wait_for(|stopping| *stopping).await;
-    }));
+    });
+    let server = tokio::spawn(serving.instrument(tracing::info_span!("http.serve", addr = %local_addr)));
     // The shutdown is heard from here on: one while the start resumes the
     // last run's work (POSTing its replies) is a graceful stop too, not a
     // kill that cuts a POST whose reply the next start would then send again.
@@ -421,7 +423,8 @@ async fn start(
             }
             state.set_started();
             if let Some(reloads) = reloads {
-                tokio::spawn(report_reloads(gateway.clone(), reloads, settings.notices.clone()));
+                let reporting = report_reloads(gateway.clone(), reloads, settings.notices.clone());
+                tokio::spawn(reporting.instrument(tracing::info_span!("config.reloads")));
             }
             true
         }

@@ -29,6 +29,7 @@ use bub_channel::{ChatKind, MenuCommand, MenuScope, OutcomeStatus};
 use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use tracing::Instrument;
 
 /// Users whose menu was checked are forgotten past this many (they are
 /// checked again when they next write).
@@ -244,7 +245,7 @@ fn send_all(inner: &Arc<Inner>, changes: Vec<MenuChange>) {
 fn send(inner: &Arc<Inner>, channel: &str, scope: MenuScope, menu: Vec<MenuCommand>) {
     let inner = inner.clone();
     let channel = channel.to_string();
-    tokio::spawn(async move {
+    let sending = async move {
         match inner.outbound().set_commands(&channel, &scope, &menu).await {
             Ok(()) => tracing::info!(channel = %channel, ?scope, commands = menu.len(), "command menu set"),
             Err(error) => {
@@ -252,7 +253,8 @@ fn send(inner: &Arc<Inner>, channel: &str, scope: MenuScope, menu: Vec<MenuComma
                 inner.menus.forget(&channel, &scope, &menu);
             }
         }
-    });
+    };
+    tokio::spawn(sending.in_current_span());
 }
 
 /// A warning for every channel whose platform hides the unaddressed group

@@ -22,6 +22,7 @@ use bub_channel::OutcomeStatus;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use tracing::Instrument;
 
 /// How far back a restart looks for a turn's marker.
 const MARKER_SEARCH: usize = 64;
@@ -46,7 +47,7 @@ pub(crate) async fn resume(inner: &Arc<Inner>) -> Result<(), StoreError> {
     }
     for reply in undelivered {
         let inner = inner.clone();
-        tokio::spawn(async move { super::outbound::delivery::deliver_reply(&inner, reply, None).await });
+        tokio::spawn(async move { super::outbound::delivery::deliver_reply(&inner, reply, None).await }.in_current_span());
     }
     let mut sessions: BTreeMap<String, Vec<Unfinished>> = BTreeMap::new();
     let mut again = Vec::new();

@@ -20,6 +20,7 @@ use std::future::Future;
 use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::task::AbortHandle;
+use tracing::Instrument;
 
 #[derive(Default)]
 pub(crate) struct RunningTasks {
@@ -54,9 +55,9 @@ impl RunningTasks {
         self.state.lock()
     }
 
-    /// Runs `task` on its own tokio task, unless a stop began: then `task` is
-    /// dropped unstarted (a turn's messages, or a reply, wait in the store for
-    /// the next start) and this returns false.
+    /// Runs `task` on its own tokio task, in the caller's span, unless a
+    /// stop began: then `task` is dropped unstarted (a turn's messages, or a
+    /// reply, wait in the store for the next start) and this returns false.
     pub(crate) fn spawn<F>(self: &std::sync::Arc<Self>, task: F) -> bool
     where
         F: Future<Output = ()> + Send + 'static,
@@ -69,10 +70,13 @@ impl RunningTasks {
         state.next += 1;
         let tasks = self.clone();
         // The task cannot deregister before it is registered: that needs this lock.
-        let handle = tokio::spawn(async move {
-            let _registration = Registration { tasks: &tasks, id };
-            task.await;
-        });
+        let handle = tokio::spawn(
+            async move {
+                let _registration = Registration { tasks: &tasks, id };
+                task.await;
+            }
+            .in_current_span(),
+        );
         state.running.insert(id, handle.abort_handle());
         true
     }

@@ -21,6 +21,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
+use tracing::Instrument;
 
 /// How long a session's last addressed moment is remembered after its worker
 /// left: longer than any sensible active window.
@@ -77,8 +78,11 @@ impl Sessions {
         workers.live.insert(session.clone(), tx);
         metrics::gauge!("bub_sessions_active").set(workers.live.len() as f64);
         let last_active = workers.last_active.remove(&session);
+        // A span of its own, not the message's: the worker outlives the
+        // request that started it and runs the turns of later ones.
+        let span = tracing::info_span!(parent: None, "session_worker", session = %session);
         let worker = Worker::new(inner.clone(), session, rx, last_active);
-        tokio::spawn(worker.run());
+        tokio::spawn(worker.run().instrument(span));
     }
 
     /// Removes `session`'s worker if it has nothing queued, remembering when

@@ -194,7 +194,9 @@ async fn run_input(
     let text = format!("{notice}{text}");
     metrics::histogram!("bub_turn_seconds", "channel" => channel.clone()).record(started.elapsed().as_secs_f64());
     let result = turn_outcome(share, text, failure);
-    metrics::counter!("bub_turns_total", "channel" => channel, "status" => status_name(result.status)).increment(1);
+    let status = status_name(result.status);
+    tracing::debug!(status, elapsed_ms = started.elapsed().as_millis() as u64, "turn answered");
+    metrics::counter!("bub_turns_total", "channel" => channel, "status" => status).increment(1);
     drop(typing);
     let members = std::mem::take(&mut *share.members.lock());
     conclude_with(inner, members, result, true, live).await;

@@ -22,6 +22,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::task::AbortHandle;
+use tracing::Instrument;
 
 /// How often a shown status is renewed.
 const REPEAT: Duration = Duration::from_secs(4);
@@ -54,7 +55,8 @@ impl TypingHints {
         match shown.get_mut(&key) {
             Some(hint) => hint.holders += 1,
             None => {
-                let task = tokio::spawn(renew(self.scheduler.clone(), key.0.clone(), key.1.clone()));
+                let renewing = renew(self.scheduler.clone(), key.0.clone(), key.1.clone());
+                let task = tokio::spawn(renewing.in_current_span());
                 shown.insert(key.clone(), Shown { holders: 1, renewing: task.abort_handle() });
             }
         }

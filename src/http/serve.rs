@@ -40,6 +40,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
+use tracing::Instrument;
 
 /// Accepts connections on `listener` and serves `app` on each until `shutdown` completes,
 /// then waits for the connections to finish what they are doing.
@@ -88,12 +89,16 @@ pub async fn serve(listener: TcpListener, app: Router, limits: ServeLimits, shut
         };
         let service = routed(&app, reserve, limits.read_timeout);
         let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
-        connections.spawn(async move {
+        // Each connection in a span of its own, a child of the server's: what
+        // its requests log names the peer, never another connection's.
+        let span = tracing::info_span!("http.connection", %peer);
+        let serving = async move {
             if let Err(error) = connection.await {
                 tracing::debug!(%peer, %error, "HTTP connection ended with an error");
             }
             drop((main, counted));
-        });
+        };
+        connections.spawn(serving.instrument(span));
     }
     drop(listener);
     graceful.shutdown().await;

@@ -29,6 +29,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
+use tracing::Instrument;
 
 /// Discord's window for session starts: `max_concurrency` per bucket each.
 const IDENTIFY_WINDOW: Duration = Duration::from_secs(5);
@@ -147,27 +148,34 @@ impl DiscordChannel {
             answers: self.answers.clone(),
             http: http.clone(),
         };
-        let handing_over = tokio::spawn(hand_over(receiver, queue, threads::Threads::new(http.clone())));
-        let catch_up = tokio::spawn(catch_up::each_session(
+        // The shard's tasks live as long as its connection: a span of their own.
+        let span = tracing::info_span!("discord.shard", channel = %name, shard);
+        let handing_over = hand_over(receiver, queue, threads::Threads::new(http.clone()));
+        let handing_over = tokio::spawn(handing_over.instrument(span.clone()));
+        let catching_up = catch_up::each_session(
             name.clone(),
             ShardRef { id: shard, total },
             http,
             inbox,
             catch_up_queue,
             new_sessions,
-        ));
+        );
+        let catch_up = tokio::spawn(catching_up.instrument(span.clone()));
         self.identify_slot(shard).await;
         let (ended_tx, ended_rx) = oneshot::channel();
         let task_name = name.clone();
-        let connection = tokio::spawn(async move {
-            let ended = client.start_shard(shard, total).await;
-            // Before READY `connect` reports the failure; after it, only the log can.
-            if let Err(returned) = ended_tx.send(ended)
-                && let Err(error) = returned
-            {
-                tracing::error!(channel = %task_name, shard, reason = %start_error(&task_name, &error), "the Discord connection ended; no more messages arrive on this shard until a restart");
+        let connection = tokio::spawn(
+            async move {
+                let ended = client.start_shard(shard, total).await;
+                // Before READY `connect` reports the failure; after it, only the log can.
+                if let Err(returned) = ended_tx.send(ended)
+                    && let Err(error) = returned
+                {
+                    tracing::error!(channel = %task_name, shard, reason = %start_error(&task_name, &error), "the Discord connection ended; no more messages arrive on this shard until a restart");
+                }
             }
-        });
+            .instrument(span),
+        );
         let running = Shard { manager, connection, handing_over, catch_up };
         let raced = self.running.lock().insert(shard, running);
         self.stop_shards(raced.map(|raced| (shard, raced))).await;

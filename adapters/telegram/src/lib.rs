@@ -65,6 +65,7 @@ use teloxide_core::types::{AllowedUpdate, Me};
 use teloxide_core::{ApiError, Bot, RequestError};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tracing::Instrument;
 
 /// Telegram's limit on one message's text (after entity parsing).
 pub const MAX_MESSAGE_CHARS: usize = 4096;
@@ -224,7 +225,8 @@ impl Channel for TelegramChannel {
         tracing::info!(channel = %self.name, bot = %me.user.username.as_deref().unwrap_or("?"), "telegram bot polling");
         let (stop, stopped) = watch::channel(false);
         let poller = poll::Poller { channel: self.name.clone(), bot: self.bot.clone(), me, inbox, stop: stopped };
-        let task = tokio::spawn(poller.run());
+        let span = tracing::info_span!("telegram.poll", channel = %self.name);
+        let task = tokio::spawn(poller.run().instrument(span));
         let previous = self.polling.lock().replace(Polling { stop, task });
         if let Some(previous) = previous {
             // Another start raced this one: one poller is enough.

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;
 use tokio_util::task::TaskTracker;
+use tracing::Instrument;
 
 /// How long a turn waits for a compaction of its session before it goes on
 /// without it (the overflow handoff is still there).
@@ -176,15 +177,19 @@ impl Agent {
             return;
         }
         let (agent, tape, spec, settings) = (self.clone(), end.tape.clone(), end.spec.to_string(), end.settings);
-        compactions.tasks.spawn(async move {
+        let compacting = async move {
             match agent.compact_tape(&tape, &spec, &settings, Trigger::Auto).await {
                 Ok(Some(done)) => {
                     tracing::info!(session = %tape.name(), anchor = done.anchor_id, covers = ?done.covers, estimate, "context compacted")
                 }
                 Ok(None) => tracing::debug!(session = %tape.name(), "nothing to compact"),
-                Err(error) => tracing::warn!(session = %tape.name(), %error, "compaction failed; trying again after the next turn"),
+                Err(error) => {
+                    tracing::warn!(session = %tape.name(), %error, "compaction failed; trying again after the next turn")
+                }
             }
-        });
+        };
+        // In the span of the run it follows (its model call is that run's too).
+        compactions.tasks.spawn(compacting.in_current_span());
     }
 
     /// Counts the whole context of `tape` (and remembers it for the next run).

@@ -18,6 +18,7 @@ use sqlx_postgres::{PgListener, Postgres};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;
+use tracing::Instrument;
 
 /// The channel on which a replica that stored a message for a session held
 /// elsewhere wakes the holders' sweeps.
@@ -211,7 +212,7 @@ impl ReplicaTables for PgDb {
     async fn watch_work(&self, wake: Arc<Notify>) -> Result<(), DbError> {
         let mut listener = PgListener::connect_with(self.pool()).await?;
         listener.listen(WORK_CHANNEL).await?;
-        tokio::spawn(async move {
+        let listening = async move {
             loop {
                 match listener.recv().await {
                     Ok(_) => wake.notify_one(),
@@ -224,7 +225,8 @@ impl ReplicaTables for PgDb {
                     }
                 }
             }
-        });
+        };
+        tokio::spawn(listening.instrument(tracing::info_span!("db.work_notifications")));
         Ok(())
     }
 

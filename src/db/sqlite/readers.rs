@@ -35,6 +35,7 @@ impl Readers {
         for (n, conn) in connections.into_iter().enumerate() {
             let queue = queue.clone();
             std::thread::Builder::new().name(format!("bub-db-reader-{n}")).spawn(move || {
+                let _span = tracing::info_span!("db.reader", n).entered();
                 // Ends on a stop, or when every sender is gone (the store dropped).
                 while let Ok(job) = queue.recv() {
                     match job {

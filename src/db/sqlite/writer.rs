@@ -114,7 +114,11 @@ impl Writer {
     /// Starts the thread that owns `conn`.
     pub(crate) fn spawn(conn: Connection) -> std::io::Result<Writer> {
         let (requests, inbox) = mpsc::channel();
-        std::thread::Builder::new().name("bub-db-writer".into()).spawn(move || serve(conn, inbox))?;
+        // A span of its own, not the opener's: its group commits serve every caller.
+        std::thread::Builder::new().name("bub-db-writer".into()).spawn(move || {
+            let _span = tracing::info_span!("db.writer").entered();
+            serve(conn, inbox)
+        })?;
         Ok(Writer { requests })
     }
 

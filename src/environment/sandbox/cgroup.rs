@@ -227,8 +227,9 @@ impl Drop for SessionCgroup {
         let dirs = std::mem::take(&mut self.dirs);
         let left: Vec<PathBuf> = dirs.into_iter().filter(|dir| !remove_session_dir(dir)).collect();
         if !left.is_empty() {
-            let session = SessionCgroup { dirs: left };
-            let _ = std::thread::Builder::new().name("bub-cgroup-rmdir".into()).spawn(move || session.remove());
+            let (session, span) = (SessionCgroup { dirs: left }, tracing::Span::current());
+            let removing = move || span.in_scope(|| session.remove());
+            let _ = std::thread::Builder::new().name("bub-cgroup-rmdir".into()).spawn(removing);
         }
     }
 }

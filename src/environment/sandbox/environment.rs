@@ -21,6 +21,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
+use tracing::Instrument;
 
 /// The `PATH` inside, after the interpreter's own directory.
 const SYSTEM_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -212,7 +213,7 @@ impl SandboxEnvironment {
         self.groups.lock().push(pgid);
         let note = Arc::new(Mutex::new(None));
         let before = room.full.as_ref().map(|why| format!("bub: {why}\n"));
-        tokio::spawn(quota::watch(self.workspace.clone(), limits, pgid, room, note.clone()));
+        tokio::spawn(quota::watch(self.workspace.clone(), limits, pgid, room, note.clone()).in_current_span());
         let cap = self.max_output_bytes;
         let io = ProcessIo {
             stdin: child.stdin.take().map(|p| Box::new(p) as _),

@@ -157,15 +157,20 @@ impl SandboxProvider {
             return Err(SandboxError::Unavailable(report));
         }
         let configured = settings.python.clone();
-        let python = tokio::task::spawn_blocking(move || match configured {
-            Some(python) => python::resolve(&python).map(Some),
-            None => Ok(python::resolve(Path::new("python3"))
-                .inspect_err(|error| tracing::warn!(%error, "code mode will not find python3 in the sandbox"))
-                .ok()),
+        // The blocking closures that log do it in the caller's span.
+        let span = tracing::Span::current();
+        let python = tokio::task::spawn_blocking(move || {
+            span.in_scope(|| match configured {
+                Some(python) => python::resolve(&python).map(Some),
+                None => Ok(python::resolve(Path::new("python3"))
+                    .inspect_err(|error| tracing::warn!(%error, "code mode will not find python3 in the sandbox"))
+                    .ok()),
+            })
         })
         .await
         .map_err(|e| SandboxError::Setup { step: "resolving Python".into(), source: std::io::Error::other(e) })??;
-        let cgroups = tokio::task::spawn_blocking(cgroup::shared)
+        let span = tracing::Span::current();
+        let cgroups = tokio::task::spawn_blocking(move || span.in_scope(cgroup::shared))
             .await
             .map_err(|e| SandboxError::Setup { step: "finding cgroups".into(), source: std::io::Error::other(e) })?;
         if let Err(why) = &cgroups {
@@ -230,8 +235,9 @@ impl SandboxProvider {
     /// [`SandboxProvider::environment`] off the runtime's threads (it walks
     /// the workspace to give it to the sandbox's uid when the gateway is root).
     async fn prepare(&self, workspace: PathBuf) -> Result<SandboxEnvironment, SandboxError> {
-        let provider = self.clone();
-        tokio::task::spawn_blocking(move || provider.environment(workspace)).await.map_err(|e| SandboxError::Setup {
+        let (provider, span) = (self.clone(), tracing::Span::current());
+        let prepared = tokio::task::spawn_blocking(move || span.in_scope(|| provider.environment(workspace)));
+        prepared.await.map_err(|e| SandboxError::Setup {
             step: "preparing the workspace".into(),
             source: std::io::Error::other(e),
         })?

@@ -49,6 +49,7 @@ fn jobs() -> Result<flume::Sender<Job>, SandboxError> {
         std::thread::Builder::new()
             .name(format!("bub-sandbox-spawner-{n}"))
             .spawn(move || {
+                let _span = tracing::info_span!("sandbox.spawner", n).entered();
                 // Ends only when the sender is gone, which it never is.
                 while let Ok(job) = receiver.recv() {
                     // A panicking job must not end the thread: every sandbox it forked would die.

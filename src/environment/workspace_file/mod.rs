@@ -195,7 +195,9 @@ where
     T: Send + 'static,
     F: FnOnce() -> Result<T, WorkspaceFileError> + Send + 'static,
 {
-    match tokio::time::timeout(timeout, tokio::task::spawn_blocking(work)).await {
+    // What the work logs (a directory read short, a hard link refused) stays in the caller's span.
+    let span = tracing::Span::current();
+    match tokio::time::timeout(timeout, tokio::task::spawn_blocking(move || span.in_scope(work))).await {
         Ok(Ok(result)) => result,
         Ok(Err(join)) => Err(WorkspaceFileError::Io(std::io::Error::other(join))),
         Err(_) => Err(WorkspaceFileError::TimedOut(timeout)),

@@ -10,7 +10,8 @@
 //! - The record is written patiently where a lost one would double a reply
 //!   (whoever takes this replica's work over, or the next start, would send
 //!   it again).
-//! - Its task carries the span of the turn that sent it.
+//! - Its task carries the span of the turn that sent it (the deliveries
+//!   spawn every task in the spawner's span).
 
 use super::{LiveReply, OutboundError};
 use crate::gateway::Inner;
@@ -20,7 +21,6 @@ use bub_channel::{Delivered, Outbound, OutboundFile};
 use std::future::Future;
 use std::sync::Arc;
 use tokio::sync::oneshot;
-use tracing::Instrument;
 
 /// Why a delivery did not run to its end.
 enum Unsent {
@@ -39,7 +39,7 @@ async fn among_deliveries<T: Send + 'static>(
     let task = async move {
         let _ = done_tx.send(send.await);
     };
-    if !inner.deliveries.spawn(task.in_current_span()) {
+    if !inner.deliveries.spawn(task) {
         return Err(Unsent::Stopping);
     }
     done.await.map_err(|_| Unsent::Cut)

@@ -66,6 +66,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
+use tracing::Instrument;
 
 /// Session locks: a stripe per hash, so a replica never claims one
 /// session's rows twice at once, without a map that grows with sessions.
@@ -307,7 +308,8 @@ impl Replica {
         channel: Arc<dyn bub_channel::Channel>,
         inbox: Arc<dyn bub_channel::InboundSink>,
     ) {
-        let task = tokio::spawn(receivers::share(self.clone(), channel, inbox));
+        let span = tracing::info_span!("replica.receiving", replica = %self.id, channel = %channel.name());
+        let task = tokio::spawn(receivers::share(self.clone(), channel, inbox).instrument(span));
         self.claiming.lock().push(task);
     }
 

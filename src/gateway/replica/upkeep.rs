@@ -10,6 +10,7 @@ use crate::gateway::{Inner, Message};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::task::JoinHandle;
+use tracing::{Instrument, info_span};
 
 /// How often the sweep looks when nothing wakes it (a replica that stores a
 /// message for a session held elsewhere wakes the holders at once): the
@@ -24,9 +25,13 @@ const ANSWER_EVERY: Duration = Duration::from_millis(20);
 const SWEEP_BATCH: i64 = 64;
 
 /// Starts the heartbeat and the sweep; they run until aborted (the stop).
+/// Each in a span of its own naming it and the replica.
 pub(super) fn start(inner: &Arc<Inner>, replica: &Arc<Replica>) -> (JoinHandle<()>, Vec<JoinHandle<()>>) {
-    let claiming = vec![tokio::spawn(sweep(inner.clone(), replica.clone())), tokio::spawn(answer(replica.clone()))];
-    (tokio::spawn(heartbeat(replica.clone())), claiming)
+    let id = &replica.id;
+    let sweeping = sweep(inner.clone(), replica.clone()).instrument(info_span!("replica.sweep", replica = %id));
+    let answering = answer(replica.clone()).instrument(info_span!("replica.answer", replica = %id));
+    let beating = heartbeat(replica.clone()).instrument(info_span!("replica.heartbeat", replica = %id));
+    (tokio::spawn(beating), vec![tokio::spawn(sweeping), tokio::spawn(answering)])
 }
 
 /// Callers waiting on another replica's turn hear its outcome.
@@ -81,7 +86,8 @@ async fn beat(replica: &Arc<Replica>, every: Duration) -> bool {
         if attempts.len() < MAX_ATTEMPTS {
             let (tables, id, ttl) = (replica.tables.clone(), replica.id.clone(), replica.ttl);
             let sent = tokio::time::Instant::now();
-            attempts.spawn(async move { tables.heartbeat(&id, ttl).await.map(|alive| (alive, sent)) });
+            let attempt = async move { tables.heartbeat(&id, ttl).await.map(|alive| (alive, sent)) };
+            attempts.spawn(attempt.in_current_span());
         }
         let failed = tokio::select! {
             Some(done) = attempts.join_next() => match done {
@@ -136,9 +142,10 @@ async fn sweep(inner: Arc<Inner>, replica: Arc<Replica>) {
                     match PendingReply::from_row(row) {
                         Ok(reply) => {
                             let inner = inner.clone();
-                            tokio::spawn(async move {
-                                crate::gateway::outbound::delivery::deliver_reply(&inner, reply, None).await
-                            });
+                            tokio::spawn(
+                                async move { crate::gateway::outbound::delivery::deliver_reply(&inner, reply, None).await }
+                                    .in_current_span(),
+                            );
                         }
                         Err(error) => tracing::error!(%error, "a stored reply cannot be read; it is skipped"),
                     }

@@ -19,6 +19,7 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::watch;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 /// How long a terminated group gets between TERM and KILL.
 pub const KILL_GRACE: Duration = Duration::from_secs(3);
@@ -82,7 +83,7 @@ impl ShellProcess {
         let control = process.control();
         let output = Arc::new(Mutex::new(OutputBuffer::new(output_cap)));
         let (status_tx, status) = watch::channel(ShellStatus::Running);
-        tokio::spawn(supervise(process, io.stdout, io.stderr, output.clone(), status_tx));
+        tokio::spawn(supervise(process, io.stdout, io.stderr, output.clone(), status_tx).in_current_span());
         Ok(ShellProcess { control, output, status })
     }
 

@@ -37,8 +37,9 @@
 //! the model and this load generator share the machine with the gateway, so the
 //! figures are a lower bound on what the gateway alone would do.
 
-// tests/support allows the helpers this bench does not use (dead code)
-#[path = "../tests/support/mod.rs"]
+// The integration tests' fakes and gateway process; this bench uses a part of them.
+#[allow(dead_code, unused_imports, unused_macros)]
+#[path = "../tests/it/support/mod.rs"]
 mod support;
 
 use serde_json::json;

@@ -86,7 +86,7 @@
 //! gateway alone would do.
 
 #[allow(dead_code)]
-#[path = "../tests/support/gateway.rs"]
+#[path = "../tests/it/support/gateway.rs"]
 mod gateway;
 #[allow(dead_code)]
 #[path = "support/load.rs"]

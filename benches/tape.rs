@@ -10,7 +10,7 @@
 //!   tokio tasks on eight tapes of one store; `Normal` is there for comparison.
 //! - `append_postgres/{full,normal}/{1_writer,8_writers}`: the same appends on
 //!   the PostgreSQL store (`PgTapeStore`, one pool), on a throwaway local
-//!   cluster with `fsync` on (`tests/support/postgres.rs`: PostgreSQL 15's
+//!   cluster with `fsync` on (`tests/it/support/postgres.rs`: PostgreSQL 15's
 //!   server binaries, from `pg_config --bindir` or `BUB_PG_BINDIR`; run as
 //!   the `postgres` user when root). `full` waits for the commit's WAL flush;
 //!   `normal` is `synchronous_commit = off`.
@@ -22,7 +22,7 @@
 mod support;
 
 #[allow(dead_code)]
-#[path = "../tests/support/postgres.rs"]
+#[path = "../tests/it/support/postgres.rs"]
 mod postgres;
 
 use bub::db::{Durability, PgTapeStore, SqliteTapeStore};

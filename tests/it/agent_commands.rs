@@ -1,7 +1,7 @@
 //! Comma commands: they bypass the model, run through the tool events and are
 //! recorded as `command` events.
 
-mod support;
+use crate::support;
 
 use bub::agent::RunOptions;
 use bub::agent::events::{BeforeToolCall, ToolCallDecision};

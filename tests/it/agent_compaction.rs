@@ -2,7 +2,7 @@
 //! said is lost from the tape, and a failed or interrupted compaction leaves
 //! a valid tape and is tried again.
 
-mod support;
+use crate::support;
 
 use async_trait::async_trait;
 use bub::agent::{Agent, CompactionSettings, RunOptions};

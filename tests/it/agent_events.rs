@@ -1,7 +1,7 @@
 //! Events: handlers that observe, rewrite, replace and deny — for model calls
 //! and commands alike — and user-defined events emitted from tools.
 
-mod support;
+use crate::support;
 
 use bub::agent::events::{
     AfterToolCall, BeforeLlmCall, BeforeToolCall, LlmCallDecision, StepFinished, ToolCallDecision,

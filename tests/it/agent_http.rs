@@ -1,7 +1,7 @@
 //! The agent loop end to end over HTTP: the real OpenAI and Anthropic clients
 //! (with retries) against the scripted fake model server.
 
-mod support;
+use crate::support;
 
 use bub::agent::events::{BeforeToolCall, ToolCallDecision};
 use bub::agent::{Agent, RunOptions, StreamEvent};

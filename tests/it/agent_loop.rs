@@ -1,7 +1,7 @@
 //! The agent loop against an in-process scripted model: what the stream
 //! yields, what the model is sent, and what lands on the tape.
 
-mod support;
+use crate::support;
 
 use bub::agent::{RunOptions, StreamEvent};
 use bub::model::ModelError;

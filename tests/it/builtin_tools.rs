@@ -1,7 +1,7 @@
 //! The builtin tools, called as the runtime calls them: `Tool::call` with a
 //! detached context over an in-memory tape and a temporary workspace.
 
-mod support;
+use crate::support;
 
 use bub::tape::{NewEntry, Tape, TapeName};
 use bub::tools::builtin::{self, ShellManager, WebFetchSettings};

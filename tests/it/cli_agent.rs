@@ -1,7 +1,7 @@
 //! `bub run`, `bub chat` and `bub tools` as a user runs them: the real binary,
 //! configured only through environment variables, against the fake model.
 
-mod support;
+use crate::support;
 
 use serde_json::{Value, json};
 use std::io::Write;

@@ -2,7 +2,7 @@
 //! how they exit, and what the tape records, when an answer is cut off, a
 //! run is interrupted, a command fails or a line is typed mid-turn.
 
-mod support;
+use crate::support;
 
 use serde_json::{Value, json};
 use std::io::Write;

@@ -4,7 +4,7 @@
 //! the gateway's) stay readable by their names. The real binary against the
 //! fake model, as in `cli_agent.rs`.
 
-mod support;
+use crate::support;
 
 use bub::db::SqliteTapeStore;
 use bub::home::BubHome;

@@ -1,7 +1,7 @@
 //! Code mode end to end: the switch, what the model sees, `run_code` calling
 //! tools through the events, failures, restarts, and concurrent runs.
 
-mod support;
+use crate::support;
 
 use bub::agent::events::{BeforeToolCall, ToolCallDecision};
 use bub::agent::{RunOptions, StreamEvent};
@@ -175,10 +175,7 @@ async fn failures_come_back_with_output_traceback_and_timeouts_keep_what_was_pri
 
 /// A result whose serialization fails, as a value holding a non-JSON map key would.
 #[derive(JsonSchema)]
-struct NotJson {
-    #[allow(dead_code)]
-    value: f64,
-}
+struct NotJson {}
 
 impl Serialize for NotJson {
     fn serialize<S: serde::Serializer>(&self, _: S) -> Result<S::Ok, S::Error> {
@@ -194,8 +191,7 @@ struct NoArgs {}
 async fn a_result_that_is_not_json_fails_only_that_call() {
     let fake = FakeModel::start().await;
     let world = world(&fake).await;
-    let broken =
-        Tool::typed("broken", |_: NoArgs, _: ToolContext| async { Ok::<_, ToolError>(NotJson { value: 1.0 }) });
+    let broken = Tool::typed("broken", |_: NoArgs, _: ToolContext| async { Ok::<_, ToolError>(NotJson {}) });
     world.setup.agent.add_tool(broken);
     world.say(",code_mode enable=true").await;
     let code = "try:\n    await tools.broken()\nexcept Exception as error:\n    print('failed:', error)\nprint(await tools.tape_anchors())";

@@ -4,7 +4,7 @@
 //! and, where a case needs a clock or caps of its own, through the
 //! [`GatewayTables`] trait beneath them.
 
-mod support;
+use crate::support;
 
 use bub::db::gateway::{PairingApproval, PairingRequest, PairingRequested};
 use bub::db::{GatewayTables, PgTapeStore, SqliteTapeStore};

@@ -6,7 +6,7 @@
 //! asserts what the Discord user sees (answers, once each) and what Discord
 //! saw (IDENTIFY or RESUME, the calls made).
 
-mod support;
+use crate::support;
 
 use serde_json::json;
 use std::path::Path;

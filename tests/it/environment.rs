@@ -1,7 +1,7 @@
 //! Session environments on the host: spawning, whole-tree signals, files,
 //! confinement and one environment per session.
 
-mod support;
+use crate::support;
 
 use bub::environment::{
     Environment, EnvironmentError, Environments, LocalEnvironment, LocalProvider, PathError, Program, SpawnOptions,

@@ -3,7 +3,7 @@
 //! asserts what a user would see: the file in the session's workspace, what
 //! the model was sent, what the chat reads.
 
-mod support;
+use crate::support;
 
 use base64::Engine;
 use serde_json::{Value, json};

@@ -2,7 +2,7 @@
 //! context window, the gateway compacts that chat after its reply (and no
 //! other), and the cached tokens the provider reports reach `/metrics`.
 
-mod support;
+use crate::support;
 
 use serde_json::{Value, json};
 use std::time::Duration;

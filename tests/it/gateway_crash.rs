@@ -8,7 +8,7 @@
 //! replays the same kill schedule and sending pauses (the timing of the
 //! processes themselves still varies).
 
-mod support;
+use crate::support;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

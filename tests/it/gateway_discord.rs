@@ -2,7 +2,7 @@
 //! (serenity) against the fake Discord REST API and gateway, with the fake
 //! model. Each test asserts what the Discord user would see in the channel.
 
-mod support;
+use crate::support;
 
 use serde_json::json;
 use std::path::Path;

@@ -5,7 +5,7 @@
 //! policy as its comma form, and a reply that still arrives when the
 //! interaction's token no longer works.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! model: what the chat shows, what the model was asked and what the
 //! session's tape holds.
 
-mod support;
+use crate::support;
 
 use serde_json::{Value, json};
 use std::path::Path;

@@ -3,7 +3,7 @@
 //! Each test asserts what the chat received (file name, bytes, caption) and
 //! what the model read back.
 
-mod support;
+use crate::support;
 
 use serde_json::json;
 use std::path::{Path, PathBuf};

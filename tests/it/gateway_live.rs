@@ -9,7 +9,7 @@
 //! counts it in `/metrics` once the last call of the reply returned), then
 //! asserts the calls the fake platform received and when.
 
-mod support;
+use crate::support;
 
 use serde_json::json;
 use std::path::Path;

@@ -1,7 +1,7 @@
 //! Channel policy through the real `bub gateway`: operators, tools denied in
 //! groups on every path, and live reloads of the config file.
 
-mod support;
+use crate::support;
 
 use serde_json::{Value, json};
 use std::path::Path;

@@ -4,7 +4,7 @@
 //! order on the replica that leases its session, and callers waiting on
 //! the request are answered wherever the turn ran.
 
-mod support;
+use crate::support;
 
 use serde_json::{Value, json};
 use std::time::Duration;

@@ -21,7 +21,7 @@
 //! copied to `$TMPDIR/bub-replica-crash-<seed>/` when the test fails, or
 //! always with `BUB_REPLICA_CRASH_KEEP_LOGS=1`.
 
-mod support;
+use crate::support;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

@@ -5,7 +5,7 @@
 //! lease expired. Messages on guilds of both shards, and one written while
 //! a shard had no connection, are answered once each.
 
-mod support;
+use crate::support;
 
 use bub::db::{Durability, PgDb, ReplicaTables};
 use serde_json::json;

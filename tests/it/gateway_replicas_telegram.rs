@@ -8,7 +8,7 @@
 //! fake counts every overlap of two polls as a 409. Webhook: every replica
 //! receives.
 
-mod support;
+use crate::support;
 
 use serde_json::{Value, json};
 use std::collections::BTreeMap;

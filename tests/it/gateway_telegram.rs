@@ -2,7 +2,7 @@
 //! adapter against the fake Bot API, with the fake model. Each test asserts
 //! what the Telegram user would see in the chat.
 
-mod support;
+use crate::support;
 
 use serde_json::{Value, json};
 use std::path::Path;

@@ -4,7 +4,7 @@
 //! (`setMyCommands`) following what each user may run, and the warning when
 //! privacy mode hides what a group policy keeps as context.
 
-mod support;
+use crate::support;
 
 use serde_json::{Value, json};
 use std::path::Path;

@@ -1,7 +1,7 @@
 //! How the gateway turns messages into turns: debounce, one turn at a time
 //! per session with the busy rule (steer, queue, drop), inbound rate limits.
 
-mod support;
+use crate::support;
 
 use serde_json::{Value, json};
 use std::path::Path;

@@ -1,6 +1,6 @@
 //! `bub gateway` over HTTP: the real binary, the webhook channel, the fake model.
 
-mod support;
+use crate::support;
 
 use serde_json::{Value, json};
 use std::path::Path;

@@ -2,7 +2,7 @@
 //! good answers and for every kind of failure, through the same configured,
 //! retrying clients the runtime uses.
 
-mod support;
+use crate::support;
 
 use bub::model::{
     ChatRequest, FinishReason, ModelClient, ModelError, ModelEvent, ModelSettings, ToolCallRequest, Usage,

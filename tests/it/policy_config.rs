@@ -3,7 +3,7 @@
 //! enforced on a real agent (model calls, comma commands, the shell fallback,
 //! code mode) plus `,policy explain`.
 
-mod support;
+use crate::support;
 
 use bub::agent::{Agent, RunOptions, StreamEvent, TurnState};
 use bub::config::{ChannelKind, GatewayConfig};

@@ -4,7 +4,7 @@
 //! than their limits. None of these tests skip: CI runs on the same kind of
 //! machine (root in Docker), and a host that cannot sandbox must fail them.
 
-mod support;
+use crate::support;
 
 use bub::codemode::RunCode;
 use bub::codemode::runner::{CallTool, OutputSink};

@@ -1,7 +1,7 @@
 //! The agent `bub` runs (built by `Setup` from variables): its session
 //! commands, subagents and system prompt, against the fake model.
 
-mod support;
+use crate::support;
 
 use bub::agent::{RunOptions, StreamEvent};
 use bub::db::SqliteTapeStore;

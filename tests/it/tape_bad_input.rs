@@ -1,7 +1,7 @@
 //! Bad input gets a clear error that names the file or tape, and nothing is
 //! written halfway.
 
-mod support;
+use crate::support;
 
 use bub::db::SqliteTapeStore;
 use bub::tape::{EntryKind, NewEntry, Tape, TapeError, TapeName, TapeQuery};

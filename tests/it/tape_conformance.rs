@@ -3,7 +3,7 @@
 //! overlay. Each case is an async fn taking a `TestStore`; the macro at the
 //! bottom runs every case against every store.
 
-mod support;
+use crate::support;
 
 use bub::tape::{EntryKind, NewEntry, TapeError, TapeQuery};
 use chrono::{Duration, TimeZone, Utc};

@@ -4,7 +4,7 @@
 //! process (a `bub tape reset` beside the gateway) show on the next read,
 //! and a compaction's kept turns are spliced in as without the cache.
 
-mod support;
+use crate::support;
 
 use bub::agent::RunOptions;
 use bub::db::SqliteTapeStore;

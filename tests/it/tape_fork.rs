@@ -1,6 +1,6 @@
 //! Forks: a run's writes stay in an overlay until merged.
 
-mod support;
+use crate::support;
 
 use bub::tape::{EntryKind, NewEntry, TapeError, TapeQuery};
 use serde_json::json;

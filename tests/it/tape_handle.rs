@@ -1,7 +1,7 @@
 //! Per-tape operations: bootstrap anchor, handoff, info, anchors, reset with
 //! archive, context.
 
-mod support;
+use crate::support;
 
 use bub::tape::{EntryKind, NewEntry, TapeError, TapeQuery, TapeSettings};
 use serde_json::{Value, json};

@@ -1,7 +1,7 @@
 //! Property: whatever mix of concurrent writers and batch sizes, ids on a tape
 //! are exactly 1..=n and every batch occupies consecutive ids.
 
-mod support;
+use crate::support;
 
 use bub::db::{PgTapeStore, SqliteTapeStore};
 use bub::tape::{NewEntry, Tape, TapeName, TapeQuery, TapeStore};

@@ -1,6 +1,6 @@
 //! Spill of oversized tool results to the `spill` sidecar.
 
-mod support;
+use crate::support;
 
 use bub::tape::spill::CHUNK_BYTES;
 use bub::tape::{NewEntry, SpillOutcome, SpillReadError, SpillSettings, TapeQuery, TapeSettings};

@@ -1,9 +1,12 @@
 //! serenity 0.12 itself (no adapter) against the fake Discord: proves the fake's REST answers and gateway
 //! protocol are what serenity expects, so adapter tests failing against it point at the adapter.
 
-#[path = "../../../tests/support/fake_discord.rs"]
+// The root's fake Discord (and the form reader it uses): this test drives a part of it.
+#[allow(dead_code, unused_imports)]
+#[path = "../../../tests/it/support/fake_discord.rs"]
 mod fake_discord;
-#[path = "../../../tests/support/multipart.rs"]
+#[allow(dead_code)]
+#[path = "../../../tests/it/support/multipart.rs"]
 mod multipart;
 
 use fake_discord::{BOT_ID, BOT_NAME, DiscordFault, FakeDiscord, TOKEN};

@@ -5,7 +5,7 @@
 //! writes past either fail inside the sandbox, the chat is told, and the
 //! gateway keeps answering.
 
-use crate::host_side::{config, say, workspace};
+use super::host_side::{config, say, workspace};
 use crate::support::fake_model::FakeModel;
 use crate::support::gateway::GatewayProcess;
 use std::os::unix::process::CommandExt;

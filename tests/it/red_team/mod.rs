@@ -28,9 +28,6 @@
 //! - `workspace_files`: what a sandboxed command plants in the workspace
 //!   (symlinks out, FIFOs, devices, hard links) read by the gateway as root.
 
-#[path = "../support/mod.rs"]
-mod support;
-
 mod agent;
 mod disk;
 mod front_door;

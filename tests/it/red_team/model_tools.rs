@@ -2,7 +2,7 @@
 //! `policy`, `help`) were offered to nobody but ran when a model call named
 //! them: `code_mode enable=true`, then `run_code` with `subprocess`.
 
-use crate::agent::{World, tool_results};
+use super::agent::{World, tool_results};
 use crate::support::fake_model::{FakeModel, Reply};
 use bub::agent::RunOptions;
 use serde_json::json;

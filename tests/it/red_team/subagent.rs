@@ -3,7 +3,7 @@
 //! argument bypassed the policy's pinned model; `allowed_tools` could name
 //! tools its caller did not have.
 
-use crate::agent::{World, tool_results};
+use super::agent::{World, tool_results};
 use crate::support::fake_model::{FakeModel, Reply};
 use bub::agent::RunOptions;
 use serde_json::json;

@@ -80,7 +80,6 @@
 //! discord.user_says(CHANNEL, Some(GUILD), USER, "hello", json!({"mentions": [discord.bot_user()]}));
 //! assert!(discord.wait_until(Duration::from_secs(20), |fake| !fake.sent().is_empty()).await);
 //! ```
-#![allow(dead_code)]
 
 use axum::Json;
 use axum::Router;
@@ -111,8 +110,7 @@ mod protocol;
 mod shards;
 
 pub use buckets::{RateLimitHit, RateLimits};
-#[allow(unused_imports)] // each test binary uses what it needs
-pub use shards::{ShardOverlap, ShardSession, shard_of};
+pub use shards::shard_of;
 
 // `super`: `tests/support`, or the crate root of a test that includes this file by path.
 use super::multipart;
@@ -148,8 +146,10 @@ pub enum DiscordFault {
     /// (whole seconds, rounded up, as Discord sends it), `X-RateLimit-Scope` and, if global, `X-RateLimit-Global`.
     RateLimited { retry_after_seconds: f64, global: bool },
     /// 500 `{"message": "500: Internal Server Error", "code": 0}`.
+    #[allow(dead_code)] // only adapters/discord/tests/fake_handshake.rs sends it
     ServerError,
     /// 403 `{"message": "Missing Access", "code": 50001}`.
+    #[allow(dead_code)] // only adapters/discord/tests/fake_handshake.rs sends it
     Forbidden,
     /// 403 `{"message": "Missing Permissions", "code": 50013}`: the bot may see the channel, not post in it.
     MissingPermissions,
@@ -183,6 +183,7 @@ pub struct SentMessage {
 /// One `edit_message`.
 #[derive(Debug, Clone)]
 pub struct Edit {
+    #[allow(dead_code)] // read by adapters/discord/tests/fake_handshake.rs only
     pub channel_id: u64,
     pub message_id: u64,
     pub content: String,
@@ -269,8 +270,6 @@ struct State_ {
     disallowed_intents: u64,
     /// Heartbeat requests (op 1 from the fake) the client answered.
     heartbeat_requests_answered: usize,
-    /// Connections closed because their heartbeats stopped arriving.
-    heartbeat_timeouts: usize,
     buckets: buckets::Buckets,
     /// Channels where every call fails with the fault (the bot lost its permissions, the channel is gone).
     refused_channels: HashMap<u64, DiscordFault>,
@@ -359,11 +358,6 @@ impl FakeDiscord {
         )
     }
 
-    /// The gateway's websocket URL, as `GET /api/v10/gateway` returns it.
-    pub fn gateway_url(&self) -> String {
-        gateway_url(self.addr)
-    }
-
     /// A message in a guild text channel (`guild_id` Some) or a DM channel (None) from user `author_id`,
     /// dispatched as MESSAGE_CREATE to every ready gateway session (or queued until one is); `extra` fields
     /// (a JSON object) are merged into the message, e.g. `"mentions": [bot_user()]` or `"referenced_message"`.
@@ -421,21 +415,6 @@ impl FakeDiscord {
     /// The bot's user object (e.g. for `"mentions": [bot_user()]`).
     pub fn bot_user(&self) -> Value {
         bot_user_json()
-    }
-
-    /// A message as the bot would have sent it in `channel_id`, stored (so replies to it work) but not
-    /// dispatched: for `"referenced_message"` in [`FakeDiscord::user_says`].
-    pub fn bot_message(&self, channel_id: u64, content: &str) -> Value {
-        let mut state = lock(&self.shared);
-        let id = next_message_id(&mut state);
-        let message = message_json(id, channel_id, bot_user_json(), content);
-        state.messages.insert(id, message.clone());
-        message
-    }
-
-    /// A message the fake knows (a user's or the bot's), as Discord's REST API would return it.
-    pub fn message(&self, message_id: u64) -> Option<Value> {
-        lock(&self.shared).messages.get(&message_id).cloned()
     }
 
     pub fn sent(&self) -> Vec<SentMessage> {
@@ -728,7 +707,7 @@ fn go_live(state: &mut State_, id: u64, mut session: Session, t: &str, d: Value)
         state.detached.insert(session.id.clone(), session);
         return false;
     }
-    shards::going_live(state, id, session.shard, t == "RESUMED");
+    shards::going_live(state, id, session.shard);
     let (mine, others) =
         std::mem::take(&mut state.pending).into_iter().partition(|(_, d)| shards::routes_to(session.shard, d));
     state.pending = others;
@@ -1405,6 +1384,7 @@ pub struct Answered {
     /// The route name (see [`FakeDiscord::calls`]).
     pub route: String,
     /// The channel in the path, if any.
+    #[allow(dead_code)] // read by benches/channel_load.rs only
     pub channel_id: Option<u64>,
     /// The HTTP status answered (429 when rate limited).
     pub status: u16,

@@ -31,9 +31,7 @@
 mod render;
 mod reply;
 
-// `FakeCall` is part of the API even where a test only uses tuples.
-#[allow(unused_imports)]
-pub use reply::{FakeCall, Reply};
+pub use reply::Reply;
 
 use axum::Router;
 use axum::body::{Body, Bytes};

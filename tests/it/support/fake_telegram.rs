@@ -74,8 +74,6 @@ pub enum TelegramFault {
     RetryAfter(u64),
     /// 400 with this description (e.g. "Bad Request: can't parse entities: …").
     BadRequest(String),
-    /// 403 "Forbidden: bot was blocked by the user".
-    Blocked,
 }
 
 /// How long a call picked by [`FakeTelegram::hang_next`] waits for its answer: longer than any test.
@@ -88,7 +86,6 @@ pub struct SentMessage {
     pub message_id: i64,
     pub text: String,
     pub parse_mode: Option<String>,
-    pub thread_id: Option<i64>,
     pub reply_to: Option<i64>,
 }
 
@@ -102,7 +99,6 @@ pub struct SentFile {
     pub file_name: String,
     pub bytes: Vec<u8>,
     pub caption: Option<String>,
-    pub thread_id: Option<i64>,
     pub reply_to: Option<i64>,
 }
 
@@ -557,7 +553,6 @@ async fn handle(
             return error(429, &description, Some(json!({"retry_after": seconds})));
         }
         Some(TelegramFault::BadRequest(description)) => return error(400, &description, None),
-        Some(TelegramFault::Blocked) => return error(403, "Forbidden: bot was blocked by the user", None),
         None => {}
     }
     if let Some(refused) = flood_check(&shared, &method, &params) {
@@ -712,7 +707,6 @@ fn send_message(shared: &Shared, params: &Value) -> Response {
         message_id: message["message_id"].as_i64().unwrap_or_default(),
         text,
         parse_mode: params["parse_mode"].as_str().map(str::to_string),
-        thread_id: params["message_thread_id"].as_i64(),
         reply_to: params["reply_parameters"]["message_id"].as_i64(),
     });
     ok(message)
@@ -771,7 +765,6 @@ fn send_file(shared: &Shared, method: &str, params: &Value, uploads: Vec<multipa
         file_name,
         bytes: upload.body,
         caption,
-        thread_id: int(&params["message_thread_id"]),
         reply_to: params["reply_parameters"]
             .as_str()
             .and_then(|text| serde_json::from_str::<Value>(text).ok())
@@ -898,13 +891,15 @@ impl FloodRefusals {
 /// A post into a chat the flood limits let through (also recorded with limits off).
 #[derive(Debug, Clone)]
 pub struct Posted {
+    #[allow(dead_code)] // read by benches/channel_load.rs only
     pub chat_id: i64,
     /// The method as called (e.g. `sendMessage`, `editMessageText`).
     pub method: String,
     pub at: Instant,
 }
 
-/// A user's message as first returned by `getUpdates`.
+/// A user's message as first returned by `getUpdates` (for benches/channel_load.rs).
+#[allow(dead_code)]
 #[derive(Debug, Clone, Copy)]
 pub struct HandedOut {
     pub chat_id: i64,
@@ -956,6 +951,7 @@ impl FakeTelegram {
     }
 
     /// Each user message `getUpdates` returned, with when it first did.
+    #[allow(dead_code)] // benches/channel_load.rs's
     pub fn handed_out(&self) -> Vec<HandedOut> {
         let state = lock(&self.shared);
         let mut out: Vec<HandedOut> = state

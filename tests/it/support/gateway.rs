@@ -547,6 +547,7 @@ async fn record(State(state): State<Arc<ReceiverState>>, headers: HeaderMap, raw
 
 /// CPU time (user + system) a process (`"self"` or a pid) has used so far, from
 /// `/proc/<pid>/stat`, for the load benchmarks' CPU per turn.
+#[allow(dead_code)] // the benches'
 pub fn cpu_time(pid: &str) -> Duration {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     // Fields after the command name (which may hold spaces) start at ") ".
@@ -557,6 +558,7 @@ pub fn cpu_time(pid: &str) -> Duration {
 }
 
 /// The `p`th percentile (nearest rank) of `sorted` durations; zero when empty.
+#[allow(dead_code)] // the benches'
 pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
     if sorted.is_empty() {
         return Duration::ZERO;

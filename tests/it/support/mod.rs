@@ -1,14 +1,18 @@
-//! Shared helpers for integration tests. Fake platform servers join this module
-//! as the gateway grows: [`fake_model`] is a scripted model server,
-//! [`fake_telegram`] a Bot API; the rest
-//! builds tape stores on temporary files.
-#![allow(dead_code)]
+//! Shared helpers for the integration tests: [`fake_model`] is a scripted
+//! model server, [`fake_telegram`] a Bot API and [`fake_discord`] Discord's
+//! REST API and gateway (each built with its platform's feature, as are the
+//! modules that use it), [`gateway`] runs `bub gateway`, [`cli`] the other
+//! commands, [`postgres`] the cluster; the rest builds tape stores on
+//! temporary files and agents on the scripted model.
 
 pub mod cli;
+#[cfg(feature = "discord")]
 pub mod fake_discord;
 pub mod fake_model;
+#[cfg(feature = "telegram")]
 pub mod fake_telegram;
 pub mod gateway;
+#[cfg(any(feature = "telegram", feature = "discord"))]
 pub mod multipart;
 pub mod postgres;
 
@@ -40,7 +44,7 @@ pub async fn sqlite_store() -> TestStore {
     TestStore { store: Arc::new(store), dir }
 }
 
-/// A store on a new database of the test binary's PostgreSQL cluster.
+/// A store on a new database of the tests' shared PostgreSQL cluster.
 pub async fn postgres_store() -> TestStore {
     let url = postgres::fresh_database().await;
     let store = PgTapeStore::connect(&url).await.expect("open postgres store");
@@ -130,14 +134,11 @@ pub async fn gone_within(process: &dyn bub::environment::Process, limit: std::ti
 }
 
 /// Every case (an async fn taking a [`TestStore`]) as a test on SQLite and
-/// one on PostgreSQL, in modules `sqlite` and `postgres`. (Most test
-/// binaries that share this module do not use it.)
-#[allow(unused_macros)]
+/// one on PostgreSQL, in modules `sqlite` and `postgres`.
 macro_rules! on_every_database {
     ($($case:ident),* $(,)?) => {
-        mod sqlite { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $case() { super::$case(super::support::sqlite_store().await).await } )* }
-        mod postgres { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $case() { super::$case(super::support::postgres_store().await).await } )* }
+        mod sqlite { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $case() { super::$case($crate::support::sqlite_store().await).await } )* }
+        mod postgres { $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $case() { super::$case($crate::support::postgres_store().await).await } )* }
     };
 }
-#[allow(unused_imports)]
 pub(crate) use on_every_database;

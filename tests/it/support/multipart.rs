@@ -2,7 +2,6 @@
 //! by its field name, with a file's name, type and bytes (binary-safe). Used
 //! by the fake Telegram (`sendPhoto`, `sendDocument`, forms) and the fake
 //! Discord (messages with attachments: `payload_json` and `files[n]`).
-#![allow(dead_code)]
 
 /// One part of a form.
 #[derive(Debug, Clone)]

@@ -2,9 +2,10 @@
 //! installed on the machine (Debian's `postgresql-15`: not on PATH, in the
 //! folder `pg_config --bindir` names; `BUB_PG_BINDIR` overrides it).
 //!
-//! [`shared`] starts one cluster per test binary, the first time a test asks,
-//! on a free loopback port with trust authentication for the user `bub`; each
-//! test takes a database of its own from it ([`fresh_database`]). The
+//! [`shared`] starts one cluster per test binary (one for all of `tests/it`),
+//! the first time a test asks, on a free loopback port with trust
+//! authentication for the user `bub`; each test takes a database of its own
+//! from it ([`fresh_database`]). The
 //! cluster runs as a non-root user (`initdb` refuses root): as this user
 //! when it is not root, else as `postgres` (the package's user) or `nobody`.
 //! A watcher process stops the server and removes its directory once the
@@ -101,6 +102,7 @@ impl PgCluster {
 
     /// A cluster that syncs its commits as a production server does (the
     /// benches: a durable append costs what it costs there).
+    #[allow(dead_code)] // the benches'
     pub fn start_durable() -> PgCluster {
         PgCluster::start_with(true)
     }
@@ -177,6 +179,7 @@ impl PgCluster {
     }
 
     /// The postmaster's process id (its backends are its children), while it runs.
+    #[allow(dead_code)] // benches/replicas_load.rs's
     pub fn pid(&self) -> Option<u32> {
         self.server.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(std::process::Child::id)
     }
@@ -249,19 +252,23 @@ pub async fn fresh_database() -> String {
 
 /// A TCP relay to the database of `url` for one process: [`DatabaseLink::cut`]
 /// drops its connections and refuses new ones until [`DatabaseLink::mend`].
-/// Stops with the test's runtime.
+/// Stops with the test's runtime. (Its one user, `gateway_replicas_telegram`,
+/// is built with the `telegram` feature.)
+#[cfg(feature = "telegram")]
 pub struct DatabaseLink {
     /// The database's URL through the relay.
     pub url: String,
     state: std::sync::Arc<std::sync::Mutex<Relay>>,
 }
 
+#[cfg(feature = "telegram")]
 #[derive(Default)]
 struct Relay {
     cut: bool,
     connections: Vec<tokio::task::JoinHandle<()>>,
 }
 
+#[cfg(feature = "telegram")]
 impl DatabaseLink {
     /// A relay to the database `url` (`postgres://user@127.0.0.1:<port>/<name>`).
     pub async fn to(url: &str) -> DatabaseLink {

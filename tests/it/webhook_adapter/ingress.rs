@@ -1,6 +1,6 @@
 //! `POST /webhook/<name>` over real HTTP against a fake gateway inbox.
 
-mod support;
+use super::support;
 
 use bub_channel::{Channel, ChatKind, Delivery, SubmitError};
 use bub_webhook::{SIGNATURE_HEADER, TIMESTAMP_HEADER, sign};

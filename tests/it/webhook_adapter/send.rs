@@ -1,6 +1,6 @@
 //! `Channel::send` against a local callback receiver, and `WebhookChannel::new` validation.
 
-mod support;
+use super::support;
 
 use axum::body::Bytes;
 use axum::extract::State;

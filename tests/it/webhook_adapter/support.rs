@@ -1,8 +1,6 @@
 //! A fake gateway inbox, a loopback server for the channel's routes and a
 //! signing HTTP client.
 
-#![allow(dead_code)] // each test binary uses part of this
-
 use async_trait::async_trait;
 use bub_channel::{Channel, Inbound, InboundSink, Outcome, OutcomeStatus, ReplySink, SubmitError, Submitted};
 use bub_webhook::{SIGNATURE_HEADER, TIMESTAMP_HEADER, WebhookChannel, WebhookSettings, sign};

@@ -12,8 +12,8 @@
 //! Checked like Discord: a command's name is 1–32 lowercase letters, digits, `-` or `_`, its description
 //! 1–100 characters, at most 100 commands, names unique (400 code 50035); an interaction is answered once
 //! (40060 "already acknowledged") and within 3 seconds (10062 "Unknown interaction" after); its token then
-//! works for followups and edits until it expires ([`FakeDiscord::expire_interaction`]: 401 code 50027
-//! "Invalid Webhook Token"); before the first answer there is no message to edit or follow (404 10008 /
+//! works for followups and edits until it expires ([`FakeDiscord::expire_tokens_once_acknowledged`]: 401
+//! code 50027 "Invalid Webhook Token"); before the first answer there is no message to edit or follow (404 10008 /
 //! 10015). A deferred answer (type 5) shows "bub-test is thinking…": a message with the LOADING flag that
 //! the first edit of `@original` fills. Messages made this way are dispatched (MESSAGE_CREATE/UPDATE) with
 //! the bot as author, like others of the bot's.
@@ -468,13 +468,5 @@ impl FakeDiscord {
     /// longer than Discord's 15 minutes.
     pub fn expire_tokens_once_acknowledged(&self) {
         lock(&self.shared).interactions.expire_when_acknowledged = true;
-    }
-
-    /// Interaction `id`'s token stops working, as after Discord's 15 minutes.
-    pub fn expire_interaction(&self, id: u64) {
-        let mut state = lock(&self.shared);
-        if let Some(live) = state.interactions.live.values_mut().find(|live| live.id == id) {
-            live.expired = true;
-        }
     }
 }

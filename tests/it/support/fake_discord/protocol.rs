@@ -86,11 +86,6 @@ impl FakeDiscord {
         }
     }
 
-    /// Connections the fake closed because their heartbeats stopped arriving.
-    pub fn heartbeat_timeouts(&self) -> usize {
-        lock(&self.shared).heartbeat_timeouts
-    }
-
     /// From now on an IDENTIFY asking for any of `intents` is closed with 4014 (Disallowed intent(s)), as
     /// Discord does when a privileged intent (MESSAGE_CONTENT, 1 << 15) is not enabled in the Developer Portal.
     pub fn disallow_intents(&self, intents: u64) {
@@ -168,7 +163,6 @@ pub(super) async fn heartbeat_watchdog(shared: &super::Shared, id: u64) {
             break;
         };
         if connection.last_heartbeat.elapsed() > timeout {
-            state.heartbeat_timeouts += 1;
             if let Some(connection) = state.connections.remove(&id) {
                 detach(&mut state, connection);
             }

@@ -23,8 +23,6 @@ pub struct ShardSession {
     pub connection: u64,
     pub shard: u64,
     pub total: u64,
-    /// READY (a new session) or RESUMED.
-    pub resumed: bool,
     pub at: Instant,
 }
 
@@ -113,7 +111,7 @@ pub(super) fn requested(d: &Value) -> Option<[u64; 2]> {
 
 /// Records that a session of `shard` goes live on connection `id` (before it is set on it), and an overlap
 /// with any other connection that holds a session of the same shard.
-pub(super) fn going_live(state: &mut State_, id: u64, shard: [u64; 2], resumed: bool) {
+pub(super) fn going_live(state: &mut State_, id: u64, shard: [u64; 2]) {
     let others: Vec<u64> = state
         .connections
         .iter()
@@ -126,11 +124,5 @@ pub(super) fn going_live(state: &mut State_, id: u64, shard: [u64; 2], resumed: 
         state.shards.overlaps.push(ShardOverlap { shard: shard[0], connection: id, other });
     }
     state.shards.seen.insert(shard);
-    state.shards.sessions.push(ShardSession {
-        connection: id,
-        shard: shard[0],
-        total: shard[1],
-        resumed,
-        at: Instant::now(),
-    });
+    state.shards.sessions.push(ShardSession { connection: id, shard: shard[0], total: shard[1], at: Instant::now() });
 }

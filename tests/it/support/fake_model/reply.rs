@@ -141,6 +141,8 @@ impl Reply {
     }
 
     /// `inner`, each of its stream's frames (3-character text deltas) sent `pace` after the one before.
+    /// (Live replies on a chat platform are what a paced stream shows.)
+    #[cfg(any(feature = "telegram", feature = "discord"))]
     pub fn paced(pace: Duration, inner: Reply) -> Reply {
         Reply { pace: Some(pace), ..inner }
     }
@@ -155,11 +157,6 @@ impl Reply {
     /// Text before the tool calls (ignored by failures).
     pub fn with_text(self, text: &str) -> Reply {
         self.map_answer(|a| a.text = text.into())
-    }
-
-    /// Tool calls after the text.
-    pub fn with_tool_calls<C: Into<FakeCall>>(self, calls: Vec<C>) -> Reply {
-        self.map_answer(|a| a.calls = calls.into_iter().map(Into::into).collect())
     }
 
     /// Reasoning deltas streamed before the text.

@@ -4,7 +4,7 @@
 //! none lost, none doubled — on the callback URL and on the tapes.
 //!
 //! The kills are random but seeded: the seed is printed, and
-//! `BUB_CRASH_SEED=<seed> cargo test --test gateway_crash -- --nocapture`
+//! `BUB_CRASH_SEED=<seed> cargo test --test it gateway_crash:: -- --nocapture`
 //! replays the same kill schedule and sending pauses (the timing of the
 //! processes themselves still varies).
 

@@ -15,7 +15,7 @@
 //! survivor.
 //!
 //! The schedule is random but seeded: the seed is printed, and
-//! `BUB_REPLICA_CRASH_SEED=<seed> cargo test --test gateway_replicas_crash -- --nocapture`
+//! `BUB_REPLICA_CRASH_SEED=<seed> cargo test --test it gateway_replicas_crash:: -- --nocapture`
 //! replays the same kills, outage, sending pauses and choice of replicas (the
 //! timing of the processes themselves still varies). The replicas' logs are
 //! copied to `$TMPDIR/bub-replica-crash-<seed>/` when the test fails, or

@@ -16,7 +16,7 @@ const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A config with one Telegram channel `tg` on the fake, debouncing briefly, answering
 /// everyone (these tests are about the channel; who is answered by default
-/// is `tests/red_team/pairing.rs`'s).
+/// is `tests/it/red_team/pairing.rs`'s).
 fn config(telegram: &FakeTelegram, token: &str, extra: &str) -> String {
     format!(
         "[policy.defaults]\ndebounce = {{ quiet_seconds = 0.1 }}\n\

@@ -1,6 +1,8 @@
 //! Hot reload of the gateway config: edits take effect, invalid edits are
 //! rejected and the running config stays, SIGHUP forces a reload.
-//! (Its own test binary: it sends SIGHUP to the process.)
+//! (It sends SIGHUP to the whole test process, which the other modules of
+//! `tests/it` share: only a `LiveConfig` watching a file listens for it, and
+//! no other test in the process makes one; see `tests/it/main.rs`.)
 
 use bub::config::{BusyRule, LiveConfig, ReloadOutcome};
 use std::path::Path;

@@ -1,9 +1,9 @@
 //! Routes that held when the gateway was tried as an attacker, pinned so
 //! they keep holding: comma-command parsing tricks that would smuggle a
 //! shell past the operators rule, and a symlink out of the workspace.
-//! (The group exact-name rule is pinned in `tests/gateway_policy.rs` and
-//! `tests/policy_config.rs`; ids at arrival in `tests/gateway_webhook.rs`;
-//! reloads in `tests/policy_reload.rs` and `tests/gateway_webhook.rs`.)
+//! (The group exact-name rule is pinned in `tests/it/gateway_policy.rs` and
+//! `tests/it/policy_config.rs`; ids at arrival in `tests/it/gateway_webhook.rs`;
+//! reloads in `tests/it/policy_reload.rs` and `tests/it/gateway_webhook.rs`.)
 
 use crate::support::fake_model::FakeModel;
 use crate::support::gateway::{GatewayProcess, client, signed_request};

@@ -112,7 +112,7 @@ mod shards;
 pub use buckets::{RateLimitHit, RateLimits};
 pub use shards::shard_of;
 
-// `super`: `tests/support`, or the crate root of a test that includes this file by path.
+// `super`: `tests/it/support`, or the crate root of a target that includes this file by path.
 use super::multipart;
 
 /// The token the fake accepts (REST `Authorization: Bot <TOKEN>`, IDENTIFY `d.token` with or without `Bot `).
@@ -348,7 +348,7 @@ impl FakeDiscord {
 
     /// A gateway config with one Discord channel `dc` on this fake, logging in with `token`,
     /// debouncing briefly and answering everyone (tests about the channel; who is answered by
-    /// default is `tests/red_team/pairing.rs`'s).
+    /// default is `tests/it/red_team/pairing.rs`'s).
     pub fn open_config(&self, token: &str) -> String {
         format!(
             "[policy.defaults]\ndebounce = {{ quiet_seconds = 0.1 }}\n\

@@ -58,7 +58,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
-// `super`: `tests/support`, or the crate root of a test that includes this file by path.
+// `super`: `tests/it/support`, or the crate root of a target that includes this file by path.
 use super::multipart;
 
 /// The token the fake accepts; any other gets 401 Unauthorized.

@@ -427,9 +427,11 @@ async fn a_run_code_timeout_kills_the_sandboxed_interpreter() {
     let code = "import subprocess\nsubprocess.Popen(['sleep', '1004'])\nimport time\ntime.sleep(1004)\n";
     let result = home.environment.run_code(code, &[], call_tool, sink, Duration::from_secs(2)).await;
     assert!(matches!(result, Err(bub::codemode::runner::CodeError::Timeout { .. })), "{result:?}");
+    // The host's every process is searched: the pattern is the command the code
+    // started, as a bare `1004` is also in other tests' ports and paths.
     let (left, _) = run(
         &bub::environment::LocalEnvironment::new(home.path(""), false).unwrap(),
-        Program::Shell("sleep 0.5; pgrep -f '100[4]' || echo none".into()),
+        Program::Shell("sleep 0.5; pgrep -f 'sleep 100[4]' || echo none".into()),
     )
     .await;
     assert_eq!(left.trim(), "none");

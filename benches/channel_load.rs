@@ -43,9 +43,9 @@
     reason = "measurement code: a setup step that fails leaves nothing to measure, and says why as it panics"
 )]
 
-// tests/support allows the helpers this bench does not use (dead code)
-#[allow(clippy::disallowed_types, reason = "tests/support is the integration tests' code, linted with them (tests/)")]
-#[path = "../tests/support/mod.rs"]
+// The integration tests' fakes and gateway process; this bench uses a part of them.
+#[allow(dead_code, unused_imports, unused_macros)]
+#[path = "../tests/it/support/mod.rs"]
 mod support;
 
 use serde_json::json;

@@ -92,8 +92,7 @@
 )]
 
 #[allow(dead_code)]
-#[allow(clippy::disallowed_types, reason = "tests/support is the integration tests' code, linted with them (tests/)")]
-#[path = "../tests/support/gateway.rs"]
+#[path = "../tests/it/support/gateway.rs"]
 mod gateway;
 #[allow(dead_code)]
 #[path = "support/load.rs"]

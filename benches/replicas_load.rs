@@ -15,7 +15,7 @@
 //! #   all:      BUB_PG_BINDIR (default `pg_config --bindir`), BUB_SQLITE_SYNC (as for gateway_load)
 //! ```
 //!
-//! A throwaway PostgreSQL 15 cluster (`tests/support/postgres.rs`, as the
+//! A throwaway PostgreSQL 15 cluster (`tests/it/support/postgres.rs`, as the
 //! `postgres` user when root) runs with `fsync` on, as a production server
 //! does, so its commits are as durable as SQLite's default (`FULL`); it is
 //! stopped and removed when this process ends.
@@ -58,15 +58,13 @@
 )]
 
 #[allow(dead_code)]
-#[allow(clippy::disallowed_types, reason = "tests/support is the integration tests' code, linted with them (tests/)")]
-#[path = "../tests/support/gateway.rs"]
+#[path = "../tests/it/support/gateway.rs"]
 mod gateway;
 #[allow(dead_code)]
 #[path = "support/load.rs"]
 mod load;
 #[allow(dead_code)]
-#[allow(clippy::disallowed_types, reason = "tests/support is the integration tests' code, linted with them (tests/)")]
-#[path = "../tests/support/postgres.rs"]
+#[path = "../tests/it/support/postgres.rs"]
 mod postgres;
 
 use gateway::{GatewayProcess, cpu_time, percentile};

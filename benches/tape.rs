@@ -10,7 +10,7 @@
 //!   tokio tasks on eight tapes of one store; `Normal` is there for comparison.
 //! - `append_postgres/{full,normal}/{1_writer,8_writers}`: the same appends on
 //!   the PostgreSQL store (`PgTapeStore`, one pool), on a throwaway local
-//!   cluster with `fsync` on (`tests/support/postgres.rs`: PostgreSQL 15's
+//!   cluster with `fsync` on (`tests/it/support/postgres.rs`: PostgreSQL 15's
 //!   server binaries, from `pg_config --bindir` or `BUB_PG_BINDIR`; run as
 //!   the `postgres` user when root). `full` waits for the commit's WAL flush;
 //!   `normal` is `synchronous_commit = off`.
@@ -28,8 +28,7 @@
 mod support;
 
 #[allow(dead_code)]
-#[allow(clippy::disallowed_types, reason = "tests/support is the integration tests' code, linted with them (tests/)")]
-#[path = "../tests/support/postgres.rs"]
+#[path = "../tests/it/support/postgres.rs"]
 mod postgres;
 
 use bub::db::{Durability, PgTapeStore, SqliteTapeStore};

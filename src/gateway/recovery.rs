@@ -47,7 +47,9 @@ pub(crate) async fn resume(inner: &Arc<Inner>) -> Result<(), StoreError> {
     }
     for reply in undelivered {
         let inner = inner.clone();
-        tokio::spawn(async move { super::outbound::delivery::deliver_reply(&inner, reply, None).await }.in_current_span());
+        tokio::spawn(
+            async move { super::outbound::delivery::deliver_reply(&inner, reply, None).await }.in_current_span(),
+        );
     }
     let mut sessions: BTreeMap<String, Vec<Unfinished>> = BTreeMap::new();
     let mut again = Vec::new();

@@ -7,7 +7,7 @@
 //!   now and then does not extend it. This is hyper's `header_read_timeout`:
 //!   hyper 1.x arms its timer when it starts reading a head and disarms it
 //!   only when the head is parsed (`proto/h1/conn.rs`, `poll_read_head`), not
-//!   on each read; `tests/red_team/front_door.rs` pins it. Request bodies have
+//!   on each read; `tests/it/red_team/front_door.rs` pins it. Request bodies have
 //!   their own deadline in the channel that reads them.
 //! - **Connection slots**: at most [`ServeLimits::max_connections`] are
 //!   served at once, and at most [`ServeLimits::max_connections_per_address`]

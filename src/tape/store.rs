@@ -1,7 +1,7 @@
 //! The storage contract every tape backend fulfils.
 //!
 //! Guarantees a caller may rely on, checked by the conformance suite
-//! (`tests/tape_conformance.rs`) for every store:
+//! (`tests/it/tape_conformance.rs`) for every store:
 //! - ids are assigned per tape, start at 1 and have no gaps, also under
 //!   concurrent appends from many tasks;
 //! - one [`TapeStore::append`] call is atomic: all of its entries land with

@@ -24,7 +24,7 @@
 //!   the parts already delivered; a platform call already made is never cut,
 //!   so what reached the platform is always known and can be recorded.
 //!
-//! - [`delivery`]: the gateway's side of a send — replies and files handed to
+//! - `delivery.rs`: the gateway's side of a send — replies and files handed to
 //!   the scheduler among the gateway's deliveries, and what became of them
 //!   recorded in the store.
 //!

@@ -232,8 +232,8 @@ async fn each_line_of_two_overlapping_turns_carries_its_own_session_and_channel(
     let addr = running.local_addr();
 
     let (alpha, bravo) = tokio::join!(ask(addr, &ALPHA), ask(addr, &BRAVO));
-    assert_eq!(alpha["text"], "said alpha", "{alpha}");
-    assert_eq!(bravo["text"], "said bravo", "{bravo}");
+    assert_eq!(alpha["text"], "said spanalpha", "{alpha}");
+    assert_eq!(bravo["text"], "said spanbravo", "{bravo}");
     let _ = stop.send(());
     running.wait().await;
 

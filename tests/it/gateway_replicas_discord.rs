@@ -7,7 +7,7 @@
 
 use crate::support;
 
-use bub::db::{Durability, PgDb, ReplicaTables};
+use bub::db::{Durability, GatewayTables, PgDb, ReplicaTables};
 use serde_json::json;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -96,6 +96,15 @@ async fn shards_spread_over_two_replicas_and_a_killed_ones_shard_moves_to_the_su
     }
     let answered = discord.wait_until(WAIT, |fake| answers(fake, 0) == 1 && answers(fake, 1) == 1).await;
     assert!(answered, "not both shards answered: {:?}\n{}", discord.sent(), logs(&a, &b));
+
+    // The first replies recorded as delivered before the kill: one sent but not yet recorded would be
+    // sent again by the survivor (at least once across a SIGKILL), and its copy would stand in for an
+    // answer below (seen once: the next two messages of that chat then made one turn, 4 model calls).
+    let deadline = Instant::now() + WAIT;
+    while !db.undelivered().await.unwrap().is_empty() {
+        assert!(Instant::now() < deadline, "the first replies were never recorded as delivered\n{}", logs(&a, &b));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 
     // SIGKILL replica a: its shard's connection drops with it, and its lease expires LEASE later.
     let moving = spread.iter().position(|holder| *holder == Some(0)).unwrap();

@@ -155,7 +155,11 @@ async fn one_address_cannot_take_every_slot_and_health_answers_while_all_are_hel
     // Anything else waits for a slot, as before: the webhook is answered once one frees.
     let webhook = tokio::spawn(signed_webhook(gateway.addr, "m1"));
     held.pop().expect("a dribbler").abort();
-    let (status, body) = tokio::time::timeout(WAIT, webhook).await.expect("the webhook is answered").unwrap();
+    let Ok(answered) = tokio::time::timeout(WAIT, webhook).await else {
+        // Seen once in a full run of the test binary (not reproduced since): the gateway's log says where it waited.
+        panic!("the webhook was not answered within {WAIT:?} of a slot freeing\n{}", gateway.stderr());
+    };
+    let (status, body) = answered.unwrap();
     assert_eq!((status, body["text"].as_str()), (200, Some("pong")), "{body}");
     assert!(held.iter().all(|held| !held.is_finished()), "the other attackers are still held");
 

@@ -117,7 +117,9 @@ pub struct AfterLlmCall {
     pub tool_calls: Vec<ToolCallRequest>,
     pub usage: Option<Usage>,
     pub error: Option<ModelError>,
-    pub elapsed_ms: u64,
+    /// How long the call took, to the nanosecond: a sub-millisecond call is
+    /// not zero in `bub_model_call_seconds` (the tape records whole ms).
+    pub elapsed: std::time::Duration,
 }
 event_name!(AfterLlmCall, "after_llm_call");
 

@@ -175,7 +175,7 @@ async fn llm_call_entries(event: &AfterLlmCall) -> Result<Vec<NewEntry>, Handler
         "status": if event.error.is_some() { "error" } else { "ok" },
         "provider": provider,
         "model": model,
-        "elapsed_ms": event.elapsed_ms,
+        "elapsed_ms": event.elapsed.as_millis() as u64,
     });
     if let Some(usage) = &event.usage {
         run["usage"] = serde_json::to_value(usage)?;

@@ -596,7 +596,7 @@ impl Agent {
             tool_calls: answer.calls.clone(),
             usage: answer.usage,
             error: result.clone().err(),
-            elapsed_ms: started.elapsed().as_millis() as u64,
+            elapsed: started.elapsed(),
         };
         if let Some(usage) = answer.usage {
             token_metrics(&usage);

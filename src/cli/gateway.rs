@@ -80,7 +80,9 @@ fn default_config(home: &BubHome) -> Result<GatewayConfig> {
     Ok(config)
 }
 
-/// `BUB_WEBHOOK_SECRET`, or the stored one, or a new one (stored, and printed once).
+/// `BUB_WEBHOOK_SECRET`, or the stored one, or a new one (stored, and its
+/// file named once: stderr is a log, and logs are shipped where secrets must
+/// not go).
 fn webhook_secret(home: &BubHome) -> Result<String> {
     if let Some(secret) = env::var("BUB_WEBHOOK_SECRET") {
         return Ok(secret);
@@ -95,7 +97,7 @@ fn webhook_secret(home: &BubHome) -> Result<String> {
     let secret: String = (0..32).map(|_| format!("{:02x}", rand::random::<u8>())).collect();
     std::fs::create_dir_all(home.root()).with_context(|| format!("cannot create {}", home.root().display()))?;
     write_private(&path, &secret).with_context(|| format!("cannot store the webhook secret in {}", path.display()))?;
-    eprintln!("generated a webhook secret (kept in {}): {secret}", path.display());
+    eprintln!("generated a webhook secret; sign requests with the one in {}", path.display());
     Ok(secret)
 }
 

@@ -517,7 +517,7 @@ fn observe(agent: &Agent) {
             Some(error) => error.kind().to_string(),
             None => "ok".to_string(),
         };
-        metrics::histogram!("bub_model_call_seconds", "status" => status).record(event.elapsed_ms as f64 / 1000.0);
+        metrics::histogram!("bub_model_call_seconds", "status" => status).record(event.elapsed.as_secs_f64());
         Ok(())
     });
     agent.events().on_sync(|event: &mut AfterToolCall| {

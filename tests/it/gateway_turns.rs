@@ -130,7 +130,13 @@ async fn a_sender_over_the_inbound_rate_gets_429_and_nothing_is_stored() {
     let body = json!({"message_id": "r3", "chat_id": "c1", "sender_id": "u1", "text": ",help"});
     let response = signed_request(&client(), gateway.addr, "webhook", "sync", &body, SECRET).await.unwrap();
     assert_eq!(response.status(), 429);
-    assert!(response.headers().contains_key("retry-after"));
+    let seconds = response.headers()["retry-after"].to_str().unwrap().to_string();
+    let refused: Value = response.json().await.unwrap();
+    assert_eq!(
+        refused["message"].as_str(),
+        Some(format!("too many messages; retry after {seconds} s").as_str()),
+        "the wait in whole seconds, as the header says: {refused}"
+    );
     // Another sender is not limited.
     let other = json!({"message_id": "r4", "chat_id": "c1", "sender_id": "u2", "text": ",help"});
     let response = signed_request(&client(), gateway.addr, "webhook", "sync", &other, SECRET).await.unwrap();
@@ -261,4 +267,28 @@ async fn an_sse_caller_is_told_to_restart_when_a_cut_answer_is_asked_again() {
     assert_eq!(after, "Complete reply.", "{stream}");
     let (_, done) = events.last().unwrap();
     assert_eq!(done["text"], "Complete reply.", "{stream}");
+}
+
+/// `bub_model_call_seconds` records the call's real duration, not whole
+/// milliseconds: a loopback call to the fake model takes a fraction of one
+/// (once read as 0), and the sum of two is not a whole number of them.
+#[tokio::test(flavor = "multi_thread")]
+async fn model_call_seconds_are_recorded_below_the_millisecond() {
+    let home = tempfile::tempdir().unwrap();
+    let fake = FakeModel::start().await;
+    fake.push(Reply::text("one"));
+    fake.push(Reply::text("two"));
+    let gateway = start(home.path(), &fake, "").await;
+    assert_eq!(send(gateway.addr, "m1", "c1", "first").await.1["text"], "one");
+    assert_eq!(send(gateway.addr, "m2", "c2", "second").await.1["text"], "two");
+    let metrics = client().get(format!("{}/metrics", gateway.base_url())).send().await.unwrap().text().await.unwrap();
+    let sum: f64 = metrics
+        .lines()
+        .find(|line| line.starts_with("bub_model_call_seconds_sum{status=\"ok\"}"))
+        .and_then(|line| line.rsplit(' ').next())
+        .and_then(|value| value.parse().ok())
+        .unwrap_or_else(|| panic!("no bub_model_call_seconds_sum: {metrics}"));
+    let millis = sum * 1000.0;
+    assert!(sum > 0.0 && (millis - millis.round()).abs() > 1e-6, "{sum} s is whole milliseconds");
+    gateway.stop().await;
 }

@@ -48,7 +48,7 @@ pub struct Delivered {
 pub enum SendError {
     /// The platform said to slow down: nothing more to this chat (or, with
     /// [`RateScope::Channel`], to the whole bot) for `retry_after`.
-    #[error("rate limited ({scope:?}); retry after {retry_after:?}")]
+    #[error("rate limited ({scope:?}); retry after {} s", crate::reply::retry_after_seconds(*.retry_after))]
     RateLimited { retry_after: Duration, scope: RateScope },
     /// Worth retrying (network error, 5xx).
     #[error("temporary failure: {0}")]

@@ -46,5 +46,6 @@ pub use message::{
 };
 pub use reply::{
     InboundSink, LatestMessage, Outcome, OutcomeStatus, ReplyEvent, ReplyReceiver, ReplySink, SubmitError, Submitted,
+    retry_after_seconds,
 };
 pub use secret::Secret;

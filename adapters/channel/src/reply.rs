@@ -99,7 +99,7 @@ pub enum Submitted {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SubmitError {
     /// The sender sends faster than the policy allows.
-    #[error("too many messages; retry after {retry_after:?}")]
+    #[error("too many messages; retry after {} s", retry_after_seconds(*.retry_after))]
     RateLimited { retry_after: Duration },
     /// The gateway cannot take messages now (store unreachable, shutting down).
     #[error("gateway unavailable: {0}")]
@@ -108,6 +108,12 @@ pub enum SubmitError {
     /// [`Inbound::check`]), or no channel of that name.
     #[error("{0}")]
     Invalid(#[from] InvalidInbound),
+}
+
+/// A wait as a person or an HTTP client reads it (`Retry-After`): whole
+/// seconds, rounded up so that waiting that long is enough, and at least 1.
+pub fn retry_after_seconds(wait: Duration) -> u64 {
+    (wait.as_secs() + u64::from(wait.subsec_nanos() > 0)).max(1)
 }
 
 impl SubmitError {
@@ -142,4 +148,18 @@ pub trait InboundSink: Send + Sync + 'static {
 pub struct LatestMessage {
     pub chat: ChatRef,
     pub message_id: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wait_reads_in_whole_seconds_rounded_up() {
+        assert_eq!(retry_after_seconds(Duration::from_nanos(1_234_567_891)), 2);
+        assert_eq!(retry_after_seconds(Duration::from_secs(3)), 3);
+        assert_eq!(retry_after_seconds(Duration::ZERO), 1);
+        let refused = SubmitError::RateLimited { retry_after: Duration::from_millis(2_500) };
+        assert_eq!(refused.to_string(), "too many messages; retry after 3 s");
+    }
 }

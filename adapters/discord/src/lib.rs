@@ -314,7 +314,7 @@ async fn hand_over(to: Receiver, mut messages: mpsc::UnboundedReceiver<Arrived>,
 fn refusal(error: &SubmitError) -> String {
     match error {
         SubmitError::RateLimited { retry_after } => {
-            format!("You are sending too fast; try again in {} s.", retry_after.as_secs().max(1))
+            format!("You are sending too fast; try again in {} s.", bub_channel::retry_after_seconds(*retry_after))
         }
         SubmitError::Unavailable(_) => "I cannot take commands right now; try again in a minute.".to_string(),
         SubmitError::Invalid(invalid) => format!("This command cannot be taken: {invalid}."),

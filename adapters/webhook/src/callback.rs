@@ -108,7 +108,7 @@ impl Callback {
             let retry_after = retry_after_header(&headers)
                 .or_else(|| answered("retry_after").and_then(|value| value.as_f64()).and_then(seconds))
                 .unwrap_or(DEFAULT_RETRY_AFTER);
-            tracing::debug!(%status, ?retry_after, "webhook callback rate limited");
+            tracing::debug!(%status, retry_after_ms = retry_after.as_millis() as u64, "webhook callback rate limited");
             return Err(SendError::RateLimited { retry_after, scope: RateScope::Channel });
         }
         if status.is_server_error() || status == StatusCode::REQUEST_TIMEOUT {

@@ -478,8 +478,8 @@ impl IntoResponse for WebhookError {
             _ => None,
         };
         if let Some(retry_after) = retry_after {
-            let seconds = retry_after.as_secs() + u64::from(retry_after.subsec_nanos() > 0);
-            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds.max(1)));
+            let seconds = bub_channel::retry_after_seconds(retry_after);
+            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(seconds));
         }
         response
     }

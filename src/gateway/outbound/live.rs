@@ -432,7 +432,11 @@ impl Editor {
                 self.count_dropped();
                 match error {
                     SendError::RateLimited { retry_after, scope } => {
-                        warn!(?retry_after, ?scope, "live update rate limited; pausing");
+                        warn!(
+                            retry_after_ms = retry_after.as_millis() as u64,
+                            ?scope,
+                            "live update rate limited; pausing"
+                        );
                         route.gate.pause(&chat.id, scope, retry_after);
                         Err(Dropped::Retry)
                     }

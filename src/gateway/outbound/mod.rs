@@ -462,7 +462,12 @@ impl Route {
             self.count_error(&error);
             match error {
                 SendError::RateLimited { retry_after, scope } => {
-                    warn!(?retry_after, ?scope, attempts, "rate limited by the platform; pausing");
+                    warn!(
+                        retry_after_ms = retry_after.as_millis() as u64,
+                        ?scope,
+                        attempts,
+                        "rate limited by the platform; pausing"
+                    );
                     // Never spin on a platform that says "retry after 0".
                     self.gate.pause(&chat, scope, retry_after.max(self.config.retry_base));
                     transient_since = None;
@@ -523,7 +528,7 @@ impl Route {
         self.count_error(&error);
         match error {
             SendError::RateLimited { retry_after, scope } => {
-                warn!(channel = %self.name, chat = %chat.id, ?retry_after, ?scope, "typing rate limited; pausing");
+                warn!(channel = %self.name, chat = %chat.id, retry_after_ms = retry_after.as_millis() as u64, ?scope, "typing rate limited; pausing");
                 self.gate.pause(&chat.id, scope, retry_after.max(self.config.retry_base));
             }
             error => debug!(channel = %self.name, chat = %chat.id, %error, "typing status not shown"),

@@ -79,7 +79,7 @@ fn a_bad_enum_value_lists_the_allowed_values() {
 #[test]
 fn a_webhook_channel_without_secrets_is_refused() {
     let (error, path, _dir) = load_error("[channels.hooks]\nkind = \"webhook\"\ncallback_url = \"http://x\"\n");
-    assert_eq!(error, format!("{}:2:8: a webhook channel needs `secrets`", path.display()));
+    assert_eq!(error, format!("{}:2:8: a webhook channel needs `secrets` (or `secrets_file`)", path.display()));
     let (error, path, _dir) = load_error("[channels.hooks]\nkind = \"webhook\"\nsecrets = [\"\"]\n");
     assert_eq!(error, format!("{}:3:11: `secrets` needs at least one non-empty secret", path.display()));
 }

@@ -6,7 +6,7 @@ use crate::config::error::ConfigError;
 use bub_channel::Secret;
 
 /// The keys a Discord channel takes.
-pub(super) const KEYS: &[&str] = &["token", "api_url", "shards"];
+pub(super) const KEYS: &[&str] = &["token", "token_file", "api_url", "shards"];
 
 /// The most shards a channel may name: a bot in more than 2.5 million
 /// servers (Discord asks for one shard per 2500) is beyond what bub is for,

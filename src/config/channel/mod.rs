@@ -15,6 +15,7 @@
 //! say where in the file a value breaks them, so each rule is written once.
 
 mod discord;
+mod secret_file;
 mod telegram;
 mod webhook;
 
@@ -119,6 +120,10 @@ pub(super) struct RawChannel {
     webhook_url: Option<Spanned<String>>,
     webhook_secret: Option<Spanned<Secret>>,
     shards: Option<Spanned<i64>>,
+    secrets_file: Option<Spanned<std::path::PathBuf>>,
+    callback_secret_file: Option<Spanned<std::path::PathBuf>>,
+    token_file: Option<Spanned<std::path::PathBuf>>,
+    webhook_secret_file: Option<Spanned<std::path::PathBuf>>,
     #[serde(default)]
     policy: PolicyLayer,
     #[serde(default)]
@@ -127,7 +132,7 @@ pub(super) struct RawChannel {
 
 impl RawChannel {
     /// Each of the kinds' own keys that is present, with its position.
-    fn present(&self) -> [(&'static str, Option<Range<usize>>); 9] {
+    fn present(&self) -> [(&'static str, Option<Range<usize>>); 13] {
         [
             ("secrets", self.secrets.as_ref().map(Spanned::span)),
             ("callback_url", self.callback_url.as_ref().map(Spanned::span)),
@@ -138,6 +143,10 @@ impl RawChannel {
             ("webhook_url", self.webhook_url.as_ref().map(Spanned::span)),
             ("webhook_secret", self.webhook_secret.as_ref().map(Spanned::span)),
             ("shards", self.shards.as_ref().map(Spanned::span)),
+            ("secrets_file", self.secrets_file.as_ref().map(Spanned::span)),
+            ("callback_secret_file", self.callback_secret_file.as_ref().map(Spanned::span)),
+            ("token_file", self.token_file.as_ref().map(Spanned::span)),
+            ("webhook_secret_file", self.webhook_secret_file.as_ref().map(Spanned::span)),
         ]
     }
 }
@@ -155,11 +164,20 @@ impl Checking<'_> {
         self.source.error(Some(span), message)
     }
 
-    /// `key` is required by this kind.
+    /// `key` is required by this kind (written, or read from `KEY_file`).
     fn required<T>(&self, key: &str, value: Option<T>) -> Result<T, ConfigError> {
         value.ok_or_else(|| {
-            self.source.error(Some(self.kind_span.clone()), format!("a {} channel needs `{key}`", self.kind))
+            let or_file = match secret_file::FILE_KEYS.iter().any(|(_, secret)| *secret == key) {
+                true => format!(" (or `{key}_file`)"),
+                false => String::new(),
+            };
+            self.source.error(Some(self.kind_span.clone()), format!("a {} channel needs `{key}`{or_file}", self.kind))
         })
+    }
+
+    /// The config file's path, from which a relative `KEY_file` is read.
+    fn config_path(&self) -> &std::path::Path {
+        &self.source.path
     }
 
     /// An `http://` or `https://` URL ([`http_url`]), or the error at its position.
@@ -205,6 +223,7 @@ impl RawChannel {
             }
         }
         let checking = Checking { source, kind: kind_name, kind_span };
+        self.read_secret_files(&checking)?;
         let kind = match kind {
             KindName::Webhook => ChannelKind::Webhook(WebhookConfig::from_keys(self, &checking)?),
             KindName::Telegram => ChannelKind::Telegram(TelegramConfig::from_keys(self, &checking)?),
@@ -235,16 +254,22 @@ mod tests {
     #[test]
     #[cfg(all(feature = "telegram", feature = "discord"))]
     fn each_kind_takes_its_own_keys() {
-        assert_eq!(error("[channels.hooks]\nkind = \"webhook\"\n"), "bub.toml:2:8: a webhook channel needs `secrets`");
+        assert_eq!(
+            error("[channels.hooks]\nkind = \"webhook\"\n"),
+            "bub.toml:2:8: a webhook channel needs `secrets` (or `secrets_file`)"
+        );
         assert_eq!(
             error("[channels.hooks]\nkind = \"webhook\"\nsecrets = []\n"),
             "bub.toml:3:11: `secrets` needs at least one non-empty secret"
         );
         assert_eq!(
             error("[channels.tg]\nkind = \"telegram\"\ntoken = \"t\"\nsecrets = [\"x\"]\n"),
-            "bub.toml:4:11: `secrets` does not apply to a telegram channel (its keys: token, api_url, webhook_url, webhook_secret)"
+            "bub.toml:4:11: `secrets` does not apply to a telegram channel (its keys: token, token_file, api_url, webhook_url, webhook_secret, webhook_secret_file)"
         );
-        assert_eq!(error("[channels.tg]\nkind = \"discord\"\n"), "bub.toml:2:8: a discord channel needs `token`");
+        assert_eq!(
+            error("[channels.tg]\nkind = \"discord\"\n"),
+            "bub.toml:2:8: a discord channel needs `token` (or `token_file`)"
+        );
         let text = format!("{MINIMAL}callback_url = \"ftp://x\"\n");
         assert_eq!(error(&text), "bub.toml:4:16: `ftp://x` is not an http(s) URL");
         let config = parse("[channels.tg]\nkind = \"telegram\"\ntoken = \"t\"\napi_url = \"http://127.0.0.1:9\"\n");
@@ -281,6 +306,47 @@ mod tests {
         assert_eq!(
             error(&text),
             "bub.toml:5:8: channel `tg`: kind `telegram` is not built into this bub (rebuild with --features telegram)"
+        );
+    }
+
+    /// Secrets from files, as Kubernetes and compose mount them: relative to
+    /// the config's folder, one secret per line for `secrets_file`, and every
+    /// mistake at the `_file` key's line.
+    #[test]
+    #[cfg(all(feature = "telegram", feature = "discord"))]
+    fn secrets_are_read_from_files_beside_the_config() {
+        use bub_channel::Secret;
+        let folder = tempfile::tempdir().unwrap();
+        std::fs::write(folder.path().join("hooks"), "new-key\n\nold-key\n").unwrap();
+        std::fs::write(folder.path().join("tg"), "123:abc\n").unwrap();
+        let config_path = folder.path().join("bub.toml");
+        let text = "[channels.hooks]\nkind = \"webhook\"\nsecrets_file = \"hooks\"\n\n\
+                    [channels.tg]\nkind = \"telegram\"\ntoken_file = \"tg\"\n";
+        let config = crate::config::GatewayConfig::parse(text, &config_path).unwrap();
+        let ChannelKind::Webhook(hooks) = &config.channels["hooks"].kind else { panic!("webhook") };
+        assert_eq!(hooks.secrets, vec![Secret::new("new-key"), Secret::new("old-key")]);
+        let ChannelKind::Telegram(bot) = &config.channels["tg"].kind else { panic!("telegram") };
+        assert_eq!(bot.token.expose(), "123:abc");
+
+        let error = |text: &str| crate::config::GatewayConfig::parse(text, &config_path).unwrap_err().to_string();
+        let shown = config_path.display();
+        let missing = error("[channels.tg]\nkind = \"discord\"\ntoken_file = \"nope\"\n");
+        assert!(
+            missing.starts_with(&format!(
+                "{shown}:3:14: `token_file` {}: cannot read:",
+                folder.path().join("nope").display()
+            )),
+            "{missing}"
+        );
+        assert_eq!(
+            error("[channels.tg]\nkind = \"discord\"\ntoken = \"t\"\ntoken_file = \"tg\"\n"),
+            format!("{shown}:3:9: both `token` and `token_file` are set: keep one")
+        );
+        std::fs::write(folder.path().join("blank"), " \n").unwrap();
+        assert!(error("[channels.h]\nkind = \"webhook\"\nsecrets_file = \"blank\"\n").ends_with("blank: empty"));
+        assert!(
+            error("[channels.h]\nkind = \"discord\"\ntoken = \"t\"\nsecrets_file = \"hooks\"\n")
+                .contains("`secrets_file` does not apply to a discord channel")
         );
     }
 }

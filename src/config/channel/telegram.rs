@@ -7,7 +7,8 @@ use bub_channel::Secret;
 use toml::Spanned;
 
 /// The keys a Telegram channel takes.
-pub(super) const KEYS: &[&str] = &["token", "api_url", "webhook_url", "webhook_secret"];
+pub(super) const KEYS: &[&str] =
+    &["token", "token_file", "api_url", "webhook_url", "webhook_secret", "webhook_secret_file"];
 
 /// A Telegram bot's settings.
 #[derive(Debug, Clone, PartialEq)]

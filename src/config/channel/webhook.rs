@@ -8,7 +8,8 @@ use bub_channel::Secret;
 use toml::Spanned;
 
 /// The keys a webhook channel takes.
-pub(super) const KEYS: &[&str] = &["secrets", "callback_url", "callback_secret", "reply_timeout_seconds"];
+pub(super) const KEYS: &[&str] =
+    &["secrets", "secrets_file", "callback_url", "callback_secret", "callback_secret_file", "reply_timeout_seconds"];
 
 /// A webhook channel's settings.
 #[derive(Debug, Clone, PartialEq)]

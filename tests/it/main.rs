@@ -72,6 +72,9 @@ mod gateway_turns;
 mod gateway_webhook;
 mod outbound_scheduler;
 
+// The deployment: the binary run as deploy/Dockerfile's image runs it.
+mod deploy_contract;
+
 // Several gateway replicas on one PostgreSQL database.
 mod gateway_replicas;
 mod gateway_replicas_crash;

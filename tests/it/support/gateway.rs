@@ -299,7 +299,8 @@ impl Drop for GatewayProcess {
     }
 }
 
-fn listening_addr(stderr: &str) -> Option<SocketAddr> {
+/// The address of the `listening on` line in a gateway's stderr, once it came.
+pub fn listening_addr(stderr: &str) -> Option<SocketAddr> {
     let line = stderr.lines().find_map(|line| line.split_once(LISTENING).map(|(_, rest)| rest))?;
     line.split_whitespace().next()?.parse().ok()
 }

@@ -28,14 +28,17 @@
 //! A span or event field named like a fixed key (a second `message`, say)
 //! is kept as `fields.<name>`. The layer is filtered by `BUB_LOG` alone
 //! (a per-layer filter), so a layer composed beside it (traces) sees the
-//! spans its own filter asks for.
+//! spans its own filter asks for; whatever `BUB_LOG` asks, a dependency's
+//! `trace` lines that write out network payloads (a Discord bot's token
+//! among them) are never written ([`PAYLOAD_TRACES`]).
 
 use serde_json::{Map, Value};
 use std::fmt;
 use tracing::field::{Field, Visit};
 use tracing::span::Record;
-use tracing::{Event, Level, Subscriber};
+use tracing::{Event, Level, Metadata, Subscriber};
 use tracing_subscriber::field::RecordFields;
+use tracing_subscriber::filter::{FilterExt, FilterFn, LevelFilter};
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, FormattedFields, MakeWriter};
 use tracing_subscriber::registry::LookupSpan;
@@ -124,7 +127,9 @@ impl LogSettings {
         S: Subscriber + for<'span> LookupSpan<'span>,
         W: for<'writer> MakeWriter<'writer> + Send + Sync + 'static,
     {
-        let filter = EnvFilter::try_new(&self.filter).unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER));
+        let filter = EnvFilter::try_new(&self.filter)
+            .unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER))
+            .and(FilterFn::new(not_a_payload_trace).with_max_level_hint(LevelFilter::TRACE));
         let lines = tracing_subscriber::fmt::layer().with_writer(writer);
         match self.format {
             LogFormat::Text => lines.with_ansi(self.ansi).with_filter(filter).boxed(),
@@ -136,6 +141,19 @@ impl LogSettings {
                 .boxed(),
         }
     }
+}
+
+/// Targets whose `trace` lines write out what is sent or received whole,
+/// secrets included: `tungstenite` (Discord's gateway connection) traces
+/// each WebSocket frame's payload, in hex and as a list of bytes, and the
+/// first frame a bot sends (IDENTIFY) holds its token. Their lines are
+/// written up to `debug`, whatever `BUB_LOG` asks.
+const PAYLOAD_TRACES: [&str; 1] = ["tungstenite::protocol"];
+
+/// False for a `trace` line of a [`PAYLOAD_TRACES`] target (a `log` record's
+/// target is its module's here, as the filter sees it).
+fn not_a_payload_trace(metadata: &Metadata<'_>) -> bool {
+    *metadata.level() != Level::TRACE || !PAYLOAD_TRACES.iter().any(|target| metadata.target().starts_with(target))
 }
 
 /// Now, as a JSON line's `timestamp`.
@@ -438,6 +456,18 @@ mod tests {
         let line = parse(&lines[0]);
         assert_eq!(line["message"], "written");
         assert!(!line.contains_key("session") && !line.contains_key("spans"), "a span below the filter: {line:?}");
+    }
+
+    #[test]
+    fn a_websocket_frames_payload_is_never_traced_whatever_the_filter() {
+        let lines = lines_of(&json("trace,tungstenite=trace"), || {
+            tracing::trace!(target: "tungstenite::protocol", "Sending frame: Frame {{ payload: [123, 34] }}");
+            tracing::trace!(target: "tungstenite::protocol::frame", "writing frame 0x7b22");
+            tracing::debug!(target: "tungstenite::protocol", "Received close frame");
+            tracing::trace!(target: "tungstenite::handshake", "handshake");
+        });
+        let messages: Vec<Value> = lines.iter().map(|line| parse(line)["message"].clone()).collect();
+        assert_eq!(messages, ["Received close frame", "handshake"]);
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! No secret ever reaches a log (issue 31): the real `bub gateway`, logging
 //! everything (`BUB_LOG=trace`: bub's lines and its dependencies', `log`
-//! records included), runs a whole session against the fakes — a webhook
+//! records included; only the file watcher's at debug, see [`EVERYTHING`]), runs a whole session against the fakes — a webhook
 //! turn, a request with a bad signature, a Telegram turn, a Discord turn, a
 //! model that refuses the key (401), a config reload refused (the error on
 //! the token's line) and one applied — once writing JSON lines and once
@@ -92,12 +92,17 @@ fn config(telegram: &FakeTelegram, discord: &FakeDiscord, quiet: f64, token_line
     )
 }
 
-/// The fake model's variables with the test's key, logging everything in `format`.
+/// Everything, but `notify`'s traces: the config file's watcher traces each
+/// change in its folder, the gateway's stderr file is there too, and each
+/// line written would trace another, without end.
+const EVERYTHING: &str = "trace,notify=debug";
+
+/// The fake model's variables with the test's key, logging [`EVERYTHING`] in `format`.
 fn env(model: &FakeModel, format: &str) -> Vec<(String, String)> {
     let mut env: Vec<(String, String)> =
         model.vars("openai:gpt-test").into_iter().filter(|(name, _)| !name.ends_with("_API_KEY")).collect();
     env.push(("BUB_OPENAI_API_KEY".into(), MODEL_KEY.into()));
-    env.push(("BUB_LOG".into(), "trace".into()));
+    env.push(("BUB_LOG".into(), EVERYTHING.into()));
     env.push(("BUB_LOG_FORMAT".into(), format.into()));
     env
 }

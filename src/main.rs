@@ -41,7 +41,11 @@ fn main() -> ExitCode {
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(error) => {
-            eprintln!("{}", logs.format.user_line(tracing::Level::ERROR, &format!("error: cannot start the async runtime: {error}")));
+            eprintln!(
+                "{}",
+                logs.format
+                    .user_line(tracing::Level::ERROR, &format!("error: cannot start the async runtime: {error}"))
+            );
             return ExitCode::FAILURE;
         }
     };

@@ -26,8 +26,10 @@ pub(crate) async fn run_gateway(home: &BubHome, config: Option<PathBuf>, listen:
     let format = env::log_settings()?.format;
     let config_path = config.or_else(|| Some(home.config_file()).filter(|path| path.exists()));
     let location = crate::setup::store_location(home, config_path.as_deref(), &env::vars())?;
-    let mut builder =
-        Gateway::builder(home.root()).durability(env::durability()?).store(location).on_notice(move |notice| print_notice(format, notice));
+    let mut builder = Gateway::builder(home.root())
+        .durability(env::durability()?)
+        .store(location)
+        .on_notice(move |notice| print_notice(format, notice));
     if let Some(addr) = listen {
         builder = builder.listen(addr);
     }
@@ -105,8 +107,10 @@ fn webhook_secret(home: &BubHome, format: LogFormat) -> Result<String> {
     let secret: String = (0..32).map(|_| format!("{:02x}", rand::random::<u8>())).collect();
     std::fs::create_dir_all(home.root()).with_context(|| format!("cannot create {}", home.root().display()))?;
     write_private(&path, &secret).with_context(|| format!("cannot store the webhook secret in {}", path.display()))?;
-    let generated =
-        format!("generated a webhook secret, kept in {} (readable by this user only): sign requests with it", path.display());
+    let generated = format!(
+        "generated a webhook secret, kept in {} (readable by this user only): sign requests with it",
+        path.display()
+    );
     eprintln!("{}", format.user_line(Level::INFO, &generated));
     Ok(secret)
 }

@@ -254,7 +254,8 @@ struct JsonVisitor<F>(F);
 
 impl<F: FnMut(&'static str, Value)> Visit for JsonVisitor<F> {
     fn record_f64(&mut self, field: &Field, value: f64) {
-        let number = serde_json::Number::from_f64(value).map_or_else(|| Value::String(value.to_string()), Value::Number);
+        let number =
+            serde_json::Number::from_f64(value).map_or_else(|| Value::String(value.to_string()), Value::Number);
         (self.0)(field.name(), number);
     }
 
@@ -405,8 +406,20 @@ mod tests {
         assert_eq!(
             keys,
             [
-                "timestamp", "level", "target", "message", "session", "channel", "turn", "chat", "part", "tool",
-                "steps", "ok", "ratio", "spans"
+                "timestamp",
+                "level",
+                "target",
+                "message",
+                "session",
+                "channel",
+                "turn",
+                "chat",
+                "part",
+                "tool",
+                "steps",
+                "ok",
+                "ratio",
+                "spans"
             ]
         );
         let timestamp = line["timestamp"].as_str().unwrap();
@@ -472,7 +485,8 @@ mod tests {
 
     #[test]
     fn a_trace_id_source_puts_the_current_trace_on_each_line() {
-        let settings = LogSettings { trace_id: Some(|| Some("4bf92f3577b34da6a3ce929d0e0e4736".into())), ..json("info") };
+        let settings =
+            LogSettings { trace_id: Some(|| Some("4bf92f3577b34da6a3ce929d0e0e4736".into())), ..json("info") };
         let lines = lines_of(&settings, || tracing::info!("in a trace"));
         let line = parse(&lines[0]);
         assert_eq!(line["trace_id"], "4bf92f3577b34da6a3ce929d0e0e4736");
@@ -501,6 +515,9 @@ mod tests {
         let line = parse(&LogFormat::Json.user_line(Level::ERROR, "error: no\nmodel"));
         let keys: Vec<&str> = line.keys().map(String::as_str).collect();
         assert_eq!(keys, ["timestamp", "level", "target", "message"]);
-        assert_eq!((&line["level"], &line["target"], &line["message"]), (&"ERROR".into(), &"bub".into(), &"error: no\nmodel".into()));
+        assert_eq!(
+            (&line["level"], &line["target"], &line["message"]),
+            (&"ERROR".into(), &"bub".into(), &"error: no\nmodel".into())
+        );
     }
 }

@@ -167,7 +167,11 @@ async fn first_start_generates_and_keeps_a_webhook_secret() {
     // Where it is kept is printed, never the secret: stderr is a service's log.
     let stderr = gateway.stderr();
     assert!(!stderr.contains(secret.trim()), "the secret is not printed:\n{stderr}");
-    assert!(stderr.contains(&format!("generated a webhook secret, kept in {}", home.path().join("webhook.secret").display())), "{stderr}");
+    assert!(
+        stderr
+            .contains(&format!("generated a webhook secret, kept in {}", home.path().join("webhook.secret").display())),
+        "{stderr}"
+    );
     let response =
         signed_request(&client(), gateway.addr, "webhook", "sync", &message("s1", "c1", ",help"), secret.trim())
             .await

@@ -110,7 +110,8 @@ fn env(model: &FakeModel, format: &str) -> Vec<(String, String)> {
 /// A message on the webhook channel, signed with `secret`: the status and the JSON answer.
 async fn ask(gateway: &GatewayProcess, id: &str, text: &str, secret: &str) -> (u16, Value) {
     let body = json!({"message_id": id, "chat_id": "room-1", "sender_id": "u1", "text": text});
-    let response = signed_request(&client(), gateway.addr, "hooks", "sync", &body, secret).await.expect("a webhook request");
+    let response =
+        signed_request(&client(), gateway.addr, "hooks", "sync", &body, secret).await.expect("a webhook request");
     let status = response.status().as_u16();
     (status, response.json().await.unwrap_or(Value::Null))
 }
@@ -201,7 +202,9 @@ async fn no_secret_reaches_a_json_log_line_and_a_turns_lines_carry_channel_chat_
     let lines = json_lines(&stderr);
     assert!(lines.len() > 100, "everything was logged: {} lines", lines.len());
     assert!(lines.iter().any(|line| line["target"] == "bub"), "the gateway's own lines are JSON too:\n{stderr}");
-    for (channel, chat) in [("hooks", "room-1"), ("tg", &TELEGRAM_USER.to_string()[..]), ("dc", &DISCORD_DM.to_string()[..])] {
+    for (channel, chat) in
+        [("hooks", "room-1"), ("tg", &TELEGRAM_USER.to_string()[..]), ("dc", &DISCORD_DM.to_string()[..])]
+    {
         let session = format!("{channel}:{chat}");
         let answered = lines.iter().filter(|line| line["message"] == "turn answered" && in_span(line, "turn"));
         let mut answered = answered.filter(|line| line["channel"] == channel);

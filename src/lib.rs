@@ -30,6 +30,10 @@
 //!   (`config/channel/<kind>.rs`), the `[policy]` tables as written, hot
 //!   reload. It needs only `tools::capability` and `model::ModelSpec`, to
 //!   parse tool patterns and model names at load.
+//! - [`telemetry`]: the process's observability — its log lines
+//!   (`BUB_LOG`, `BUB_LOG_FORMAT`: text, or one JSON object a line with the
+//!   spans' `channel`, `chat`, `session`, … flattened), a `tracing` layer the
+//!   binary composes with any other; it reads no environment.
 //! - [`codemode`]: everything of code mode — the `,code_mode` switch and
 //!   `run_code` tools, stubs, the child and its protocol, the seam the agent
 //!   loop calls to swap the offered tools.
@@ -109,6 +113,7 @@
 //! - `home` → none
 //! - `tools` → `environment`, `message`, `model`, `tape`
 //! - `config` → `model`, `tools`
+//! - `telemetry` → none
 //! - `codemode` → `environment`, `tools`
 //! - `agent` → `codemode`, `command`, `environment`, `message`, `model`, `tape`, `tools`
 //! - `skills` → `environment`, `tape`, `tools`
@@ -118,7 +123,8 @@
 //!   `tape`, `tools`
 //! - `setup` → `agent`, `codemode`, `command`, `config`, `db`, `environment`, `home`, `model`,
 //!   `skills`, `tape`, `tools`
-//! - `cli` → `agent`, `command`, `config`, `db`, `gateway`, `home`, `policy`, `setup`, `tape`
+//! - `cli` → `agent`, `command`, `config`, `db`, `gateway`, `home`, `policy`, `setup`, `tape`,
+//!   `telemetry`
 //!
 //! # Words
 //! A **command** is a comma command (`,help`): parsed in [`command`], run by
@@ -143,4 +149,5 @@ pub mod policy;
 pub mod setup;
 pub mod skills;
 pub mod tape;
+pub mod telemetry;
 pub mod tools;

@@ -23,18 +23,29 @@ fn purge_freed_memory_at_once() {
 
 fn main() -> ExitCode {
     use std::io::IsTerminal;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
     purge_freed_memory_at_once();
     // Failures reach the user as `error: …`; other logs are opt-in (BUB_LOG=info).
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("BUB_LOG").unwrap_or_else(|_| "error".into()))
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr)
-        .init();
+    let mut logs = match bub::cli::log_settings() {
+        Ok(logs) => logs,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return ExitCode::from(bub::cli::exit::NOT_CONFIGURED);
+        }
+    };
+    logs.ansi = std::io::stderr().is_terminal();
+    // One layer a line: another (traces) composes here beside the logs.
+    tracing_subscriber::registry().with(logs.layer(std::io::stderr)).init();
     let cli = bub::cli::Cli::parse();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(error) => {
-            eprintln!("error: cannot start the async runtime: {error}");
+            eprintln!(
+                "{}",
+                logs.format
+                    .user_line(tracing::Level::ERROR, &format!("error: cannot start the async runtime: {error}"))
+            );
             return ExitCode::FAILURE;
         }
     };
@@ -47,7 +58,7 @@ fn main() -> ExitCode {
         Err(error) => {
             let quiet = error.downcast_ref::<bub::cli::Exit>().is_some_and(|exit| exit.message.is_empty());
             if !quiet {
-                eprintln!("error: {error:#}");
+                eprintln!("{}", logs.format.user_line(tracing::Level::ERROR, &format!("error: {error:#}")));
             }
             ExitCode::from(bub::cli::exit::status_of(&error))
         }

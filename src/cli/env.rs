@@ -6,6 +6,7 @@
 
 use crate::db::Durability;
 use crate::home::BubHome;
+use crate::telemetry::logs::{LogSettings, UnknownLogFormat};
 use anyhow::Result;
 use std::path::{Path, PathBuf};
 
@@ -30,6 +31,14 @@ pub(crate) fn vars() -> Vec<(String, String)> {
 /// A variable's value, trimmed; `None` when unset or blank.
 pub(crate) fn var(name: &str) -> Option<String> {
     std::env::var(name).ok().map(|value| value.trim().to_string()).filter(|value| !value.is_empty())
+}
+
+/// `BUB_LOG` and `BUB_LOG_FORMAT` (see [`crate::telemetry::logs`]); a
+/// variable that is not UTF-8 is read lossily (a format that is not text or
+/// json is then refused, a filter falls back to failures only).
+pub(crate) fn log_settings() -> Result<LogSettings, UnknownLogFormat> {
+    let lossy = |name: &str| std::env::var_os(name).map(|value| value.to_string_lossy().into_owned());
+    LogSettings::from_values(lossy("BUB_LOG").as_deref(), lossy("BUB_LOG_FORMAT").as_deref())
 }
 
 /// The workspace a command runs in: the given directory or the current one.

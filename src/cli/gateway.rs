@@ -13,17 +13,23 @@ use crate::config::GatewayConfig;
 use crate::gateway::{Gateway, Notice};
 use crate::home::BubHome;
 use crate::setup::Setup;
+use crate::telemetry::logs::LogFormat;
 use anyhow::{Context, Result};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use tracing::Level;
 
 /// Reads what the gateway needs from the environment and the arguments, and
 /// runs it with [`Gateway::builder`] (which owns the start-up order).
 pub(crate) async fn run_gateway(home: &BubHome, config: Option<PathBuf>, listen: Option<SocketAddr>) -> Result<()> {
+    // What the gateway says itself (that it listens, its notices) is written like its log lines.
+    let format = env::log_settings()?.format;
     let config_path = config.or_else(|| Some(home.config_file()).filter(|path| path.exists()));
     let location = crate::setup::store_location(home, config_path.as_deref(), &env::vars())?;
-    let mut builder =
-        Gateway::builder(home.root()).durability(env::durability()?).store(location).on_notice(print_notice);
+    let mut builder = Gateway::builder(home.root())
+        .durability(env::durability()?)
+        .store(location)
+        .on_notice(move |notice| print_notice(format, notice));
     if let Some(addr) = listen {
         builder = builder.listen(addr);
     }
@@ -37,14 +43,16 @@ pub(crate) async fn run_gateway(home: &BubHome, config: Option<PathBuf>, listen:
     )?;
     let open = match config_path {
         Some(path) => open.config_file(path),
-        None => open.config(default_config(home)?),
+        None => open.config(default_config(home, format)?),
     };
     let result = async {
         let running = open.start(setup.agent.clone(), shutdown_signal()).await?;
         if running.started() {
             let mut names = running.gateway().channel_names();
             names.sort();
-            eprintln!("bub gateway listening on http://{} (channels: {})", running.local_addr(), names.join(", "));
+            let listening =
+                format!("bub gateway listening on http://{} (channels: {})", running.local_addr(), names.join(", "));
+            eprintln!("{}", format.user_line(Level::INFO, &listening));
         }
         let gateway = running.gateway().clone();
         running.wait().await;
@@ -61,16 +69,18 @@ pub(crate) async fn run_gateway(home: &BubHome, config: Option<PathBuf>, listen:
     result
 }
 
-fn print_notice(notice: &Notice) {
-    match notice {
-        Notice::Sandboxed(_) => eprintln!("bub gateway: {notice}"),
-        _ => eprintln!("{notice}"),
-    }
+fn print_notice(format: LogFormat, notice: &Notice) {
+    let (level, text) = match notice {
+        Notice::Sandboxed(_) => (Level::INFO, format!("bub gateway: {notice}")),
+        Notice::ConfigRefused(_) => (Level::ERROR, notice.to_string()),
+        Notice::ConfigOpensAccess(_) | Notice::ChannelSetting(_) => (Level::WARN, notice.to_string()),
+    };
+    eprintln!("{}", format.user_line(level, &text));
 }
 
 /// The embedded default: one webhook channel, its secret and optional callback from the environment.
-fn default_config(home: &BubHome) -> Result<GatewayConfig> {
-    let mut config = GatewayConfig::default_webhook(webhook_secret(home)?);
+fn default_config(home: &BubHome, format: LogFormat) -> Result<GatewayConfig> {
+    let mut config = GatewayConfig::default_webhook(webhook_secret(home, format)?);
     if let Some(url) = env::var("BUB_WEBHOOK_CALLBACK_URL")
         && let Some(channel) = config.channels.get_mut("webhook")
         && let crate::config::ChannelKind::Webhook(settings) = &mut channel.kind
@@ -80,10 +90,10 @@ fn default_config(home: &BubHome) -> Result<GatewayConfig> {
     Ok(config)
 }
 
-/// `BUB_WEBHOOK_SECRET`, or the stored one, or a new one (stored, and its
-/// file named once: stderr is a log, and logs are shipped where secrets must
-/// not go).
-fn webhook_secret(home: &BubHome) -> Result<String> {
+/// `BUB_WEBHOOK_SECRET`, or the stored one, or a new one (stored; where it
+/// is kept is printed, never the secret: stderr is the log of a gateway run
+/// as a service).
+fn webhook_secret(home: &BubHome, format: LogFormat) -> Result<String> {
     if let Some(secret) = env::var("BUB_WEBHOOK_SECRET") {
         return Ok(secret);
     }
@@ -97,7 +107,11 @@ fn webhook_secret(home: &BubHome) -> Result<String> {
     let secret: String = (0..32).map(|_| format!("{:02x}", rand::random::<u8>())).collect();
     std::fs::create_dir_all(home.root()).with_context(|| format!("cannot create {}", home.root().display()))?;
     write_private(&path, &secret).with_context(|| format!("cannot store the webhook secret in {}", path.display()))?;
-    eprintln!("generated a webhook secret; sign requests with the one in {}", path.display());
+    let generated = format!(
+        "generated a webhook secret, kept in {} (readable by this user only): sign requests with it",
+        path.display()
+    );
+    eprintln!("{}", format.user_line(Level::INFO, &generated));
     Ok(secret)
 }
 

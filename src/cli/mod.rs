@@ -79,6 +79,12 @@ pub enum BubSubcommand {
     Db(db::DbSubcommand),
 }
 
+/// How the process logs, from `BUB_LOG` and `BUB_LOG_FORMAT`: read before
+/// the command line is parsed, so that everything after is logged as asked.
+pub fn log_settings() -> Result<crate::telemetry::logs::LogSettings, crate::telemetry::logs::UnknownLogFormat> {
+    env::log_settings()
+}
+
 /// Runs a parsed command line.
 pub async fn run(cli: Cli) -> Result<()> {
     let home = env::home(cli.home);

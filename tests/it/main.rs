@@ -104,6 +104,10 @@ mod gateway_telegram;
 #[cfg(feature = "telegram")]
 mod gateway_telegram_commands;
 
+// Operating the gateway: what its logs hold (never a secret), on every channel.
+#[cfg(all(feature = "telegram", feature = "discord"))]
+mod log_secrets;
+
 // The command line: `bub run`, `bub chat`, `bub tools` and sessions per
 // workspace, on the real binary.
 mod cli_agent;

@@ -135,7 +135,7 @@ async fn fetch_and_save(
     max_bytes: u64,
 ) -> Result<Vec<u8>, Refusal> {
     let log = |error: &dyn std::fmt::Display| {
-        tracing::warn!(session, message = %inbound.message_id, file = %attachment.name, %error, "a file was not kept");
+        tracing::warn!(session, message_id = %inbound.message_id, file = %attachment.name, %error, "a file was not kept");
     };
     if let Some(size) = attachment.size.filter(|size| *size > max_bytes) {
         return Err(Refusal::TooLarge { size });
@@ -162,7 +162,7 @@ async fn fetch_and_save(
     };
     match written {
         Ok(()) => {
-            tracing::info!(session, message = %inbound.message_id, path, bytes = bytes.len(), "file saved");
+            tracing::info!(session, message_id = %inbound.message_id, path, bytes = bytes.len(), "file saved");
             Ok(bytes)
         }
         Err(error) => {

@@ -47,11 +47,11 @@ use std::sync::Arc;
 pub(crate) async fn taken(store: &GatewayStore, edit: Inbound) -> StoreResult<Option<Inbound>> {
     let Some(version) = edit.edit.clone() else { return Ok(Some(edit)) };
     let Some(original) = store.original(&edit.channel, &edit.message_id).await? else {
-        tracing::debug!(channel = %edit.channel, message = %edit.message_id, "an edit of a message the gateway never received; ignored");
+        tracing::debug!(channel = %edit.channel, message_id = %edit.message_id, "an edit of a message the gateway never received; ignored");
         return Ok(None);
     };
     if original.sender.id != edit.sender.id || original.chat.id != edit.chat.id {
-        tracing::warn!(channel = %edit.channel, message = %edit.message_id, "an edit from another sender or chat than its message's; ignored");
+        tracing::warn!(channel = %edit.channel, message_id = %edit.message_id, "an edit from another sender or chat than its message's; ignored");
         return Ok(None);
     }
     Ok(Some(Inbound {
@@ -78,9 +78,9 @@ pub(crate) async fn apply(inner: &Arc<Inner>, session: &str, waiting: &mut Messa
     inbound.text = edit.inbound.text.clone();
     inbound.addressing.mention |= edit.inbound.addressing.mention;
     if let Err(error) = inner.store.replace_waiting(waiting.seq, &inbound).await {
-        tracing::error!(%error, session, message = %inbound.message_id, "cannot store an edited text; the turn uses it, a restart would not");
+        tracing::error!(%error, session, message_id = %inbound.message_id, "cannot store an edited text; the turn uses it, a restart would not");
     }
-    tracing::info!(session, message = %inbound.message_id, "an edit replaced the text of a message waiting for its turn");
+    tracing::info!(session, message_id = %inbound.message_id, "an edit replaced the text of a message waiting for its turn");
     waiting.inbound = inbound;
     waiting.provenance = least_trusted([waiting.provenance, edit.provenance]);
     let result =

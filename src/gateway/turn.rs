@@ -587,7 +587,7 @@ pub(crate) async fn record_on_tape(
     message: &Message,
 ) -> Result<(), crate::tape::TapeError> {
     append_inactive(inner, session, message).await.inspect_err(|error| {
-        tracing::error!(%error, session, message = %message.inbound.message_id, "cannot record a message on the tape");
+        tracing::error!(%error, session, message_id = %message.inbound.message_id, "cannot record a message on the tape");
     })
 }
 

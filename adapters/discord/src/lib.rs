@@ -300,7 +300,7 @@ async fn hand_over(to: Receiver, mut messages: mpsc::UnboundedReceiver<Arrived>,
             // Discord does not deliver a message twice; one the gateway could not store is lost.
             if let Err(error) = to.inbox.submit(inbound, None).await {
                 if error.try_again_later() {
-                    tracing::error!(%channel, message = %id, %error, "discord message lost: the gateway could not store it");
+                    tracing::error!(%channel, message_id = %id, %error, "discord message lost: the gateway could not store it");
                 }
                 if let Arrived::Command(command) = &arrived {
                     to.answers.refuse(&to.http, command.id.get(), &refusal(&error)).await;

@@ -80,7 +80,7 @@ impl Poller {
         let id = inbound.message_id.clone();
         match self.inbox.submit(inbound, None).await {
             Err(error) if error.try_again_later() => {
-                tracing::warn!(channel = %self.channel, message = %id, %error, "gateway cannot take the message yet");
+                tracing::warn!(channel = %self.channel, message_id = %id, %error, "gateway cannot take the message yet");
                 false
             }
             _ => true,

@@ -119,7 +119,7 @@ pub(crate) async fn kept_live_reply(inner: &Inner, channel: &str, template: &Out
         .remembered_in(Arc::new(inner.store.clone()));
     match inner.store.live_message(key).await {
         Ok(Some(message)) if message.channel == channel && message.chat == template.chat => {
-            tracing::info!(key = %key, channel, message = %message.message_id, "finishing the reply's message from before the restart");
+            tracing::info!(key = %key, channel, message_id = %message.message_id, "finishing the reply's message from before the restart");
             live.resuming(&message)
         }
         Ok(Some(message)) => {
@@ -159,7 +159,7 @@ async fn send_and_record_file(inner: &Arc<Inner>, channel: &str, file: OutboundF
     match inner.outbound().send_file(channel, &file).await {
         Ok(delivered) => {
             record_file(inner.store.file_delivered(&key, &delivered.message_id).await, &key);
-            tracing::info!(channel, key = %key, file = %file.name, bytes = file.bytes.len(), message = %delivered.message_id, "file sent");
+            tracing::info!(channel, key = %key, file = %file.name, bytes = file.bytes.len(), message_id = %delivered.message_id, "file sent");
             Ok(SentFile { message_id: delivered.message_id, earlier: false })
         }
         Err(error) => {

@@ -2,6 +2,11 @@
 //!
 //! # Layout
 //! The modules from the bottom up (the order of [Dependencies](#dependencies)):
+//! - [`telemetry`]: OpenTelemetry traces (`telemetry::traces`): the layer
+//!   the binary installs when an OTLP endpoint is configured, the span
+//!   helpers (attributes, status, a trace's place carried across tasks)
+//!   that do nothing when none is, the trace id for log lines. Below
+//!   everything, so any module records span attributes with it.
 //! - [`message`]: what a model is sent — request messages (`RequestMessage`,
 //!   which shares a tape entry's payload instead of copying it), the note an
 //!   anchor becomes, and token counting (`message::tokens`). Below both the
@@ -100,25 +105,26 @@
 //! from the bottom up: a module imports only modules listed before it, so
 //! there is no cycle. `tests/layout.rs` reads this list and the code, and
 //! fails on an arrow that is in one and not the other.
+//! - `telemetry` → none
 //! - `message` → none
 //! - `tape` → `message`
 //! - `db` → `tape`
-//! - `model` → `message`
+//! - `model` → `message`, `telemetry`
 //! - `environment` → `tape`
 //! - `command` → none
 //! - `home` → none
 //! - `tools` → `environment`, `message`, `model`, `tape`
 //! - `config` → `model`, `tools`
 //! - `codemode` → `environment`, `tools`
-//! - `agent` → `codemode`, `command`, `environment`, `message`, `model`, `tape`, `tools`
+//! - `agent` → `codemode`, `command`, `environment`, `message`, `model`, `tape`, `telemetry`, `tools`
 //! - `skills` → `environment`, `tape`, `tools`
 //! - `policy` → `agent`, `command`, `config`, `tape`, `tools`
 //! - `http` → `config`
 //! - `gateway` → `agent`, `command`, `config`, `db`, `environment`, `home`, `http`, `policy`,
-//!   `tape`, `tools`
+//!   `tape`, `telemetry`, `tools`
 //! - `setup` → `agent`, `codemode`, `command`, `config`, `db`, `environment`, `home`, `model`,
 //!   `skills`, `tape`, `tools`
-//! - `cli` → `agent`, `command`, `config`, `db`, `gateway`, `home`, `policy`, `setup`, `tape`
+//! - `cli` → `agent`, `command`, `config`, `db`, `gateway`, `home`, `policy`, `setup`, `tape`, `telemetry`
 //!
 //! # Words
 //! A **command** is a comma command (`,help`): parsed in [`command`], run by
@@ -143,4 +149,5 @@ pub mod policy;
 pub mod setup;
 pub mod skills;
 pub mod tape;
+pub mod telemetry;
 pub mod tools;

@@ -21,16 +21,39 @@ fn purge_freed_memory_at_once() {
     }
 }
 
-fn main() -> ExitCode {
+/// Log lines on stderr, coloured on a terminal.
+fn log_lines<S>() -> impl tracing_subscriber::Layer<S> + Send + Sync
+where
+    S: tracing::Subscriber + for<'span> tracing_subscriber::registry::LookupSpan<'span>,
+{
     use std::io::IsTerminal;
+    tracing_subscriber::fmt::layer().with_ansi(std::io::stderr().is_terminal()).with_writer(std::io::stderr)
+}
+
+fn main() -> ExitCode {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
     purge_freed_memory_at_once();
-    // Failures reach the user as `error: …`; other logs are opt-in (BUB_LOG=info).
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("BUB_LOG").unwrap_or_else(|_| "error".into()))
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr)
-        .init();
     let cli = bub::cli::Cli::parse();
+    // Failures reach the user as `error: …`; other logs are opt-in (BUB_LOG=info).
+    let filter = tracing_subscriber::EnvFilter::try_from_env("BUB_LOG").unwrap_or_else(|_| "error".into());
+    // Traces only when an endpoint is configured: otherwise no layer at all,
+    // and the subscriber is the one bub always had.
+    let traces = match bub::cli::trace_settings(&cli).map(|settings| bub::telemetry::traces::layer(&settings)) {
+        None => {
+            tracing_subscriber::registry().with(filter).with(log_lines()).init();
+            None
+        }
+        Some(Ok((export, traces))) => {
+            use tracing_subscriber::Layer;
+            tracing_subscriber::registry().with(log_lines().with_filter(filter)).with(export).init();
+            Some(traces)
+        }
+        Some(Err(error)) => {
+            eprintln!("error: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(error) => {
@@ -42,6 +65,13 @@ fn main() -> ExitCode {
     // Not waiting for tasks still blocked (a prompt reading stdin): bub has
     // stopped what it ran and recorded it.
     runtime.shutdown_background();
+    // After the runtime (the exporter's client blocks), SIGTERM's graceful
+    // stop included: the spans still queued are sent.
+    if let Some(traces) = traces
+        && let Err(error) = traces.shutdown()
+    {
+        eprintln!("error: {error}");
+    }
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {

@@ -28,7 +28,7 @@ pub fn trace_settings(cli: &Cli) -> Option<TraceSettings> {
         BubSubcommand::Run { .. } | BubSubcommand::Chat { .. } => None,
         _ => return None,
     };
-    resolve(&file.unwrap_or_default(), |name| super::env::var(name))
+    resolve(&file.unwrap_or_default(), super::env::var)
 }
 
 /// The settings from the file's table and the variables `var` reads;

@@ -129,7 +129,7 @@ impl ModelClient for Retrying {
     }
 
     /// In a `model_call` span, which lasts until the stream ends and carries
-    /// the GenAI attributes when traces are exported (see [`traced`]).
+    /// the GenAI attributes when traces are exported (see `traced`).
     async fn stream(&self, request: &ChatRequest) -> Result<ModelStream, ModelError> {
         let span = tracing::info_span!("model_call", provider = self.provider(), model = %request.model);
         if traces::exporting() {

@@ -2,6 +2,13 @@
 //!
 //! # Layout
 //! The modules from the bottom up (the order of [Dependencies](#dependencies)):
+//! - [`telemetry`]: the process's observability — its log lines
+//!   (`BUB_LOG`, `BUB_LOG_FORMAT`: text, or one JSON object a line with the
+//!   spans' `channel`, `chat`, `session`, … flattened) and its OpenTelemetry
+//!   traces (`telemetry::traces`: the layer the binary installs when an OTLP
+//!   endpoint is configured, span helpers that do nothing when none is, the
+//!   trace id for log lines). Below everything, so any module records span
+//!   attributes with it; it reads no environment.
 //! - [`message`]: what a model is sent — request messages (`RequestMessage`,
 //!   which shares a tape entry's payload instead of copying it), the note an
 //!   anchor becomes, and token counting (`message::tokens`). Below both the
@@ -30,10 +37,6 @@
 //!   (`config/channel/<kind>.rs`), the `[policy]` tables as written, hot
 //!   reload. It needs only `tools::capability` and `model::ModelSpec`, to
 //!   parse tool patterns and model names at load.
-//! - [`telemetry`]: the process's observability — its log lines
-//!   (`BUB_LOG`, `BUB_LOG_FORMAT`: text, or one JSON object a line with the
-//!   spans' `channel`, `chat`, `session`, … flattened), a `tracing` layer the
-//!   binary composes with any other; it reads no environment.
 //! - [`codemode`]: everything of code mode — the `,code_mode` switch and
 //!   `run_code` tools, stubs, the child and its protocol, the seam the agent
 //!   loop calls to swap the offered tools.
@@ -104,23 +107,23 @@
 //! from the bottom up: a module imports only modules listed before it, so
 //! there is no cycle. `tests/layout.rs` reads this list and the code, and
 //! fails on an arrow that is in one and not the other.
+//! - `telemetry` → none
 //! - `message` → none
 //! - `tape` → `message`
 //! - `db` → `tape`
-//! - `model` → `message`
+//! - `model` → `message`, `telemetry`
 //! - `environment` → `tape`
 //! - `command` → none
 //! - `home` → none
 //! - `tools` → `environment`, `message`, `model`, `tape`
 //! - `config` → `model`, `tools`
-//! - `telemetry` → none
 //! - `codemode` → `environment`, `tools`
-//! - `agent` → `codemode`, `command`, `environment`, `message`, `model`, `tape`, `tools`
+//! - `agent` → `codemode`, `command`, `environment`, `message`, `model`, `tape`, `telemetry`, `tools`
 //! - `skills` → `environment`, `tape`, `tools`
 //! - `policy` → `agent`, `command`, `config`, `tape`, `tools`
 //! - `http` → `config`
 //! - `gateway` → `agent`, `command`, `config`, `db`, `environment`, `home`, `http`, `policy`,
-//!   `tape`, `tools`
+//!   `tape`, `telemetry`, `tools`
 //! - `setup` → `agent`, `codemode`, `command`, `config`, `db`, `environment`, `home`, `model`,
 //!   `skills`, `tape`, `tools`
 //! - `cli` → `agent`, `command`, `config`, `db`, `gateway`, `home`, `policy`, `setup`, `tape`,

@@ -26,6 +26,7 @@ fn main() -> ExitCode {
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
     purge_freed_memory_at_once();
+    let cli = bub::cli::Cli::parse();
     // Failures reach the user as `error: …`; other logs are opt-in (BUB_LOG=info).
     let mut logs = match bub::cli::log_settings() {
         Ok(logs) => logs,
@@ -35,9 +36,23 @@ fn main() -> ExitCode {
         }
     };
     logs.ansi = std::io::stderr().is_terminal();
-    // One layer a line: another (traces) composes here beside the logs.
-    tracing_subscriber::registry().with(logs.layer(std::io::stderr)).init();
-    let cli = bub::cli::Cli::parse();
+    // Traces only when an endpoint is configured: otherwise no layer at all,
+    // and the subscriber is the log lines alone.
+    let traces = match bub::cli::trace_settings(&cli).map(|settings| bub::telemetry::traces::layer(&settings)) {
+        None => {
+            tracing_subscriber::registry().with(logs.layer(std::io::stderr)).init();
+            None
+        }
+        Some(Ok((export, traces))) => {
+            logs.trace_id = Some(bub::telemetry::traces::current_trace_id);
+            tracing_subscriber::registry().with(logs.layer(std::io::stderr)).with(export).init();
+            Some(traces)
+        }
+        Some(Err(error)) => {
+            eprintln!("{}", logs.format.user_line(tracing::Level::ERROR, &format!("error: {error}")));
+            return ExitCode::FAILURE;
+        }
+    };
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(error) => {
@@ -53,6 +68,13 @@ fn main() -> ExitCode {
     // Not waiting for tasks still blocked (a prompt reading stdin): bub has
     // stopped what it ran and recorded it.
     runtime.shutdown_background();
+    // After the runtime (the exporter's client blocks), SIGTERM's graceful
+    // stop included: the spans still queued are sent.
+    if let Some(traces) = traces
+        && let Err(error) = traces.shutdown()
+    {
+        eprintln!("{}", logs.format.user_line(tracing::Level::ERROR, &format!("error: {error}")));
+    }
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {

@@ -8,6 +8,7 @@ use super::host::AgentHost;
 use super::runtime::Agent;
 use crate::codemode::{CodeCall, ExecuteCall};
 use crate::environment::Environment;
+use crate::telemetry::traces;
 use crate::tools::bus::HandlerError;
 use crate::tools::{ToolContext, ToolError, ToolErrorKind, ToolRegistry, default_render};
 use serde_json::Value;
@@ -35,7 +36,23 @@ impl CallSite {
     /// Only a failing event handler is an `Err`: tool failures are results.
     pub async fn execute(&self, call: ToolCall, preset: Option<ToolError>) -> Result<ToolCallResult, HandlerError> {
         let span = tracing::info_span!("tool_call", tool = %call.tool, call_id = %call.call_id);
-        self.execute_in_span(call, preset).instrument(span).await
+        if traces::exporting() {
+            traces::set_name(&span, || format!("execute_tool {}", call.tool));
+            traces::set_attribute(&span, "gen_ai.operation.name", "execute_tool");
+            traces::set_attribute(&span, "gen_ai.tool.name", call.tool.clone());
+            traces::set_attribute(&span, "gen_ai.tool.call.id", call.call_id.clone());
+            traces::capture(&span, "gen_ai.tool.call.arguments", || call.arguments.to_string());
+        }
+        let result = self.execute_in_span(call, preset).instrument(span.clone()).await;
+        if traces::exporting()
+            && let Ok(done) = &result
+        {
+            if let Err(error) = &done.value {
+                traces::set_error(&span, format!("{:?}", error.kind));
+            }
+            traces::capture(&span, "gen_ai.tool.call.result", || done.output.clone());
+        }
+        result
     }
 
     async fn execute_in_span(&self, call: ToolCall, preset: Option<ToolError>) -> Result<ToolCallResult, HandlerError> {

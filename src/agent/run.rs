@@ -192,6 +192,11 @@ impl Agent {
         // A child of the caller's span (the gateway's turn): the run's lines,
         // its model calls' and its tool calls' carry the turn's fields.
         let span = tracing::info_span!("run", tape = %options.tape, run_id = %run_id);
+        if crate::telemetry::traces::exporting() {
+            crate::telemetry::traces::set_name(&span, || "invoke_agent bub".to_string());
+            crate::telemetry::traces::set_attribute(&span, "gen_ai.operation.name", "invoke_agent");
+            crate::telemetry::traces::set_attribute(&span, "gen_ai.agent.name", "bub");
+        }
         let task = tokio::spawn(
             async move {
                 agent.drive(prompt, options, run_id, active, &out).await

@@ -17,6 +17,7 @@ mod gateway;
 mod pairing;
 mod policy;
 mod tape;
+mod traces;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -24,6 +25,7 @@ use std::path::PathBuf;
 
 pub use exit::Exit;
 pub use tape::summarize;
+pub use traces::trace_settings;
 
 #[derive(Debug, Parser)]
 #[command(name = "bub", version, about = "A chat-bot gateway for LLM agents")]

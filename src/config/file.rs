@@ -1,4 +1,4 @@
-//! The whole file ([`GatewayConfig`]): `[http]`, `[agent]`, `[policy.defaults]` and one
+//! The whole file ([`GatewayConfig`]): `[http]`, `[agent]`, `[telemetry]`, `[policy.defaults]` and one
 //! `[channels.NAME]` table per channel instance, each with an optional
 //! `[channels.NAME.policy]` and `[channels.NAME.chats."ID".policy]`.
 //!
@@ -19,6 +19,7 @@ use super::http::HttpConfig;
 use super::layer::{Layer, PolicyLayer};
 use super::sandbox::SandboxConfig;
 use super::store::StoreConfig;
+use super::telemetry::TelemetryConfig;
 use super::value::UserPattern;
 use bub_channel::Secret;
 use indexmap::IndexMap;
@@ -37,6 +38,8 @@ pub struct GatewayConfig {
     pub sandbox: SandboxConfig,
     /// `[store]`: SQLite in the home, or a PostgreSQL database replicas share.
     pub store: StoreConfig,
+    /// `[telemetry]`: OpenTelemetry traces (read at start; a reload keeps the first).
+    pub telemetry: TelemetryConfig,
     /// `[policy.defaults]`: the first policy layer, for every channel and chat.
     pub defaults: PolicyLayer,
     /// Channel instances by name, in file order. The name is what `Inbound::channel`
@@ -68,6 +71,8 @@ struct RawConfig {
     sandbox: SandboxConfig,
     #[serde(default)]
     store: StoreConfig,
+    #[serde(default)]
+    telemetry: TelemetryConfig,
     #[serde(default)]
     policy: RawPolicySection,
     #[serde(default)]
@@ -115,6 +120,7 @@ impl GatewayConfig {
             agent: raw.agent,
             sandbox: raw.sandbox,
             store: raw.store,
+            telemetry: raw.telemetry,
             defaults: raw.policy.defaults,
             channels,
             source: Some(source),
@@ -139,6 +145,7 @@ impl GatewayConfig {
             agent: AgentConfig::default(),
             sandbox: SandboxConfig::default(),
             store: StoreConfig::default(),
+            telemetry: TelemetryConfig::default(),
             defaults: PolicyLayer::default(),
             channels: IndexMap::from([("webhook".to_string(), channel)]),
             source: None,

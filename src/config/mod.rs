@@ -8,6 +8,7 @@
 //! - [`http`](mod@http): `[http]` ([`HttpConfig`]) and the server's [`ServeLimits`].
 //! - [`sandbox`](mod@sandbox): `[sandbox]` ([`SandboxConfig`]): the sandbox's limits.
 //! - [`store`](mod@store): `[store]` ([`StoreConfig`]): SQLite or PostgreSQL.
+//! - [`telemetry`](mod@telemetry): `[telemetry]` ([`TelemetryConfig`]): OpenTelemetry traces.
 //! - [`channel`]: `[channels.NAME]` — one settings type per channel kind
 //!   ([`WebhookConfig`], [`TelegramConfig`], [`DiscordConfig`]), each kind in
 //!   its own file with its keys and checks.
@@ -51,6 +52,7 @@ pub mod pattern;
 pub mod rate;
 pub mod sandbox;
 pub mod store;
+pub mod telemetry;
 pub mod value;
 
 pub use agent::AgentConfig;
@@ -68,4 +70,5 @@ pub use pattern::ToolPattern;
 pub use rate::{Rate, RateError};
 pub use sandbox::SandboxConfig;
 pub use store::StoreConfig;
+pub use telemetry::TelemetryConfig;
 pub use value::{Operator, Seconds, UserPattern};

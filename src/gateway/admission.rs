@@ -108,6 +108,7 @@ mod tests {
             delivery: Delivery::Channel,
             received_at: chrono::Utc::now(),
             edit: None,
+            trace: None,
         }
     }
 

@@ -62,6 +62,8 @@ pub(crate) async fn taken(store: &GatewayStore, edit: Inbound) -> StoreResult<Op
         },
         edit: Some(version),
         received_at: edit.received_at,
+        // The edit's request is the one being traced now.
+        trace: edit.trace.or_else(|| original.trace.clone()),
         ..original
     }))
 }

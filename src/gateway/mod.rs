@@ -68,6 +68,7 @@ use crate::agent::Agent;
 use crate::agent::events::{AfterLlmCall, AfterToolCall, RunStarted};
 use crate::config::LiveConfig;
 use crate::policy::EffectivePolicy;
+use crate::telemetry::traces::TraceLink;
 use bub_channel::{
     Channel, ChannelError, Inbound, InboundField, InboundSink, InvalidInbound, Outcome, OutcomeStatus, Problem,
     ReplySink, SubmitError, Submitted,
@@ -79,6 +80,7 @@ use session::Sessions;
 use std::collections::HashMap;
 use std::sync::Arc;
 use store::{GatewayStore, Received};
+use tracing::Instrument;
 
 /// The gateway's event on a turn's tape: which inbound messages the turn
 /// answers. Written inside the turn's fork, so it lands with the turn or not
@@ -107,6 +109,18 @@ pub(crate) struct Message {
     /// Where its text comes from, decided at admission (until then the
     /// closed side: a stranger's).
     pub provenance: crate::tape::Provenance,
+    /// Its place in its trace (its `admission` span, or after a restart the
+    /// caller's context): its turn's span hangs under it.
+    pub trace: TraceLink,
+}
+
+/// Where a stored message's turn hangs when it runs again after a restart:
+/// under the caller's trace context, if the channel received one.
+pub(crate) fn caller_trace(inbound: &Inbound) -> TraceLink {
+    match &inbound.trace {
+        Some(context) => TraceLink::from_w3c(context.traceparent(), context.tracestate()),
+        None => TraceLink::default(),
+    }
 }
 
 /// The running gateway. Cheap to clone.
@@ -353,7 +367,17 @@ impl InboundSink for Gateway {
         }
     }
 
+    /// In an `admission` span: the first of the message's trace, under the
+    /// caller's span when the channel received a trace context.
     async fn submit(&self, inbound: Inbound, sink: Option<ReplySink>) -> Result<Submitted, SubmitError> {
+        let span = tracing::info_span!("admission", channel = %inbound.channel);
+        caller_trace(&inbound).adopt(&span);
+        self.submit_in_span(inbound, sink).instrument(span).await
+    }
+}
+
+impl Gateway {
+    async fn submit_in_span(&self, inbound: Inbound, sink: Option<ReplySink>) -> Result<Submitted, SubmitError> {
         let inner = &self.inner;
         if !inner.channels.contains_key(&inbound.channel) {
             return Err(InvalidInbound { field: InboundField::Channel, problem: Problem::UnknownChannel }.into());
@@ -408,7 +432,8 @@ impl InboundSink for Gateway {
         metrics::histogram!("bub_inbound_store_seconds", "channel" => inbound.channel.clone())
             .record(storing.as_secs_f64());
         let provenance = crate::tape::Provenance::Stranger;
-        let message = Message { seq, inbound, sink, policy, user, session, recovered: false, provenance };
+        let trace = TraceLink::of(&tracing::Span::current());
+        let message = Message { seq, inbound, sink, policy, user, session, recovered: false, provenance, trace };
         match inner.replica.get() {
             Some(replica) => replica.arrived(inner, message).await,
             None => session::dispatch(inner, message).await,

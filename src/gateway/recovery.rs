@@ -153,7 +153,8 @@ pub(crate) fn message(inner: &Arc<Inner>, row: Unfinished, recovered: bool) -> M
     let user = admission::user_name(&row.inbound);
     let session = row.session.unwrap_or_else(|| admission::session_id(&row.inbound, policy.session_scope.value));
     let provenance = crate::tape::Provenance::Stranger;
-    Message { seq: row.seq, inbound: row.inbound, sink: None, policy, user, session, recovered, provenance }
+    let trace = super::caller_trace(&row.inbound);
+    Message { seq: row.seq, inbound: row.inbound, sink: None, policy, user, session, recovered, provenance, trace }
 }
 
 /// The reply of a turn that is on the tape: the assistant text (or the

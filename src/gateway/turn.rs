@@ -118,6 +118,8 @@ struct TurnInput {
     reply_key: String,
     /// Who the reply names (see [`admission::reply_mentions`]).
     mentions: Vec<bub_channel::SenderRef>,
+    /// Where the turn's span hangs: under its first message's.
+    trace: crate::telemetry::traces::TraceLink,
 }
 
 impl TurnInput {
@@ -148,6 +150,7 @@ impl TurnInput {
             wants_channel: members.iter().any(|m| m.inbound.delivery == Delivery::Channel),
             reply_key: reply_key(first),
             mentions: admission::reply_mentions(members.iter().map(|m| &m.inbound)),
+            trace: first.trace.clone(),
         })
     }
 }
@@ -158,6 +161,7 @@ async fn run(inner: &Arc<Inner>, share: &TurnShare, typing: Option<Typing>) {
     // is how a restart knows whether the turn landed.
     let Some(input) = TurnInput::read(inner, share) else { return };
     let span = tracing::info_span!("turn", session = %share.session, turn = %share.id, channel = %input.channel);
+    input.trace.adopt(&span);
     // Instrumented, not entered: a guard held across an await leaks the span
     // into every task its thread polls meanwhile (other turns' logs).
     run_input(inner, share, typing, input, started).instrument(span).await
@@ -193,6 +197,9 @@ async fn run_input(
     };
     let text = format!("{notice}{text}");
     metrics::histogram!("bub_turn_seconds", "channel" => channel.clone()).record(started.elapsed().as_secs_f64());
+    if let Some((kind, _)) = &failure {
+        crate::telemetry::traces::set_error(&tracing::Span::current(), format!("{kind:?}"));
+    }
     let result = turn_outcome(share, text, failure);
     let status = status_name(result.status);
     tracing::debug!(status, elapsed_ms = started.elapsed().as_millis() as u64, "turn answered");

@@ -15,6 +15,7 @@
 
 use super::error::ModelError;
 use super::types::{ChatRequest, ModelClient, ModelEvent, ModelStream};
+use crate::telemetry::traces;
 use async_trait::async_trait;
 use futures::StreamExt;
 use std::sync::Arc;
@@ -127,9 +128,76 @@ impl ModelClient for Retrying {
         self.inner.provider()
     }
 
+    /// In a `model_call` span, which lasts until the stream ends and carries
+    /// the GenAI attributes when traces are exported (see `traced`).
     async fn stream(&self, request: &ChatRequest) -> Result<ModelStream, ModelError> {
         let span = tracing::info_span!("model_call", provider = self.provider(), model = %request.model);
-        self.stream_with_retries(request).instrument(span).await
+        if traces::exporting() {
+            traces::set_name(&span, || format!("chat {}", request.model));
+            traces::set_attribute(&span, "gen_ai.operation.name", "chat");
+            traces::set_attribute(&span, "gen_ai.provider.name", self.provider().to_string());
+            traces::set_attribute(&span, "gen_ai.request.model", request.model.clone());
+            traces::capture(&span, "gen_ai.input.messages", || {
+                serde_json::to_string(&request.messages).unwrap_or_default()
+            });
+        }
+        match self.stream_with_retries(request).instrument(span.clone()).await {
+            Ok(stream) if traces::exporting() => Ok(traced(stream, span)),
+            Ok(stream) => Ok(stream),
+            Err(error) => {
+                traces::set_error(&span, error.kind());
+                Err(error)
+            }
+        }
+    }
+}
+
+/// `stream`, recording on `span` what passes: token usage, the finish
+/// reason, an error's kind, and (with `capture_content`) the answer's text
+/// and tool calls. The span ends when the stream is dropped.
+fn traced(stream: ModelStream, span: tracing::Span) -> ModelStream {
+    let mut answer = traces::capturing().then(String::new);
+    let mut calls: Vec<super::types::ToolCallRequest> = Vec::new();
+    stream
+        .map(move |item| {
+            match &item {
+                Ok(ModelEvent::Usage(usage)) => {
+                    traces::set_attribute(&span, "gen_ai.usage.input_tokens", usage.prompt_tokens as i64);
+                    traces::set_attribute(&span, "gen_ai.usage.output_tokens", usage.completion_tokens as i64);
+                    if let Some(cached) = usage.cached_tokens {
+                        traces::set_attribute(&span, "gen_ai.usage.cache_read.input_tokens", cached as i64);
+                    }
+                }
+                Ok(ModelEvent::Finish(reason)) => {
+                    traces::set_strings(&span, "gen_ai.response.finish_reasons", [finish_reason(reason)]);
+                    if let Some(text) = &answer {
+                        let message = serde_json::json!([{"role": "assistant", "content": text, "tool_calls": calls}]);
+                        traces::capture(&span, "gen_ai.output.messages", || message.to_string());
+                    }
+                }
+                Ok(ModelEvent::TextDelta(delta)) => {
+                    if let Some(text) = &mut answer {
+                        text.push_str(delta);
+                    }
+                }
+                Ok(ModelEvent::ToolCall(call)) if answer.is_some() => calls.push(call.clone()),
+                Ok(_) => {}
+                Err(error) => traces::set_error(&span, error.kind()),
+            }
+            item
+        })
+        .boxed()
+}
+
+/// The semantic conventions' name of a finish reason (OpenAI's words).
+fn finish_reason(reason: &super::types::FinishReason) -> String {
+    use super::types::FinishReason;
+    match reason {
+        FinishReason::Stop => "stop".into(),
+        FinishReason::ToolCalls => "tool_calls".into(),
+        FinishReason::Length => "length".into(),
+        FinishReason::ContentFilter => "content_filter".into(),
+        FinishReason::Other(other) => other.clone(),
     }
 }
 

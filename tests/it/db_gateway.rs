@@ -66,6 +66,7 @@ fn inbound_in(channel: &str, chat: ChatRef, message_id: &str, text: &str) -> Inb
         delivery: Delivery::Channel,
         received_at: Utc::now(),
         edit: None,
+        trace: None,
     }
 }
 

@@ -68,6 +68,7 @@ mod gateway_compaction;
 mod gateway_crash;
 mod gateway_policy;
 mod gateway_spans;
+mod gateway_traces;
 mod gateway_turns;
 mod gateway_webhook;
 mod outbound_scheduler;

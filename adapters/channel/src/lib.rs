@@ -10,7 +10,7 @@
 //! # Layout
 //! - [`attachment`]: [`Attachment`], a file sent with a message, and [`FetchError`].
 //! - [`backoff`]: [`Backoff`], the wait before a retry (one jitter for every retry loop).
-//! - [`message`]: [`Inbound`] (and its [`Edit`]), [`ChatRef`], [`SenderRef`], [`Outbound`], [`OutboundFile`], [`Delivery`].
+//! - [`message`]: [`Inbound`] (and its [`Edit`] and [`TraceContext`]), [`ChatRef`], [`SenderRef`], [`Outbound`], [`OutboundFile`], [`Delivery`].
 //! - [`check`]: the limits of each [`Inbound`] field ([`Inbound::check`],
 //!   [`InvalidInbound`]), enforced by adapters on arrival and by the gateway.
 //! - [`channel`]: the [`Channel`] trait, [`Limits`] and send errors.
@@ -42,7 +42,7 @@ pub use check::{
 pub use command::{MenuCommand, MenuScope};
 pub use message::{
     Addressing, ChatKind, ChatRef, Delivery, Edit, Inbound, MENTION_NAME_CHARS, Outbound, OutboundFile, SenderRef,
-    mention_room, thread_to,
+    TraceContext, mention_room, thread_to,
 };
 pub use reply::{
     InboundSink, LatestMessage, Outcome, OutcomeStatus, ReplyEvent, ReplyReceiver, ReplySink, SubmitError, Submitted,

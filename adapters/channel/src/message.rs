@@ -100,6 +100,53 @@ pub struct Inbound {
     /// does (see its `edit` module); adapters only report it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub edit: Option<Edit>,
+    /// The caller's W3C trace context, when the platform request carried one
+    /// (a webhook's `traceparent` header): the gateway's trace of this
+    /// message continues it. Kept with the message, so a turn run after a
+    /// restart still joins the caller's trace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceContext>,
+}
+
+/// A W3C Trace Context as a caller sent it: the `traceparent` header and
+/// the optional `tracestate`, as text. Adapters copy them and only bound
+/// their size; the gateway parses them (an invalid one starts a new trace).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TraceContext {
+    traceparent: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tracestate: Option<String>,
+}
+
+impl TraceContext {
+    /// Longest `traceparent` kept: version 00's is 55 characters; later
+    /// versions may append fields.
+    pub const MAX_TRACEPARENT_BYTES: usize = 128;
+    /// Longest `tracestate` kept (the W3C limit is 512 characters); a longer
+    /// one is dropped, the `traceparent` kept.
+    pub const MAX_TRACESTATE_BYTES: usize = 512;
+
+    /// The context from the two headers' values; `None` when there is no
+    /// `traceparent` or it is blank or too long.
+    pub fn new(traceparent: Option<&str>, tracestate: Option<&str>) -> Option<TraceContext> {
+        let traceparent = traceparent
+            .map(str::trim)
+            .filter(|value| !value.is_empty() && value.len() <= TraceContext::MAX_TRACEPARENT_BYTES)?;
+        let tracestate = tracestate
+            .map(str::trim)
+            .filter(|value| !value.is_empty() && value.len() <= TraceContext::MAX_TRACESTATE_BYTES);
+        Some(TraceContext { traceparent: traceparent.to_string(), tracestate: tracestate.map(str::to_string) })
+    }
+
+    /// The `traceparent` value.
+    pub fn traceparent(&self) -> &str {
+        &self.traceparent
+    }
+
+    /// The `tracestate` value, if one was sent.
+    pub fn tracestate(&self) -> Option<&str> {
+        self.tracestate.as_deref()
+    }
 }
 
 /// Which edit of a message an [`Inbound`] is.

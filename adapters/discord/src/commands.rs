@@ -79,6 +79,7 @@ pub(crate) fn to_inbound(
         delivery: Delivery::Channel,
         received_at: chrono::Utc::now(),
         edit: None,
+        trace: None,
     };
     match inbound.check() {
         Ok(()) => Some(inbound),

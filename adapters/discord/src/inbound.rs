@@ -114,6 +114,7 @@ fn translate(channel: &str, bot: &BotUser, message: &Message, parent: Option<u64
         delivery: Delivery::Channel,
         received_at: chrono::Utc::now(),
         edit: None,
+        trace: None,
     })
 }
 

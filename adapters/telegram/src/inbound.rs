@@ -119,6 +119,7 @@ fn translate(channel: &str, me: &Me, message: &Message) -> Option<Inbound> {
         delivery: Delivery::Channel,
         received_at: chrono::Utc::now(),
         edit: None,
+        trace: None,
     })
 }
 

@@ -22,7 +22,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use bub_channel::{
     Addressing, ChatKind, ChatRef, Delivery, Inbound, InboundField, InboundSink, InvalidInbound, Outcome, ReplyEvent,
-    ReplyReceiver, ReplySink, SenderRef, SubmitError, Submitted,
+    ReplyReceiver, ReplySink, SenderRef, SubmitError, Submitted, TraceContext,
 };
 use futures::stream;
 use parking_lot::RwLock;
@@ -134,7 +134,8 @@ async fn receive(
     if mode == Mode::Async && !ingress.accepts_async {
         return Err(WebhookError::AsyncWithoutCallback);
     }
-    let inbound = read_message(&ingress.name, &body.bytes, mode)?;
+    let mut inbound = read_message(&ingress.name, &body.bytes, mode)?;
+    inbound.trace = trace_context(&headers);
     let message_id = inbound.message_id.clone();
     tracing::debug!(channel = %ingress.name, %message_id, ?mode, "webhook message received");
 
@@ -254,6 +255,13 @@ impl<'a> OutcomeBody<'a> {
     }
 }
 
+/// The caller's W3C trace context (`traceparent`, `tracestate`), copied for
+/// the gateway to continue; a value that is not text is left out.
+fn trace_context(headers: &HeaderMap) -> Option<TraceContext> {
+    let text = |name: &str| headers.get(name).and_then(|value| value.to_str().ok());
+    TraceContext::new(text("traceparent"), text("tracestate"))
+}
+
 fn header_str<'h>(headers: &'h HeaderMap, name: &'static str) -> Result<&'h str, WebhookError> {
     match headers.get(name) {
         None => Err(WebhookError::MissingHeader(name)),
@@ -341,6 +349,7 @@ impl WireMessage {
             },
             received_at: chrono::Utc::now(),
             edit: None,
+            trace: None,
         })
     }
 }

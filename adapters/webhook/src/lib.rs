@@ -26,6 +26,11 @@
 //! with [`WebhookChannel::with_keys`] reads its secrets on every request, so
 //! a secret removed from the configuration stops working at once.
 //!
+//! A request may also carry a W3C `traceparent` (and `tracestate`) header:
+//! it is passed on with the message ([`bub_channel::TraceContext`]), and a
+//! gateway that exports traces continues the caller's trace. It is not
+//! signed: it only says where the message's spans hang.
+//!
 //! ```sh
 //! body='{"message_id":"m1","chat_id":"c1","sender_id":"u1","text":"hello"}'
 //! ts=$(date +%s)

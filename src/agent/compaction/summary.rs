@@ -12,6 +12,7 @@ use crate::tape::{Entry, EntryKind, NewEntry, Tape, TapeQuery, entry_tokens};
 use futures::StreamExt;
 use serde_json::{Value, json};
 use std::time::Instant;
+use tracing::Instrument;
 
 /// The summary prompt; `{max_words}` is replaced.
 const PROMPT: &str = include_str!("prompt.md");
@@ -44,7 +45,14 @@ impl Agent {
         settings: &super::CompactionSettings,
         trigger: Trigger,
     ) -> Result<Option<Compaction>, CompactionError> {
-        self.compact_once(tape, self.compact_now(tape, spec, settings, trigger)).await
+        // A span of its own: its summary's model call is its child in a trace.
+        let span = tracing::info_span!("compaction", trigger = ?trigger);
+        let compacted =
+            self.compact_once(tape, self.compact_now(tape, spec, settings, trigger)).instrument(span.clone()).await;
+        if compacted.is_err() {
+            crate::telemetry::traces::set_error(&span, "compaction failed");
+        }
+        compacted
     }
 
     async fn compact_now(

@@ -439,7 +439,11 @@ impl Route {
     /// each attempt, pausing on 429s, backing off on transient failures.
     async fn deliver(&self, op: Op<'_>, key: &str, part: usize) -> Result<Delivered, OutboundError> {
         let span = info_span!("outbound", channel = %self.name, chat = %op.chat_id(), key, part, kind = op.kind());
-        self.deliver_in_span(op, part).instrument(span).await
+        let delivered = self.deliver_in_span(op, part).instrument(span.clone()).await;
+        if delivered.is_err() {
+            crate::telemetry::traces::set_error(&span, "not delivered");
+        }
+        delivered
     }
 
     async fn deliver_in_span(&self, op: Op<'_>, part: usize) -> Result<Delivered, OutboundError> {

@@ -1,7 +1,7 @@
 //! Shared helpers for the integration tests: [`fake_model`] is a scripted
 //! model server, [`fake_telegram`] a Bot API and [`fake_discord`] Discord's
 //! REST API and gateway (each built with its platform's feature, as are the
-//! modules that use it), [`gateway`] runs `bub gateway`, [`cli`] the other
+//! modules that use it), [`fake_otlp`] an OpenTelemetry trace receiver, [`gateway`] runs `bub gateway`, [`cli`] the other
 //! commands, [`postgres`] the cluster; the rest builds tape stores on
 //! temporary files and agents on the scripted model.
 
@@ -9,6 +9,7 @@ pub mod cli;
 #[cfg(feature = "discord")]
 pub mod fake_discord;
 pub mod fake_model;
+pub mod fake_otlp;
 #[cfg(feature = "telegram")]
 pub mod fake_telegram;
 pub mod gateway;

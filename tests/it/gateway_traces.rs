@@ -83,6 +83,8 @@ async fn a_webhook_turn_is_one_trace_under_the_callers_span_with_genai_attribute
         ("BUB_WEBHOOK_CALLBACK_URL".to_string(), receiver.url()),
         ("OTEL_EXPORTER_OTLP_ENDPOINT".to_string(), otlp.base_url()),
         ("OTEL_BSP_SCHEDULE_DELAY".to_string(), "100".to_string()),
+        ("BUB_LOG_FORMAT".to_string(), "json".to_string()),
+        ("BUB_LOG".to_string(), "info,bub::gateway=debug".to_string()),
     ]);
     let gateway = GatewayProcess::start(home.path(), &env, &[]).await;
     let response = post_traced(&gateway, "async", &message("m1")).await;
@@ -91,6 +93,15 @@ async fn a_webhook_turn_is_one_trace_under_the_callers_span_with_genai_attribute
     let stderr = gateway.stderr();
     assert!(gateway.stop().await, "a clean stop:\n{stderr}");
     let spans = otlp.wait_for(Duration::from_secs(30), |spans| complete(spans, 1)).await;
+
+    // The turn's log lines carry the trace's id, so a log line leads to its trace.
+    let answered: Vec<serde_json::Value> = stderr
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|line| line["message"] == "turn answered")
+        .collect();
+    assert_eq!(answered.len(), 1, "one turn answered:\n{stderr}");
+    assert_eq!(answered[0]["trace_id"], CALLER_TRACE, "{}", answered[0]);
 
     // One trace, the caller's, and bub's root-most span is the caller's span's child.
     assert!(!spans.is_empty(), "nothing exported:\n{stderr}");

@@ -11,6 +11,12 @@
 //! volume) and `/tmp` (a tmpfs); `/proc` and `/dev` are fresh. It checks that
 //! the gateway starts, answers a signed webhook with the model's reply, keeps
 //! its data in `BUB_HOME`, and exits 0 on SIGTERM within the shutdown grace.
+//! It does so twice: with no config (the image's `CMD`, the secret from
+//! `BUB_WEBHOOK_SECRET`), and as the Kubernetes manifests run it (the pod's
+//! `args`, which compose's `command` repeats): the shipped `bub.toml` in a
+//! read-only `/etc/bub`, naming its webhook secret with `secrets_file` in a
+//! read-only `/etc/bub/secrets` mounted beneath it. There, the shipped
+//! (empty) secret file must stop the start first.
 //!
 //! Where it differs from a container, and why:
 //! - the binary is the one under test (`BUB_CONTRACT_BIN`, else cargo's
@@ -36,6 +42,15 @@ use support::fake_model::FakeModel;
 use support::gateway::{START_TIMEOUT, client, listening_addr, signed_request};
 
 const DOCKERFILE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/Dockerfile");
+const POD: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/kubernetes/base/pod.yaml");
+const COMPOSE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/compose.yaml");
+/// The config the manifests ship, and the placeholder of its webhook secret.
+const SHIPPED_CONFIG: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/kubernetes/base/bub.toml");
+const SHIPPED_WEBHOOK_SECRETS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/kubernetes/base/webhook-secrets");
+/// Where the manifests mount bub.toml (the ConfigMap) and, beneath it, the
+/// channels' secrets (the Secret, key `webhook`).
+const CONFIG_DIR: &str = "/etc/bub";
+const SECRETS_DIR: &str = "/etc/bub/secrets";
 /// The `PATH` of the Debian base image (the Dockerfile does not set one).
 const BASE_IMAGE_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 /// bub's shutdown grace when `[http] shutdown_grace_seconds` is unset; the
@@ -127,6 +142,17 @@ fn exec_form(text: &str) -> Vec<String> {
         .unwrap_or_else(|error| panic!("exec form (a JSON array) expected: {text}: {error}"))
 }
 
+/// The exec-form list on the first line of the manifest at `path` that
+/// starts with `key:` (the pod's `args`, compose's `command`).
+fn manifest_list(path: &str, key: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|error| panic!("read {path}: {error}"));
+    let line = text
+        .lines()
+        .find_map(|line| line.trim().strip_prefix(key)?.strip_prefix(':'))
+        .unwrap_or_else(|| panic!("{path} has a `{key}:` line"));
+    exec_form(line)
+}
+
 /// The binary under test: `BUB_CONTRACT_BIN` (a release build, say), else cargo's.
 fn bub_binary() -> PathBuf {
     let path =
@@ -144,20 +170,55 @@ fn bwrap() -> PathBuf {
         .expect("bubblewrap's `bwrap` is needed to run bub as the image does (Debian: apt-get install bubblewrap)")
 }
 
+/// The manifests' mounts: `config` (holding bub.toml and an empty `secrets`
+/// folder, as Kubernetes makes the mount point) read-only at [`CONFIG_DIR`],
+/// `secrets` read-only at [`SECRETS_DIR`].
+struct ConfigMounts<'a> {
+    config: &'a Path,
+    secrets: &'a Path,
+}
+
 /// bwrap's arguments for the image's file system: every top-level entry of
 /// the host's root read-only (symlinks as symlinks), fresh `/proc`, `/dev`
 /// and `/tmp`, `home` read-write at `BUB_HOME`, the binary visible at its
-/// path, then the root itself made read-only.
-fn file_system(image: &Image, home: &Path, binary: &Path) -> Vec<String> {
+/// path, the config's mounts in an `/etc` that mirrors the host's (whose own
+/// `/etc/bub`, if any, is left out), then the root and `/etc` made read-only.
+fn file_system(image: &Image, home: &Path, binary: &Path, mounts: Option<&ConfigMounts<'_>>) -> Vec<String> {
     let bub_home = image.var("BUB_HOME");
     assert!(bub_home.starts_with('/') && bub_home.matches('/').count() == 1, "BUB_HOME is a top-level volume");
     let mut args = Vec::new();
-    let mut entries: Vec<_> =
-        std::fs::read_dir("/").expect("list /").map(|entry| entry.expect("an entry of /").path()).collect();
+    let mut skipped = vec!["/proc", "/dev", "/tmp", "/sys", bub_home];
+    if mounts.is_some() {
+        skipped.push("/etc");
+    }
+    mirror(Path::new("/"), &skipped, &mut args);
+    let home = home.to_string_lossy().into_owned();
+    let binary = binary.to_string_lossy().into_owned();
+    args.extend(["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"].map(String::from));
+    args.extend(["--bind".into(), home, bub_home.to_string()]);
+    args.extend(["--ro-bind".into(), binary.clone(), binary]);
+    if let Some(mounts) = mounts {
+        args.extend(["--tmpfs", "/etc"].map(String::from));
+        mirror(Path::new("/etc"), &[CONFIG_DIR], &mut args);
+        args.extend(["--ro-bind".into(), mounts.config.to_string_lossy().into_owned(), CONFIG_DIR.into()]);
+        args.extend(["--ro-bind".into(), mounts.secrets.to_string_lossy().into_owned(), SECRETS_DIR.into()]);
+        args.extend(["--remount-ro", "/etc"].map(String::from));
+    }
+    args.extend(["--remount-ro", "/"].map(String::from));
+    args
+}
+
+/// bwrap's arguments showing each entry of the host's `dir` but `skipped`
+/// read-only at the same path (symlinks as symlinks).
+fn mirror(dir: &Path, skipped: &[&str], args: &mut Vec<String>) {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .unwrap_or_else(|error| panic!("list {}: {error}", dir.display()))
+        .map(|entry| entry.expect("an entry of a listed folder").path())
+        .collect();
     entries.sort();
     for path in entries {
         let name = path.to_string_lossy().into_owned();
-        if ["/proc", "/dev", "/tmp", "/sys", bub_home].contains(&name.as_str()) {
+        if skipped.contains(&name.as_str()) {
             continue;
         }
         match std::fs::read_link(&path) {
@@ -165,24 +226,18 @@ fn file_system(image: &Image, home: &Path, binary: &Path) -> Vec<String> {
             Err(_) => args.extend(["--ro-bind".into(), name.clone(), name]),
         }
     }
-    let home = home.to_string_lossy().into_owned();
-    let binary = binary.to_string_lossy().into_owned();
-    args.extend(["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"].map(String::from));
-    args.extend(["--bind".into(), home, bub_home.to_string()]);
-    args.extend(["--ro-bind".into(), binary.clone(), binary]);
-    args.extend(["--remount-ro", "/"].map(String::from));
-    args
 }
 
 /// The command line the image runs, for the binary under test: the
-/// entrypoint after its init (`tini --`), then CMD with `--listen` on a free
+/// entrypoint after its init (`tini --`), then `cmd` (the image's CMD, or
+/// the manifests' arguments in its place) with `--listen` on a free
 /// loopback port.
-fn command_line(image: &Image, binary: &Path) -> Vec<String> {
+fn command_line(image: &Image, binary: &Path, cmd: &[String]) -> Vec<String> {
     let (init, program) = image.entrypoint.split_at(image.entrypoint.len() - 1);
     assert_eq!(init, ["/usr/bin/tini", "--"], "the entrypoint runs bub under tini");
     assert!(program[0].ends_with("/bub"), "the entrypoint's program is bub: {:?}", image.entrypoint);
     let mut line = vec![binary.to_string_lossy().into_owned()];
-    line.extend(image.cmd.iter().map(|arg| if arg == image.listen() { "127.0.0.1:0".into() } else { arg.clone() }));
+    line.extend(cmd.iter().map(|arg| if arg == image.listen() { "127.0.0.1:0".into() } else { arg.clone() }));
     line
 }
 
@@ -193,7 +248,15 @@ struct Contained {
 }
 
 impl Contained {
-    fn start(image: &Image, home: &Path, logs: &Path, env: &[(String, String)]) -> Contained {
+    /// bub as the image runs `cmd`, with `mounts` (the manifests' config) or none.
+    fn start(
+        image: &Image,
+        cmd: &[String],
+        mounts: Option<&ConfigMounts<'_>>,
+        home: &Path,
+        logs: &Path,
+        env: &[(String, String)],
+    ) -> Contained {
         let binary = bub_binary();
         let stderr_path = logs.join("gateway.stderr");
         let stderr = std::fs::File::create(&stderr_path).expect("create the gateway's stderr file");
@@ -205,9 +268,9 @@ impl Contained {
             .envs(env.iter().map(|(key, value)| (key.as_str(), value.as_str())))
             .args(["--unshare-user", "--uid", &image.uid.to_string(), "--gid", &image.gid.to_string()])
             .args(["--unshare-ipc", "--unshare-uts", "--die-with-parent"])
-            .args(file_system(image, home, &binary))
+            .args(file_system(image, home, &binary, mounts))
             .args(["--chdir", &image.workdir, "--"])
-            .args(command_line(image, &binary))
+            .args(command_line(image, &binary, cmd))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(stderr);
@@ -250,6 +313,18 @@ impl Contained {
         children[0]
     }
 
+    /// Waits up to `limit` for bub to exit by itself; its status and stderr.
+    async fn exited(&mut self, limit: Duration) -> (Option<i32>, String) {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(status) = self.bwrap.try_wait().expect("poll bwrap") {
+                return (status.code(), self.stderr());
+            }
+            assert!(Instant::now() < deadline, "bub still runs after {limit:?}:\n{}", self.stderr());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// Sends `signal` to bub, as tini forwards the container's; waits up to
     /// `limit` for bwrap to exit with bub's status.
     async fn stop(mut self, signal: rustix::process::Signal, limit: Duration) -> (Option<i32>, Duration, String) {
@@ -288,6 +363,11 @@ fn the_dockerfile_runs_bub_as_its_manifests_expect() {
     assert_eq!(port, image.expose.to_string(), "CMD listens on the EXPOSEd port");
     let url = format!("http://127.0.0.1:{port}/healthz");
     assert!(image.healthcheck.contains(&url), "the HEALTHCHECK asks {url}: {:?}", image.healthcheck);
+
+    let mut with_config = image.cmd.clone();
+    with_config.splice(1..1, ["--config".to_string(), format!("{CONFIG_DIR}/bub.toml")]);
+    assert_eq!(manifest_list(POD, "args"), with_config, "the pod runs CMD with the mounted config");
+    assert_eq!(manifest_list(COMPOSE, "command"), with_config, "compose runs what the pod runs");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -299,7 +379,44 @@ async fn the_image_entrypoint_starts_answers_a_signed_webhook_and_stops_on_sigte
     let mut env = fake.vars("openai:gpt-test");
     env.push(("BUB_WEBHOOK_SECRET".into(), SECRET.into()));
     env.push(("BUB_LOG".into(), "info".into()));
-    let mut bub = Contained::start(&image, home.path(), logs.path(), &env);
+    let bub = Contained::start(&image, &image.cmd, None, home.path(), logs.path(), &env);
+    answers_a_signed_webhook_and_stops(&image, bub, home.path()).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_manifests_config_refuses_the_shipped_secret_then_reads_a_mounted_one() {
+    let image = Image::read();
+    let home = tempfile::tempdir().unwrap();
+    let logs = tempfile::tempdir().unwrap();
+    let config = tempfile::tempdir().unwrap();
+    let secrets = tempfile::tempdir().unwrap();
+    std::fs::copy(SHIPPED_CONFIG, config.path().join("bub.toml")).expect("copy the shipped bub.toml");
+    std::fs::create_dir(config.path().join("secrets")).expect("the mount point of the secrets");
+    let webhook = secrets.path().join("webhook");
+    std::fs::copy(SHIPPED_WEBHOOK_SECRETS, &webhook).expect("copy the shipped webhook secrets");
+    let mounts = ConfigMounts { config: config.path(), secrets: secrets.path() };
+    let args = manifest_list(POD, "args");
+    let fake = FakeModel::start_answering("pong from the image").await;
+    let mut env = fake.vars("openai:gpt-test");
+    env.push(("BUB_LOG".into(), "info".into()));
+
+    let mut unedited = Contained::start(&image, &args, Some(&mounts), home.path(), logs.path(), &env);
+    let (status, stderr) = unedited.exited(START_TIMEOUT).await;
+    assert_ne!(status, Some(0), "an unedited deploy does not start:\n{stderr}");
+    let refusal = format!("`secrets_file` {SECRETS_DIR}/webhook: empty");
+    assert!(stderr.contains(&format!("{CONFIG_DIR}/bub.toml:")) && stderr.contains(&refusal), "{stderr}");
+
+    // A second key beside the one signing, as during a rotation.
+    std::fs::write(&webhook, format!("old-secret\n{SECRET}\n")).expect("write the webhook secrets");
+    let bub = Contained::start(&image, &args, Some(&mounts), home.path(), logs.path(), &env);
+    answers_a_signed_webhook_and_stops(&image, bub, home.path()).await;
+}
+
+/// The contract of a started image: it listens, answers `/healthz` and a
+/// webhook signed with [`SECRET`] with the fake model's reply, keeps its
+/// database in `home` (the volume), and exits 0 on the image's STOPSIGNAL
+/// within the shutdown grace, logging no error.
+async fn answers_a_signed_webhook_and_stops(image: &Image, mut bub: Contained, home: &Path) {
     let addr = bub.listening().await;
 
     let health = client().get(format!("http://{addr}/healthz")).send().await.expect("GET /healthz");
@@ -309,7 +426,7 @@ async fn the_image_entrypoint_starts_answers_a_signed_webhook_and_stops_on_sigte
     assert_eq!(response.status(), 200, "stderr:\n{}", bub.stderr());
     let reply: Value = response.json().await.expect("a JSON reply");
     assert_eq!(reply["text"], "pong from the image", "{reply}");
-    assert!(home.path().join("bub.db").is_file(), "the database is in BUB_HOME (the volume)");
+    assert!(home.join("bub.db").is_file(), "the database is in BUB_HOME (the volume)");
 
     let signal = match image.stop_signal.as_str() {
         "SIGTERM" => rustix::process::Signal::TERM,

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 /// Reads what the gateway needs from the environment and the arguments, and
 /// runs it with [`Gateway::builder`] (which owns the start-up order).
 pub(crate) async fn run_gateway(home: &BubHome, config: Option<PathBuf>, listen: Option<SocketAddr>) -> Result<()> {
-    let config_path = config.or_else(|| Some(home.config_file()).filter(|path| path.exists()));
+    let config_path = config_file(home, config);
     let location = crate::setup::store_location(home, config_path.as_deref(), &env::vars())?;
     let mut builder =
         Gateway::builder(home.root()).durability(env::durability()?).store(location).on_notice(print_notice);
@@ -61,6 +61,12 @@ pub(crate) async fn run_gateway(home: &BubHome, config: Option<PathBuf>, listen:
     result
 }
 
+/// The config file the gateway runs on: `--config`, else the home's
+/// `bub.toml` when it exists; `None`: the embedded default ([`default_config`]).
+pub(crate) fn config_file(home: &BubHome, given: Option<PathBuf>) -> Option<PathBuf> {
+    given.or_else(|| Some(home.config_file()).filter(|path| path.exists()))
+}
+
 fn print_notice(notice: &Notice) {
     match notice {
         Notice::Sandboxed(_) => eprintln!("bub gateway: {notice}"),
@@ -70,7 +76,12 @@ fn print_notice(notice: &Notice) {
 
 /// The embedded default: one webhook channel, its secret and optional callback from the environment.
 fn default_config(home: &BubHome) -> Result<GatewayConfig> {
-    let mut config = GatewayConfig::default_webhook(webhook_secret(home)?);
+    default_config_with(webhook_secret(home)?)
+}
+
+/// The embedded default with this secret.
+pub(crate) fn default_config_with(secret: String) -> Result<GatewayConfig> {
+    let mut config = GatewayConfig::default_webhook(secret);
     if let Some(url) = env::var("BUB_WEBHOOK_CALLBACK_URL")
         && let Some(channel) = config.channels.get_mut("webhook")
         && let crate::config::ChannelKind::Webhook(settings) = &mut channel.kind
@@ -82,21 +93,30 @@ fn default_config(home: &BubHome) -> Result<GatewayConfig> {
 
 /// `BUB_WEBHOOK_SECRET`, or the stored one, or a new one (stored, and printed once).
 fn webhook_secret(home: &BubHome) -> Result<String> {
-    if let Some(secret) = env::var("BUB_WEBHOOK_SECRET") {
+    if let Some(secret) = existing_webhook_secret(home)? {
         return Ok(secret);
     }
     let path = home.webhook_secret_file();
-    match std::fs::read_to_string(&path) {
-        Ok(secret) if !secret.trim().is_empty() => return Ok(secret.trim().to_string()),
-        Ok(_) => {}
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-        Err(error) => return Err(error).with_context(|| format!("cannot read {}", path.display())),
-    }
     let secret: String = (0..32).map(|_| format!("{:02x}", rand::random::<u8>())).collect();
     std::fs::create_dir_all(home.root()).with_context(|| format!("cannot create {}", home.root().display()))?;
     write_private(&path, &secret).with_context(|| format!("cannot store the webhook secret in {}", path.display()))?;
     eprintln!("generated a webhook secret (kept in {}): {secret}", path.display());
     Ok(secret)
+}
+
+/// `BUB_WEBHOOK_SECRET`, or the one stored in the home; `None`: the
+/// gateway will generate one at its first start.
+pub(crate) fn existing_webhook_secret(home: &BubHome) -> Result<Option<String>> {
+    if let Some(secret) = env::var("BUB_WEBHOOK_SECRET") {
+        return Ok(Some(secret));
+    }
+    let path = home.webhook_secret_file();
+    match std::fs::read_to_string(&path) {
+        Ok(secret) if !secret.trim().is_empty() => Ok(Some(secret.trim().to_string())),
+        Ok(_) => Ok(None),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(error) => Err(error).with_context(|| format!("cannot read {}", path.display())),
+    }
 }
 
 fn write_private(path: &Path, text: &str) -> std::io::Result<()> {

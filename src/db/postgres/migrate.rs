@@ -57,7 +57,8 @@ pub(super) async fn run(pool: &PgPool) -> Result<(), String> {
 /// changing nothing: its history read and checked as the migrator checks it.
 pub(super) async fn status(conn: &mut PgConnection) -> Result<Schema, sqlx_core::Error> {
     let version = MIGRATIONS.last().map_or(0, |(version, ..)| *version);
-    let has_history: bool = query_scalar("SELECT to_regclass('_sqlx_migrations') IS NOT NULL").fetch_one(&mut *conn).await?;
+    let has_history: bool =
+        query_scalar("SELECT to_regclass('_sqlx_migrations') IS NOT NULL").fetch_one(&mut *conn).await?;
     if !has_history {
         return Ok(Schema::Behind { due: MIGRATIONS.len(), version });
     }

@@ -67,7 +67,9 @@ pub(crate) fn health(path: &Path, wait: Duration) -> StoreHealth {
         Ok(conn) => conn,
         Err(error) => return StoreHealth::Unusable(describe_open_error(&error)),
     };
-    if let Err(why) = conn.busy_timeout(wait).map_err(|e| describe_open_error(&e)).and_then(|()| check_schema_owner(&conn)) {
+    if let Err(why) =
+        conn.busy_timeout(wait).map_err(|e| describe_open_error(&e)).and_then(|()| check_schema_owner(&conn))
+    {
         return StoreHealth::Unusable(why);
     }
     let schema = match migrate::status(&conn) {

@@ -102,8 +102,9 @@ mod gateway_telegram;
 mod gateway_telegram_commands;
 
 // The command line: `bub run`, `bub chat`, `bub tools` and sessions per
-// workspace, on the real binary.
+// workspace, `bub doctor`, on the real binary.
 mod cli_agent;
+mod cli_doctor;
 mod cli_runtime;
 mod cli_workspace;
 

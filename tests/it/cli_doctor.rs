@@ -5,7 +5,6 @@
 use crate::support::fake_model::FakeModel;
 use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
 use std::process::Command;
 use tempfile::TempDir;
 

@@ -85,7 +85,7 @@ fn free_space(dir: &Path) -> std::io::Result<(u64, u64)> {
 }
 
 fn judge(root: &Path, free: u64, total: u64) -> Finding {
-    let percent = if total == 0 { 100 } else { free.saturating_mul(100) / total };
+    let percent = free.saturating_mul(100).checked_div(total).unwrap_or(100);
     let detail = format!("{} free of {} ({percent}%) on the disk of {}", size(free), size(total), root.display());
     let fix = format!("free space on the disk of {}, or move BUB_HOME to a larger one", root.display());
     if free < FAIL_BELOW_BYTES {

@@ -118,7 +118,8 @@
 //!   `tape`, `tools`
 //! - `setup` → `agent`, `codemode`, `command`, `config`, `db`, `environment`, `home`, `model`,
 //!   `skills`, `tape`, `tools`
-//! - `cli` → `agent`, `command`, `config`, `db`, `gateway`, `home`, `policy`, `setup`, `tape`
+//! - `cli` → `agent`, `command`, `config`, `db`, `environment`, `gateway`, `home`, `model`, `policy`,
+//!   `setup`, `tape`
 //!
 //! # Words
 //! A **command** is a comma command (`,help`): parsed in [`command`], run by

@@ -19,7 +19,7 @@ pub(crate) fn check(reading: Option<ClockReading>) -> Finding {
     let window = bub_webhook::DEFAULT_REPLAY_WINDOW.as_secs();
     let skew = reading.skew.num_seconds();
     let direction = if skew >= 0 { "ahead of" } else { "behind" };
-    let detail = format!("{} s {direction} {}'s clock", skew.unsigned_abs(), reading.source);
+    let detail = format!("{} s {direction} the Date of {}", skew.unsigned_abs(), reading.source);
     let fix = "synchronise the clock with NTP (systemd-timesyncd: `timedatectl set-ntp true`, or chrony)";
     if skew.unsigned_abs() > window {
         Finding::fail("clock", format!("{detail}: signed webhook requests are refused beyond {window} s"), fix)

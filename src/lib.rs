@@ -126,8 +126,8 @@
 //!   `tape`, `telemetry`, `tools`
 //! - `setup` → `agent`, `codemode`, `command`, `config`, `db`, `environment`, `home`, `model`,
 //!   `skills`, `tape`, `tools`
-//! - `cli` → `agent`, `command`, `config`, `db`, `gateway`, `home`, `policy`, `setup`, `tape`,
-//!   `telemetry`
+//! - `cli` → `agent`, `command`, `config`, `db`, `environment`, `gateway`, `home`, `model`, `policy`,
+//!   `setup`, `tape`, `telemetry`
 //!
 //! # Words
 //! A **command** is a comma command (`,help`): parsed in [`command`], run by

@@ -36,6 +36,7 @@ use crate::home::BubHome;
 use crate::model::ModelSettings;
 use crate::skills::{self, Skill};
 use crate::tape::{SpillSettings, TapeSettings, TapeStore};
+use crate::tools::Tool;
 use crate::tools::builtin::{self, ShellManager, WebFetchSettings};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -192,14 +193,8 @@ impl Setup {
 
         let mut builder = Agent::builder()
             .store(store.clone() as Arc<dyn TapeStore>)
-            .tools(builtin::tools(shells.clone(), WebFetchSettings::default()))
-            .tools(builtin::session_tools(shells.clone()))
-            .tool(codemode::code_mode_tool())
-            .tool(agent::subagent_tool())
-            .tool(agent::tape_compact_tool())
+            .tools(agent_tools(&shells, user_home.clone()))
             .compaction(compaction)
-            .tool(codemode::run_code_tool())
-            .tool(skills::skill_tool(user_home.clone()))
             .environments(environments.clone())
             .command_prefix(prefix.as_ref())
             .max_steps(max_steps)
@@ -219,6 +214,27 @@ impl Setup {
         add_prompt_sections(&agent, user_home);
         Ok(Setup { agent, shells, store, environments })
     }
+}
+
+/// The tools [`Setup`]'s agent has.
+fn agent_tools(shells: &Arc<ShellManager>, user_home: Option<PathBuf>) -> Vec<Tool> {
+    let mut tools = builtin::tools(shells.clone(), WebFetchSettings::default());
+    tools.extend(builtin::session_tools(shells.clone()));
+    tools.extend([
+        codemode::code_mode_tool(),
+        agent::subagent_tool(),
+        agent::tape_compact_tool(),
+        codemode::run_code_tool(),
+        skills::skill_tool(user_home),
+    ]);
+    tools
+}
+
+/// The names of the tools [`Setup`]'s agent has, without opening a store or
+/// building the agent: what a gateway config's tool patterns are checked
+/// against offline (`bub policy check`, `bub doctor`).
+pub fn tool_names() -> Vec<String> {
+    agent_tools(&Arc::new(ShellManager::new()), None).iter().map(|tool| tool.name().to_string()).collect()
 }
 
 /// `BUB_CONTEXT_WINDOW`, `BUB_COMPACT_AT` and `BUB_KEEP_RECENT_TOKENS`.

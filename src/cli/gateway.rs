@@ -24,7 +24,7 @@ use tracing::Level;
 pub(crate) async fn run_gateway(home: &BubHome, config: Option<PathBuf>, listen: Option<SocketAddr>) -> Result<()> {
     // What the gateway says itself (that it listens, its notices) is written like its log lines.
     let format = env::log_settings()?.format;
-    let config_path = config.or_else(|| Some(home.config_file()).filter(|path| path.exists()));
+    let config_path = config_file(home, config);
     let location = crate::setup::store_location(home, config_path.as_deref(), &env::vars())?;
     let mut builder = Gateway::builder(home.root())
         .durability(env::durability()?)
@@ -69,6 +69,12 @@ pub(crate) async fn run_gateway(home: &BubHome, config: Option<PathBuf>, listen:
     result
 }
 
+/// The config file the gateway runs on: `--config`, else the home's
+/// `bub.toml` when it exists; `None`: the embedded default ([`default_config`]).
+pub(crate) fn config_file(home: &BubHome, given: Option<PathBuf>) -> Option<PathBuf> {
+    given.or_else(|| Some(home.config_file()).filter(|path| path.exists()))
+}
+
 fn print_notice(format: LogFormat, notice: &Notice) {
     let (level, text) = match notice {
         Notice::Sandboxed(_) => (Level::INFO, format!("bub gateway: {notice}")),
@@ -80,7 +86,12 @@ fn print_notice(format: LogFormat, notice: &Notice) {
 
 /// The embedded default: one webhook channel, its secret and optional callback from the environment.
 fn default_config(home: &BubHome, format: LogFormat) -> Result<GatewayConfig> {
-    let mut config = GatewayConfig::default_webhook(webhook_secret(home, format)?);
+    default_config_with(webhook_secret(home, format)?)
+}
+
+/// The embedded default with this secret.
+pub(crate) fn default_config_with(secret: String) -> Result<GatewayConfig> {
+    let mut config = GatewayConfig::default_webhook(secret);
     if let Some(url) = env::var("BUB_WEBHOOK_CALLBACK_URL")
         && let Some(channel) = config.channels.get_mut("webhook")
         && let crate::config::ChannelKind::Webhook(settings) = &mut channel.kind
@@ -94,16 +105,10 @@ fn default_config(home: &BubHome, format: LogFormat) -> Result<GatewayConfig> {
 /// is kept is printed, never the secret: stderr is the log of a gateway run
 /// as a service).
 fn webhook_secret(home: &BubHome, format: LogFormat) -> Result<String> {
-    if let Some(secret) = env::var("BUB_WEBHOOK_SECRET") {
+    if let Some(secret) = existing_webhook_secret(home)? {
         return Ok(secret);
     }
     let path = home.webhook_secret_file();
-    match std::fs::read_to_string(&path) {
-        Ok(secret) if !secret.trim().is_empty() => return Ok(secret.trim().to_string()),
-        Ok(_) => {}
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-        Err(error) => return Err(error).with_context(|| format!("cannot read {}", path.display())),
-    }
     let secret: String = (0..32).map(|_| format!("{:02x}", rand::random::<u8>())).collect();
     std::fs::create_dir_all(home.root()).with_context(|| format!("cannot create {}", home.root().display()))?;
     write_private(&path, &secret).with_context(|| format!("cannot store the webhook secret in {}", path.display()))?;
@@ -113,6 +118,21 @@ fn webhook_secret(home: &BubHome, format: LogFormat) -> Result<String> {
     );
     eprintln!("{}", format.user_line(Level::INFO, &generated));
     Ok(secret)
+}
+
+/// `BUB_WEBHOOK_SECRET`, or the one stored in the home; `None`: the
+/// gateway will generate one at its first start.
+pub(crate) fn existing_webhook_secret(home: &BubHome) -> Result<Option<String>> {
+    if let Some(secret) = env::var("BUB_WEBHOOK_SECRET") {
+        return Ok(Some(secret));
+    }
+    let path = home.webhook_secret_file();
+    match std::fs::read_to_string(&path) {
+        Ok(secret) if !secret.trim().is_empty() => Ok(Some(secret.trim().to_string())),
+        Ok(_) => Ok(None),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(error) => Err(error).with_context(|| format!("cannot read {}", path.display())),
+    }
 }
 
 fn write_private(path: &Path, text: &str) -> std::io::Result<()> {

@@ -8,9 +8,12 @@
 //! - `bub policy check [FILE]`: validate a gateway config (`policy`).
 //! - `bub pairing list|approve|revoke`: who the chat bots answer beyond the config (`pairing`).
 //! - `bub db migrate`: create or upgrade the store's tables (`db`).
+//! - `bub doctor`: check a setup (config, database, channels' credentials,
+//!   model, sandbox, data directory, clock) and say what to fix (`doctor`).
 
 mod agent;
 mod db;
+mod doctor;
 mod env;
 pub mod exit;
 mod gateway;
@@ -79,6 +82,15 @@ pub enum BubSubcommand {
     /// The store (SQLite in BUB_HOME, or PostgreSQL from `[store] url` / BUB_DATABASE_URL).
     #[command(subcommand)]
     Db(db::DbSubcommand),
+    /// Check a setup as the gateway would use it and say what to fix; exits 1 when a check fails.
+    Doctor {
+        /// The config file (default: $BUB_HOME/bub.toml if it exists, else the built-in default).
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// One JSON array of {check, status, detail, fix} on stdout, for scripts.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// How the process logs, from `BUB_LOG` and `BUB_LOG_FORMAT`: read before
@@ -99,5 +111,6 @@ pub async fn run(cli: Cli) -> Result<()> {
         BubSubcommand::Policy(command) => policy::run_policy(&home, command).await,
         BubSubcommand::Pairing(command) => pairing::run_pairing(&home, command).await,
         BubSubcommand::Db(command) => db::run_db(&home, command).await,
+        BubSubcommand::Doctor { config, json } => doctor::run_doctor(&home, config, json).await,
     }
 }

@@ -18,6 +18,8 @@
 //!   `migrations/postgres/`, the same tables and guarantees as SQLite's for
 //!   any number of processes, and the replicas' tables.
 //! - `sql.rs`: the SQL of tape reads both backends share.
+//! - [`health`]: what `bub doctor` asks of a store without changing it
+//!   (reachable, migrated, writable).
 //!
 //! # Where the SQL lives, and why the dependencies point this way
 //! A table's statements live with their backend, not with the code that
@@ -53,6 +55,7 @@ pub(crate) mod context_cache;
 pub mod durability;
 pub mod error;
 pub mod gateway;
+pub mod health;
 mod home_store;
 pub mod postgres;
 pub mod replicas;

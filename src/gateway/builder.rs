@@ -39,7 +39,7 @@ use bub_channel::ChannelError;
 use std::fmt;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -364,8 +364,7 @@ async fn start(
         notify(Notice::ConfigOpensAccess(warning));
     }
     // Fail closed: the sandboxes the policies ask for are built and tried before anything starts.
-    let mut hidden = vec![settings.home.root().to_path_buf()];
-    hidden.extend(config_path.iter().flat_map(|path| config_folders(path)));
+    let hidden = super::confinement::hidden_paths(settings.home.root(), config_path.as_deref());
     if let Some(report) = confinement.prepare(&config, hidden).await? {
         tracing::info!(%report, "the shell and code run in the sandbox");
         notify(Notice::Sandboxed(report));
@@ -434,19 +433,6 @@ async fn start(
         }
     };
     Ok(Running { gateway, live, local_addr, started, shutdown, stop_accepting, server })
-}
-
-/// The folders the sandbox must hide for the config at `path`: the one it
-/// is named in and, when that name is a symlink, the one it really lies in.
-/// The folder, not only the file: what lies beside a config (`bub.env` with
-/// the API key, an editor's `bub.toml.bak`) is as secret, and a config under
-/// `/etc` would otherwise be beside files the sandbox shows.
-fn config_folders(path: &Path) -> Vec<PathBuf> {
-    let named = std::path::absolute(path).ok();
-    let real = path.canonicalize().ok();
-    let mut folders: Vec<PathBuf> = named.iter().chain(&real).filter_map(|p| Some(p.parent()?.to_path_buf())).collect();
-    folders.dedup();
-    folders
 }
 
 /// Locks the home's `gateway.lock` and writes the holder's pid in it.

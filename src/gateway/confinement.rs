@@ -22,7 +22,7 @@ use crate::environment::{Environment, EnvironmentError, EnvironmentProvider, Loc
 use async_trait::async_trait;
 use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// Where one session's shell and code run.
@@ -64,6 +64,25 @@ pub fn sandbox_needs(config: &GatewayConfig) -> Vec<(String, bool)> {
         }
     }
     needs
+}
+
+/// What the sandbox hides: the home (`home_root`) and the folders of the
+/// config at `config_path`: the one it is named in and, when that name is a
+/// symlink, the one it really lies in. The folder, not only the file: what
+/// lies beside a config (`bub.env` with the API key, an editor's
+/// `bub.toml.bak`) is as secret, and a config under `/etc` would otherwise
+/// be beside files the sandbox shows.
+pub fn hidden_paths(home_root: &Path, config_path: Option<&Path>) -> Vec<PathBuf> {
+    let mut hidden = vec![home_root.to_path_buf()];
+    if let Some(path) = config_path {
+        let named = std::path::absolute(path).ok();
+        let real = path.canonicalize().ok();
+        let mut folders: Vec<PathBuf> =
+            named.iter().chain(&real).filter_map(|p| Some(p.parent()?.to_path_buf())).collect();
+        folders.dedup();
+        hidden.extend(folders);
+    }
+    hidden
 }
 
 /// The sandbox's limits: `[sandbox]` over the defaults.

@@ -31,7 +31,7 @@ use std::time::Duration;
 
 /// Which client speaks a provider's API.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Api {
+pub(super) enum Api {
     OpenAi,
     Anthropic,
 }
@@ -123,6 +123,26 @@ impl ModelSettings {
     /// A client for `spec` (`provider:model`), wrapped in [`Retrying`].
     pub fn client(&self, spec: &str) -> Result<Arc<dyn ModelClient>, ModelError> {
         let spec = ModelSpec::parse(spec)?;
+        let endpoint = self.endpoint(&spec)?;
+        let (provider, base, key) = (endpoint.provider, endpoint.base, endpoint.key);
+        let http = endpoint.http;
+        let inner: Arc<dyn ModelClient> = match endpoint.api {
+            Api::OpenAi => Arc::new(
+                OpenAiClient::new(provider, base, key.map(str::to_string), http)
+                    .with_default_max_tokens(self.max_tokens),
+            ),
+            Api::Anthropic => Arc::new(
+                AnthropicClient::new(provider, base, key.unwrap_or_default(), http)
+                    .with_default_max_tokens(self.max_tokens),
+            ),
+        };
+        tracing::debug!(%provider, base, api = ?endpoint.api, "model client configured");
+        Ok(Arc::new(Retrying::new(inner, self.retry.clone())))
+    }
+
+    /// Where `spec`'s provider is reached and with which key, from the
+    /// variables; the error names the variable to set.
+    pub(super) fn endpoint<'a>(&'a self, spec: &'a ModelSpec) -> Result<Endpoint<'a>, ModelError> {
         let provider = spec.provider.as_str();
         let prefix = env_prefix(provider);
         let known = KNOWN_PROVIDERS.iter().find(|(name, ..)| *name == provider);
@@ -146,18 +166,7 @@ impl ModelSettings {
             )));
         }
         let http = self.http_for(&url)?;
-        let inner: Arc<dyn ModelClient> = match api {
-            Api::OpenAi => Arc::new(
-                OpenAiClient::new(provider, base, key.map(str::to_string), http)
-                    .with_default_max_tokens(self.max_tokens),
-            ),
-            Api::Anthropic => Arc::new(
-                AnthropicClient::new(provider, base, key.unwrap_or_default(), http)
-                    .with_default_max_tokens(self.max_tokens),
-            ),
-        };
-        tracing::debug!(%provider, base, ?api, "model client configured");
-        Ok(Arc::new(Retrying::new(inner, self.retry.clone())))
+        Ok(Endpoint { provider, base, key, key_variable: key_var, api, http })
     }
 
     fn var(&self, name: &str) -> Option<&str> {
@@ -183,6 +192,18 @@ impl ModelSettings {
         })?;
         Ok(cell.get_or_init(|| client).clone())
     }
+}
+
+/// Where a provider is reached ([`ModelSettings::endpoint`]).
+pub(super) struct Endpoint<'a> {
+    pub(super) provider: &'a str,
+    /// The API root, as configured.
+    pub(super) base: &'a str,
+    pub(super) key: Option<&'a str>,
+    /// `BUB_<PROVIDER>_API_KEY`: the variable to set when the key is refused.
+    pub(super) key_variable: String,
+    pub(super) api: Api,
+    pub(super) http: reqwest::Client,
 }
 
 /// `my-vllm` → `MY_VLLM`.

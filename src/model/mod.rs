@@ -5,6 +5,8 @@
 //! - [`error`]: `ModelError`, typed from the HTTP status to the user.
 //! - [`spec`]: `provider:model` names.
 //! - [`config`]: `ModelSettings` from `BUB_*` variables; builds clients.
+//! - [`listing`]: `GET /models`, a check of a provider and its key that
+//!   costs no tokens (`bub doctor`).
 //! - [`images`]: which models take images (by family, `BUB_IMAGE_MODELS` over it).
 //! - [`openai`]: the OpenAI-compatible Chat Completions client.
 //! - [`anthropic`]: the Anthropic Messages client.
@@ -17,6 +19,7 @@ pub mod anthropic;
 pub mod config;
 pub mod error;
 pub mod images;
+pub mod listing;
 pub mod openai;
 pub mod retry;
 pub mod spec;
@@ -28,6 +31,7 @@ pub mod window;
 pub use anthropic::AnthropicClient;
 pub use config::ModelSettings;
 pub use error::ModelError;
+pub use listing::ModelListing;
 pub use openai::OpenAiClient;
 pub use retry::{RetryPolicy, Retrying};
 pub use spec::ModelSpec;

@@ -110,8 +110,9 @@ mod gateway_telegram_commands;
 mod log_secrets;
 
 // The command line: `bub run`, `bub chat`, `bub tools` and sessions per
-// workspace, on the real binary.
+// workspace, `bub doctor`, on the real binary.
 mod cli_agent;
+mod cli_doctor;
 mod cli_runtime;
 mod cli_workspace;
 

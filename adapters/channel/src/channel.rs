@@ -81,6 +81,24 @@ impl ChannelError {
     }
 }
 
+/// What is wrong with a channel's credentials ([`Channel::check_credentials`]),
+/// and what to do about it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{problem}; {fix}")]
+pub struct CredentialProblem {
+    /// What was found: "Telegram rejects the bot token".
+    pub problem: String,
+    /// What to change, naming the config key or the command:
+    /// "check channels.tg.token (from @BotFather)".
+    pub fix: String,
+}
+
+impl CredentialProblem {
+    pub fn new(problem: impl Into<String>, fix: impl Into<String>) -> CredentialProblem {
+        CredentialProblem { problem: problem.into(), fix: fix.into() }
+    }
+}
+
 /// One configured channel instance (a bot on a platform, a webhook endpoint).
 #[async_trait]
 pub trait Channel: Send + Sync + 'static {
@@ -175,6 +193,15 @@ pub trait Channel: Send + Sync + 'static {
     /// cannot tell. The gateway warns when its policy needs them.
     fn hidden_group_messages(&self) -> Option<String> {
         None
+    }
+
+    /// Checks the channel's credentials without starting it (`bub doctor`):
+    /// asks the platform who the bot is, or judges the secrets the channel
+    /// signs and verifies with. `Ok`: what was found ("@my_bot"). Sends no
+    /// message and changes nothing on the platform. The caller bounds how
+    /// long it may take.
+    async fn check_credentials(&self) -> Result<String, CredentialProblem> {
+        Ok("no credentials to check".to_string())
     }
 
     /// Stops receiving; called at shutdown, and (through the default

@@ -34,7 +34,7 @@ pub mod secret;
 
 pub use attachment::{Attachment, AttachmentKind, CappedBytes, FetchError};
 pub use backoff::Backoff;
-pub use channel::{Channel, ChannelError, Delivered, LengthUnit, Limits, RateScope, SendError};
+pub use channel::{Channel, ChannelError, CredentialProblem, Delivered, LengthUnit, Limits, RateScope, SendError};
 pub use check::{
     InboundField, InvalidInbound, MAX_ATTACHMENTS, MAX_CHANNEL_BYTES, MAX_DISPLAY_BYTES, MAX_ID_BYTES, MAX_TEXT_BYTES,
     Problem,

@@ -55,8 +55,8 @@ mod threads;
 
 use async_trait::async_trait;
 use bub_channel::{
-    Attachment, Channel, ChannelError, ChatRef, Delivered, FetchError, InboundSink, LengthUnit, Limits, MenuCommand,
-    MenuScope, Outbound, OutboundFile, Secret, SendError, SenderRef, SubmitError,
+    Attachment, Channel, ChannelError, ChatRef, CredentialProblem, Delivered, FetchError, InboundSink, LengthUnit,
+    Limits, MenuCommand, MenuScope, Outbound, OutboundFile, Secret, SendError, SenderRef, SubmitError,
 };
 use inbound::BotUser;
 use interactions::Answers;
@@ -144,6 +144,25 @@ impl DiscordChannel {
 
     fn fail(&self, message: String) -> ChannelError {
         ChannelError::new(self.settings.name.clone(), message)
+    }
+
+    /// What a failed `GET /users/@me` says about the token, and what to fix.
+    fn token_problem(&self, error: serenity::Error) -> CredentialProblem {
+        let name = &self.settings.name;
+        match error {
+            serenity::Error::Http(serenity::http::HttpError::UnsuccessfulRequest(response))
+                if response.status_code == 401 =>
+            {
+                CredentialProblem::new(
+                    "Discord rejects the bot token",
+                    format!("check channels.{name}.token (Developer Portal → Bot → Reset Token)"),
+                )
+            }
+            other => CredentialProblem::new(
+                format!("cannot reach Discord: {}", send::classify(other)),
+                format!("check the network, or channels.{name}.api_url"),
+            ),
+        }
     }
 
     /// Stops the shards in `stopping`, one after the other.
@@ -346,6 +365,12 @@ impl Channel for DiscordChannel {
             }
         }
         Ok(())
+    }
+
+    /// `GET /users/@me` with the token, at the REST base the channel uses.
+    async fn check_credentials(&self) -> Result<String, CredentialProblem> {
+        let me = self.http.get_current_user().await.map_err(|error| self.token_problem(error))?;
+        Ok(format!("the token is {}'s (user id {})", me.name, me.id))
     }
 
     async fn send(&self, outbound: &Outbound) -> Result<Delivered, SendError> {

@@ -18,12 +18,11 @@
 //! retried by serenity.
 
 use crate::catch_up;
-use crate::{BotUser, DiscordChannel, Handler, Receiver, START_TIMEOUT, hand_over, send, start_error, threads};
+use crate::{BotUser, DiscordChannel, Handler, Receiver, START_TIMEOUT, hand_over, start_error, threads};
 use bub_channel::{ChannelError, InboundSink};
 use parking_lot::Mutex;
 use serenity::all::GatewayIntents;
 use serenity::gateway::ShardManager;
-use serenity::http::HttpError;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -113,14 +112,7 @@ impl DiscordChannel {
         let me = tokio::time::timeout(START_TIMEOUT, http.get_current_user())
             .await
             .map_err(|_| self.fail(format!("Discord did not answer within {START_TIMEOUT:?}")))?
-            .map_err(|error| match error {
-                serenity::Error::Http(HttpError::UnsuccessfulRequest(response)) if response.status_code == 401 => {
-                    self.fail(format!(
-                        "Discord rejects the bot token; check channels.{name}.token (Developer Portal → Bot → Reset Token)"
-                    ))
-                }
-                other => self.fail(format!("cannot reach Discord: {}", send::classify(other))),
-            })?;
+            .map_err(|error| self.fail(self.token_problem(error).to_string()))?;
         let bot = BotUser { id: me.id.get(), name: me.name.clone() };
         let (ready_tx, ready_rx) = oneshot::channel();
         let (messages, queue) = mpsc::unbounded_channel();

@@ -53,8 +53,8 @@ pub use webhook::SECRET_HEADER;
 
 use async_trait::async_trait;
 use bub_channel::{
-    Attachment, Channel, ChannelError, ChatRef, Delivered, FetchError, InboundSink, LengthUnit, Limits, MenuCommand,
-    MenuScope, Outbound, OutboundFile, Secret, SendError, SenderRef,
+    Attachment, Channel, ChannelError, ChatRef, CredentialProblem, Delivered, FetchError, InboundSink, LengthUnit,
+    Limits, MenuCommand, MenuScope, Outbound, OutboundFile, Secret, SendError, SenderRef,
 };
 use parking_lot::Mutex;
 use std::sync::Arc;
@@ -160,11 +160,22 @@ impl TelegramChannel {
 
     /// Who the bot is; fails with a message that says what to fix.
     async fn whoami(&self) -> Result<Me, ChannelError> {
-        self.at_start(self.bot.get_me()).await?.map_err(|error| match error {
-            RequestError::Api(ApiError::InvalidToken) => self
-                .fail(format!("Telegram rejects the bot token; check channels.{}.token (from @BotFather)", self.name)),
-            other => self.fail(format!("cannot reach the Telegram Bot API at {}: {other}", self.bot.api_url())),
-        })
+        self.at_start(self.bot.get_me()).await?.map_err(|problem| self.fail(self.token_problem(problem).to_string()))
+    }
+
+    /// What a failed `getMe` says about the token, and what to fix.
+    fn token_problem(&self, error: RequestError) -> CredentialProblem {
+        let name = &self.name;
+        match error {
+            RequestError::Api(ApiError::InvalidToken) => CredentialProblem::new(
+                "Telegram rejects the bot token",
+                format!("check channels.{name}.token (from @BotFather)"),
+            ),
+            other => CredentialProblem::new(
+                format!("cannot reach the Telegram Bot API at {}: {other}", self.bot.api_url()),
+                format!("check the network, or channels.{name}.api_url"),
+            ),
+        }
     }
 
     /// Tells Telegram how updates reach bub: to the webhook, or (by removing
@@ -234,6 +245,22 @@ impl Channel for TelegramChannel {
             previous.task.abort();
         }
         Ok(())
+    }
+
+    /// `getMe`, and in webhook mode the strength of the secret Telegram sends.
+    async fn check_credentials(&self) -> Result<String, CredentialProblem> {
+        let me = self.bot.get_me().await.map_err(|error| self.token_problem(error))?;
+        let bot = format!("@{}", me.user.username.as_deref().unwrap_or("?"));
+        if let Some((_, ingress)) = &self.webhook
+            && let Some(weakness) = bub_channel::rules::secret_weakness(ingress.secret())
+        {
+            return Err(CredentialProblem::new(
+                format!("the token works ({bot}), but the webhook secret is weak: {weakness}"),
+                format!("set channels.{}.webhook_secret to a new random one, e.g. `openssl rand -hex 32`", self.name),
+            ));
+        }
+        let how = if self.webhook.is_some() { "by webhook" } else { "by polling" };
+        Ok(format!("the token is {bot}'s; receiving {how}"))
     }
 
     async fn send(&self, outbound: &Outbound) -> Result<Delivered, SendError> {

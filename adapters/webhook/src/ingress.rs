@@ -62,6 +62,11 @@ impl Ingress {
         &self.name
     }
 
+    /// The keys in force now.
+    pub(crate) fn keys(&self) -> crate::WebhookKeys {
+        (self.keys)()
+    }
+
     pub(crate) fn attach(&self, inbox: Arc<dyn InboundSink>) {
         *self.inbox.write() = Some(inbox);
     }

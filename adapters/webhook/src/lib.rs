@@ -101,7 +101,9 @@ pub use keys::{KeySource, WebhookKeys};
 pub use signature::{SIGNATURE_HEADER, TIMESTAMP_HEADER, VerifyError, sign, verify};
 
 use async_trait::async_trait;
-use bub_channel::{Channel, ChannelError, Delivered, InboundSink, LengthUnit, Limits, Outbound, Secret, SendError};
+use bub_channel::{
+    Channel, ChannelError, CredentialProblem, Delivered, InboundSink, LengthUnit, Limits, Outbound, Secret, SendError,
+};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -236,6 +238,28 @@ impl Channel for WebhookChannel {
 
     fn routes(&self) -> Option<axum::Router> {
         Some(ingress::router(self.ingress.clone()))
+    }
+
+    /// No platform to ask: judges the secrets requests and callbacks are
+    /// signed with ([`bub_channel::rules::secret_weakness`]).
+    async fn check_credentials(&self) -> Result<String, CredentialProblem> {
+        let name = self.name();
+        let keys = self.ingress.keys();
+        let secrets = keys.secrets.iter().enumerate().map(|(i, secret)| (format!("secret {}", i + 1), secret));
+        let callback = keys.callback_secret.iter().map(|secret| ("callback_secret".to_string(), secret));
+        for (which, secret) in secrets.chain(callback) {
+            if let Some(weakness) = bub_channel::rules::secret_weakness(secret.expose()) {
+                let key = if which == "callback_secret" { "callback_secret" } else { "secrets" };
+                return Err(CredentialProblem::new(
+                    format!("{which} of {} is weak: {weakness}", keys.secrets.len()),
+                    format!(
+                        "put a new random secret in channels.{name}.{key} (`openssl rand -hex 32`); give it to the \
+                         callers, then remove the old one"
+                    ),
+                ));
+            }
+        }
+        Ok(format!("{} secret{} strong enough", keys.secrets.len(), if keys.secrets.len() == 1 { "" } else { "s" }))
     }
 
     async fn send(&self, outbound: &Outbound) -> Result<Delivered, SendError> {

@@ -5,8 +5,12 @@
 //! migrate a new database once. A database that records a migration this
 //! build does not know, or whose file changed, is refused.
 
+use crate::db::health::Schema;
+use sha2::{Digest, Sha384};
 use sqlx_core::migrate::{Migration, MigrationSource, MigrationType, Migrator};
-use sqlx_postgres::PgPool;
+use sqlx_core::query_as::query_as;
+use sqlx_core::query_scalar::query_scalar;
+use sqlx_postgres::{PgConnection, PgPool};
 use std::borrow::Cow;
 
 /// Every migration, in order: (version, description, SQL). A file added to
@@ -47,6 +51,42 @@ pub(super) async fn run(pool: &PgPool) -> Result<(), String> {
         ),
         other => format!("cannot migrate: {other}"),
     })
+}
+
+/// How the schema of `conn`'s database compares with this build's,
+/// changing nothing: its history read and checked as the migrator checks it.
+pub(super) async fn status(conn: &mut PgConnection) -> Result<Schema, sqlx_core::Error> {
+    let version = MIGRATIONS.last().map_or(0, |(version, ..)| *version);
+    let has_history: bool =
+        query_scalar("SELECT to_regclass('_sqlx_migrations') IS NOT NULL").fetch_one(&mut *conn).await?;
+    if !has_history {
+        return Ok(Schema::Behind { due: MIGRATIONS.len(), version });
+    }
+    let applied: Vec<(i64, Vec<u8>, bool)> =
+        query_as("SELECT version, checksum, success FROM _sqlx_migrations ORDER BY version").fetch_all(conn).await?;
+    if let Some((dirty, ..)) = applied.iter().find(|(.., success)| !success) {
+        return Ok(Schema::Refused(format!(
+            "migration {dirty} is partially applied; fix it and remove its row from the `_sqlx_migrations` table"
+        )));
+    }
+    for (applied, checksum, _) in &applied {
+        match MIGRATIONS.iter().find(|(version, ..)| version == applied) {
+            None => {
+                return Ok(Schema::Refused(format!(
+                    "records migration {applied}, which this bub does not have: a newer bub migrated it; run that version"
+                )));
+            }
+            Some((_, _, sql)) if Sha384::digest(sql.as_bytes()).as_slice() != checksum.as_slice() => {
+                return Ok(Schema::Refused(format!(
+                    "migration {applied} was applied from a different file than this bub's: restore the database or \
+                     use the bub that migrated it"
+                )));
+            }
+            Some(_) => {}
+        }
+    }
+    let due = MIGRATIONS.len() - applied.len();
+    Ok(if due == 0 { Schema::Current { version } } else { Schema::Behind { due, version } })
 }
 
 #[cfg(test)]

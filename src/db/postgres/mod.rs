@@ -25,6 +25,7 @@ mod tapes;
 
 pub use tapes::PgTapeStore;
 
+use super::health::StoreHealth;
 use super::{DbError, Durability, GatewayTables, OpenError};
 use sqlx_core::connection::{ConnectOptions, Connection};
 use sqlx_postgres::{PgConnectOptions, PgPool, PgPoolOptions};
@@ -134,6 +135,41 @@ impl From<PgTapeStore> for Arc<dyn GatewayTables> {
 }
 
 /// `url` without the password it may hold.
+/// [`crate::db::health::check`] on the database at `url`: one connection,
+/// its schema compared, a tape row inserted and rolled back. The caller
+/// bounds how long it takes.
+pub(crate) async fn health(url: &str) -> StoreHealth {
+    let options = match PgConnectOptions::from_str(url) {
+        Ok(options) => options.application_name("bub doctor"),
+        Err(error) => return StoreHealth::Unusable(format!("{} is not a PostgreSQL URL: {error}", redacted(url))),
+    };
+    let mut conn = match options.connect().await {
+        Ok(conn) => conn,
+        Err(error) => return StoreHealth::Unusable(format!("cannot connect to {}: {error}", redacted(url))),
+    };
+    let schema = match migrate::status(&mut conn).await {
+        Ok(schema) => schema,
+        Err(error) => return StoreHealth::Unusable(format!("cannot read the schema's history: {error}")),
+    };
+    let writable = match schema {
+        crate::db::health::Schema::Current { .. } => Some(write_and_roll_back(&mut conn).await),
+        _ => None,
+    };
+    let _ = conn.close().await;
+    StoreHealth::Open { schema, writable }
+}
+
+async fn write_and_roll_back(conn: &mut sqlx_postgres::PgConnection) -> Result<(), String> {
+    use sqlx_core::query::query;
+    let mut transaction = conn.begin().await.map_err(|e| e.to_string())?;
+    let wrote = query("INSERT INTO tapes (name, created_at, updated_at) VALUES ($1, '', '')")
+        .bind(crate::db::health::PROBE_TAPE)
+        .execute(&mut *transaction)
+        .await;
+    transaction.rollback().await.map_err(|e| e.to_string())?;
+    wrote.map(|_| ()).map_err(|e| e.to_string())
+}
+
 pub(crate) fn redacted(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
     match rest.split_once('@') {

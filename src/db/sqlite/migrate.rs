@@ -101,6 +101,18 @@ pub(super) fn run(conn: &Connection) -> Result<(), MigrateError> {
     outcome
 }
 
+/// How `conn`'s schema compares with this build's, changing nothing.
+pub(super) fn status(conn: &Connection) -> Result<crate::db::health::Schema, rusqlite::Error> {
+    use crate::db::health::Schema;
+    let version = MIGRATIONS.last().map_or(0, |m| m.version);
+    Ok(match due(conn) {
+        Ok(due) if due.is_empty() => Schema::Current { version },
+        Ok(due) => Schema::Behind { due: due.len(), version },
+        Err(MigrateError::Sqlite(error)) => return Err(error),
+        Err(refused) => Schema::Refused(refused.to_string()),
+    })
+}
+
 /// Inside the write transaction: what is due now (another process may have
 /// migrated meanwhile), each with its history row.
 fn apply_due(conn: &Connection) -> Result<(), MigrateError> {
@@ -209,6 +221,22 @@ mod tests {
         let rows: i64 = conn.query_row("SELECT count(*) FROM _sqlx_migrations", [], |row| row.get(0)).unwrap();
         assert_eq!(rows, MIGRATIONS.len() as i64);
         run(&conn).unwrap();
+    }
+
+    /// The status counts what is due and changes nothing.
+    #[test]
+    fn the_status_says_how_far_behind_and_migrates_nothing() {
+        use crate::db::health::Schema;
+        let conn = Connection::open_in_memory().unwrap();
+        let version = MIGRATIONS.last().unwrap().version;
+        assert_eq!(status(&conn).unwrap(), Schema::Behind { due: MIGRATIONS.len(), version });
+        assert_eq!(status(&conn).unwrap(), Schema::Behind { due: MIGRATIONS.len(), version }, "nothing applied");
+        run(&conn).unwrap();
+        assert_eq!(status(&conn).unwrap(), Schema::Current { version });
+        conn.execute("DELETE FROM _sqlx_migrations WHERE version = ?1", [version]).unwrap();
+        assert_eq!(status(&conn).unwrap(), Schema::Behind { due: 1, version });
+        conn.execute("UPDATE _sqlx_migrations SET success = FALSE WHERE version = 3", []).unwrap();
+        assert!(matches!(status(&conn).unwrap(), Schema::Refused(why) if why.contains("partially applied")));
     }
 
     /// A history row left unsuccessful is refused as sqlx refused it.

@@ -30,6 +30,7 @@ mod tails;
 mod tapes;
 mod writer;
 
+pub(crate) use open::health;
 pub use tapes::SqliteTapeStore;
 
 use super::{DbError, Durability, Flush, GatewayTables, OpenError};

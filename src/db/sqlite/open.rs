@@ -7,6 +7,7 @@
 
 use super::Durability;
 use super::migrate;
+use crate::db::health::{Schema, StoreHealth};
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 use std::path::Path;
 use std::time::Duration;
@@ -49,6 +50,48 @@ pub(super) fn prepare(path: &Path) -> Result<(), String> {
         other => other.to_string(),
     })?;
     conn.close().map_err(|(_, e)| describe_open_error(&e))
+}
+
+/// [`crate::db::health::check`] on the file at `path`: opened without
+/// creating it, its schema compared, a tape row inserted and rolled back
+/// (waiting at most `wait` for a running gateway's write). Blocking.
+pub(crate) fn health(path: &Path, wait: Duration) -> StoreHealth {
+    if !path.exists() {
+        return StoreHealth::Missing;
+    }
+    if let Err(why) = check_file_header(path) {
+        return StoreHealth::Unusable(why);
+    }
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = match Connection::open_with_flags(path, flags) {
+        Ok(conn) => conn,
+        Err(error) => return StoreHealth::Unusable(describe_open_error(&error)),
+    };
+    if let Err(why) =
+        conn.busy_timeout(wait).map_err(|e| describe_open_error(&e)).and_then(|()| check_schema_owner(&conn))
+    {
+        return StoreHealth::Unusable(why);
+    }
+    let schema = match migrate::status(&conn) {
+        Ok(schema) => schema,
+        Err(error) => return StoreHealth::Unusable(describe_open_error(&error)),
+    };
+    let writable = matches!(schema, Schema::Current { .. }).then(|| {
+        let write = || -> rusqlite::Result<()> {
+            conn.execute_batch("BEGIN IMMEDIATE")?;
+            conn.execute(
+                "INSERT INTO tapes (name, created_at, updated_at) VALUES (?1, '', '')",
+                [crate::db::health::PROBE_TAPE],
+            )?;
+            Ok(())
+        };
+        let wrote = write().map_err(|error| describe_open_error(&error));
+        if !conn.is_autocommit() {
+            let _ = conn.execute_batch("ROLLBACK");
+        }
+        wrote
+    });
+    StoreHealth::Open { schema, writable }
 }
 
 /// A working connection to the (prepared) database at `path`: the writing

@@ -120,12 +120,12 @@ mod spawner;
 pub use environment::SandboxEnvironment;
 pub use error::SandboxError;
 pub use probe::{Feature, ProbeReport, names as feature_names, probe};
+pub use python::{Python, resolve as resolve_python};
 pub use settings::{SandboxLimits, SandboxSettings};
 
 use super::{Environment, EnvironmentError, EnvironmentProvider, Program, SpawnOptions};
 use async_trait::async_trait;
 use plan::Exposed;
-use python::Python;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -3,6 +3,12 @@
 //! stream (`POST /v1/messages`), so every client and every agent test runs
 //! without the internet.
 //!
+//! `GET /v1/models` lists the models it was asked for so far (at least
+//! `gpt-test`), as OpenAI does, for the key [`FakeModel::vars`] gives
+//! (`fake-key`, as a bearer token or Anthropic's `x-api-key`): any other key
+//! gets 401. [`FakeModel::set_date`] makes it answer with another `Date`
+//! header (a server whose clock is off).
+//!
 //! Script it with [`Reply`]s, consumed one per request in order, whichever
 //! endpoint is hit; a request with nothing queued gets the default reply when
 //! one is set ([`FakeModel::start_answering`], [`FakeModel::answer_all`]), else
@@ -38,7 +44,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::{OriginalUri, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{get, post};
 use bub::model::{ModelSettings, RetryPolicy};
 use parking_lot::{Mutex, MutexGuard};
 use render::{Frame, render_anthropic, render_openai};
@@ -78,6 +84,8 @@ struct Shared {
     /// Given to every request once `replies` is empty.
     default: Mutex<Option<Reply>>,
     requests: Mutex<Vec<RecordedRequest>>,
+    /// The `Date` header of `/v1/models` answers, instead of the server's.
+    date: Mutex<Option<String>>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -91,6 +99,7 @@ impl FakeModel {
         let app = Router::new()
             .route("/v1/chat/completions", post(answer))
             .route("/v1/messages", post(answer))
+            .route("/v1/models", get(models))
             .with_state(state.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind the fake model on loopback");
         let addr = listener.local_addr().expect("fake model address");
@@ -117,6 +126,13 @@ impl FakeModel {
     /// `http://127.0.0.1:PORT/v1`, the API base for either client.
     pub fn base_url(&self) -> String {
         format!("http://{}/v1", self.addr)
+    }
+
+    /// Answers `/v1/models` with this `Date` header (an HTTP date such as
+    /// `Tue, 01 Jan 2030 00:00:00 GMT`).
+    pub fn set_date(&self, date: &str) -> &FakeModel {
+        *lock(&self.state.date) = Some(date.to_string());
+        self
     }
 
     /// Queues a reply for a later request; chain calls to script a sequence.
@@ -249,6 +265,33 @@ async fn answer(
     });
     let headers = [(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")];
     (headers, Body::from_stream(stream)).into_response()
+}
+
+/// The model list, for the key [`FakeModel::vars`] gives only.
+async fn models(State(state): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    const KEY: &str = "fake-key";
+    let header = |name| headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
+    let mut response = if header("authorization") == format!("Bearer {KEY}") || header("x-api-key") == KEY {
+        let mut ids = vec!["gpt-test".to_string()];
+        for request in lock(&state.requests).iter() {
+            if let Some(model) = request.body.get("model").and_then(Value::as_str)
+                && !ids.iter().any(|id| id == model)
+            {
+                ids.push(model.to_string());
+            }
+        }
+        let data: Vec<Value> = ids.into_iter().map(|id| serde_json::json!({"id": id, "object": "model"})).collect();
+        axum::Json(serde_json::json!({"object": "list", "data": data})).into_response()
+    } else {
+        let body = r#"{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","code":"invalid_api_key"}}"#;
+        (StatusCode::UNAUTHORIZED, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+    };
+    if let Some(date) = lock(&state.date).clone()
+        && let Ok(value) = date.parse()
+    {
+        response.headers_mut().insert(header::DATE, value);
+    }
+    response
 }
 
 /// Frame `index` of a paced stream: after a wait of `pace`, except the first.

@@ -1,0 +1,77 @@
+//! The config check: the file loaded as `bub policy check` loads it, and
+//! kept from other users' eyes (it holds tokens and secrets).
+
+use super::Finding;
+use crate::config::GatewayConfig;
+use crate::home::BubHome;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+/// The config the gateway would run on, for the checks that need it.
+pub(crate) struct Checked {
+    pub config: GatewayConfig,
+    /// `None`: the built-in default (one webhook channel).
+    pub file: Option<PathBuf>,
+    /// The built-in default has no secret yet: the first start generates one.
+    pub secret_pending: bool,
+}
+
+/// The findings about the config, and the config when it loads.
+pub(crate) fn check(home: &BubHome, file: Option<&Path>) -> (Vec<Finding>, Option<Checked>) {
+    let Some(file) = file else { return builtin(home) };
+    let loaded = match crate::cli::policy::load(file) {
+        Ok(loaded) => loaded,
+        Err(error) => {
+            let fix = format!("correct the file where it says, then `bub policy check {}`", file.display());
+            return (vec![Finding::fail("config", error.to_string(), fix)], None);
+        }
+    };
+    let mut findings = Vec::new();
+    let shown = file.display();
+    match loaded.warnings.len() {
+        0 => findings.push(Finding::ok("config", format!("{shown}: {}", loaded.summary()))),
+        n => findings.push(Finding::warn(
+            "config",
+            format!(
+                "{shown}: {} channels; {n} places open access wider than the defaults: {}",
+                loaded.config.channels.len(),
+                loaded.warnings.join("; ")
+            ),
+            format!("if that is not meant, close them; `bub policy check {shown}` lists them"),
+        )),
+    }
+    if let Ok(metadata) = std::fs::metadata(file) {
+        let mode = metadata.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            findings.push(Finding::warn(
+                "config",
+                format!("{shown} holds tokens and secrets, and others may read it (mode {mode:04o})"),
+                format!("chmod 600 {shown}"),
+            ));
+        }
+    }
+    (findings, Some(Checked { config: loaded.config, file: Some(file.to_path_buf()), secret_pending: false }))
+}
+
+/// No file: the gateway's built-in default, with the secret it would use.
+fn builtin(home: &BubHome) -> (Vec<Finding>, Option<Checked>) {
+    let none = home.config_file();
+    let secret = match crate::cli::gateway::existing_webhook_secret(home) {
+        Ok(secret) => secret,
+        Err(error) => {
+            let fix = format!("give the gateway's user read access to {}", home.webhook_secret_file().display());
+            return (vec![Finding::fail("config", format!("{error:#}"), fix)], None);
+        }
+    };
+    let secret_pending = secret.is_none();
+    let config = match crate::cli::gateway::default_config_with(secret.unwrap_or_default()) {
+        Ok(config) => config,
+        Err(error) => return (vec![Finding::fail("config", format!("{error:#}"), "see the error")], None),
+    };
+    let detail = format!(
+        "no {} and no --config: the built-in default, one webhook channel `webhook` on {}",
+        none.display(),
+        config.http.listen
+    );
+    (vec![Finding::ok("config", detail)], Some(Checked { config, file: None, secret_pending }))
+}

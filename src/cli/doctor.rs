@@ -6,7 +6,7 @@
 //! store, the model and the channels are the ones it names. One check per
 //! file below, each giving [`Finding`]s:
 //! - `config`: loaded as `bub policy check` loads it (one code path), and
-//!   not readable by others (it holds tokens);
+//!   not readable by others when it holds a secret itself;
 //! - `store`: the database reachable, at this build's schema version,
 //!   writable (a write rolled back); the free disk of the home;
 //! - `channels`: each channel's credentials, as its adapter checks them

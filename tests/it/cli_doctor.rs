@@ -333,3 +333,35 @@ async fn a_clock_off_by_more_than_the_replay_window_fails_and_a_few_seconds_warn
     assert!(finding(&findings, "clock")["detail"].as_str().unwrap().contains("ahead of"), "{findings:#?}");
     assert_eq!(code, 0, "a warning does not fail: {findings:#?}");
 }
+
+/// A config that others may read is worth a warning when it holds a secret
+/// itself, and none when every secret is read from a file (a ConfigMap).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_readable_config_warns_only_when_it_holds_a_secret_itself() {
+    let setup = Setup::new().await;
+    setup.migrate().await;
+    let readable = |path: &str| std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let path = setup.config(&healthy_config());
+    readable(&path);
+    let (code, findings) = setup.doctor().await;
+    assert_eq!(code, 0, "a warning does not fail: {findings:#?}");
+    let warned: Vec<&Value> = findings.iter().filter(|f| f["check"] == "config" && f["status"] == "warn").collect();
+    assert_eq!(warned.len(), 1, "{findings:#?}");
+    assert!(warned[0]["detail"].as_str().unwrap().contains("holds a secret (`secrets`)"), "{:#}", warned[0]);
+    assert!(warned[0]["fix"].as_str().unwrap().contains("secrets_file"), "{:#}", warned[0]);
+
+    let secret = setup.home.path().join("webhook.secrets");
+    std::fs::write(&secret, format!("{STRONG_SECRET}\n")).unwrap();
+    let text =
+        healthy_config().replace(&format!("secrets = [\"{STRONG_SECRET}\"]"), "secrets_file = \"webhook.secrets\"");
+    let path = setup.config(&text);
+    readable(&path);
+    let (code, findings) = setup.doctor().await;
+    assert_eq!(code, 0, "{findings:#?}");
+    assert_eq!(finding(&findings, "config")["status"], "ok", "{findings:#?}");
+    assert_eq!(
+        finding(&findings, "channel hooks")["status"],
+        "ok",
+        "the secret from the file is judged: {findings:#?}"
+    );
+}

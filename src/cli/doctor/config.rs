@@ -1,5 +1,6 @@
 //! The config check: the file loaded as `bub policy check` loads it, and
-//! kept from other users' eyes (it holds tokens and secrets).
+//! kept from other users' eyes when it holds a secret itself (rather than
+//! naming a file that does: `token_file`, `secrets_file`, …).
 
 use super::Finding;
 use crate::config::GatewayConfig;
@@ -40,17 +41,35 @@ pub(crate) fn check(home: &BubHome, file: Option<&Path>) -> (Vec<Finding>, Optio
             format!("if that is not meant, close them; `bub policy check {shown}` lists them"),
         )),
     }
-    if let Ok(metadata) = std::fs::metadata(file) {
+    if let Ok(metadata) = std::fs::metadata(file)
+        && let Some(key) = inline_secret(file)
+    {
         let mode = metadata.permissions().mode() & 0o777;
         if mode & 0o077 != 0 {
             findings.push(Finding::warn(
                 "config",
-                format!("{shown} holds tokens and secrets, and others may read it (mode {mode:04o})"),
-                format!("chmod 600 {shown}"),
+                format!("{shown} holds a secret (`{key}`), and others may read it (mode {mode:04o})"),
+                format!("chmod 600 {shown}, or read the secret from a file (`{key}_file`)"),
             ));
         }
     }
     (findings, Some(Checked { config: loaded.config, file: Some(file.to_path_buf()), secret_pending: false }))
+}
+
+/// The first secret written in the file itself (a channel's `token`,
+/// `secrets`, `callback_secret`, `webhook_secret`, or `[store] url`); `None`
+/// when every secret is read from a file (`KEY_file`), so the config may be
+/// world-readable (a Kubernetes ConfigMap).
+fn inline_secret(file: &Path) -> Option<&'static str> {
+    const CHANNEL_SECRETS: [&str; 4] = ["token", "secrets", "callback_secret", "webhook_secret"];
+    let table: toml::Table = std::fs::read_to_string(file).ok()?.parse().ok()?;
+    let channels = table.get("channels").and_then(toml::Value::as_table);
+    let in_channel = channels.into_iter().flat_map(|channels| channels.values()).find_map(|channel| {
+        let channel = channel.as_table()?;
+        CHANNEL_SECRETS.into_iter().find(|key| channel.contains_key(*key))
+    });
+    let in_store = table.get("store").and_then(toml::Value::as_table).is_some_and(|store| store.contains_key("url"));
+    in_channel.or(in_store.then_some("url"))
 }
 
 /// No file: the gateway's built-in default, with the secret it would use.

@@ -14,7 +14,8 @@
 //! #                level, at least 100 per client), over BUB_LOAD_SESSIONS chats
 //! #   long:        BUB_LOAD_LONG_ENTRIES=100,1000,10000,100000 (0 or empty: none) BUB_LOAD_LONG_TURNS=50
 //! #   chat:        BUB_LOAD_CHAT_TURNS=3000 BUB_LOAD_CHAT_CHARS=200
-//! #   all:         BUB_SQLITE_SYNC=normal: the gateway's database without a sync per commit
+//! #   all:         BUB_SQLITE_SYNC=normal: the gateway's database without a sync per commit;
+//! #                OTEL_*: passed to the gateway (OTEL_EXPORTER_OTLP_ENDPOINT=...: traces exported)
 //! ```
 //!
 //! What it does, in one process on loopback:
@@ -287,9 +288,10 @@ async fn run() {
         ("BUB_WEBHOOK_SECRET".into(), SECRET.into()),
         ("BUB_LOG".into(), "warn".into()),
     ];
-    // Passed through so durability and allocator settings can be compared.
+    // Passed through so durability, allocator and trace export settings can be compared.
     for (name, value) in std::env::vars() {
         if name == "BUB_SQLITE_SYNC"
+            || name.starts_with("OTEL_")
             || name.starts_with("MALLOC_")
             || name.starts_with("MIMALLOC_")
             || name.starts_with("TOKIO_")

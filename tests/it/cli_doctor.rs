@@ -365,3 +365,14 @@ async fn a_readable_config_warns_only_when_it_holds_a_secret_itself() {
         "the secret from the file is judged: {findings:#?}"
     );
 }
+
+/// A home on a nearly full disk: a 4 MiB tmpfs mounted over it in a mount
+/// namespace of the test's own (nothing of the host's is touched).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_home_on_a_full_disk_fails_the_disk_check() {
+    let setup = Setup::new().await;
+    let small_disk = "mount -t tmpfs -o size=4m,mode=0700 tmpfs \"$BUB_HOME\" && exec \"$0\" \"$@\"";
+    let (code, findings) = setup.doctor_through("unshare", &["-Urm", "sh", "-c", small_disk]).await;
+    assert_eq!(code, 1, "{findings:#?}");
+    assert_fails(&findings, "disk", "free of 4 MiB", "move BUB_HOME to a larger one");
+}

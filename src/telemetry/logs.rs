@@ -30,7 +30,7 @@
 //! (a per-layer filter), so a layer composed beside it (traces) sees the
 //! spans its own filter asks for; whatever `BUB_LOG` asks, a dependency's
 //! `trace` lines that write out network payloads (a Discord bot's token
-//! among them) are never written ([`PAYLOAD_TRACES`]).
+//! among them) are never written (tungstenite's frame payloads).
 
 use serde_json::{Map, Value};
 use std::fmt;

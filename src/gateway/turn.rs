@@ -160,7 +160,13 @@ async fn run(inner: &Arc<Inner>, share: &TurnShare, typing: Option<Typing>) {
     // No write here: the turn's marker on the tape names its messages, which
     // is how a restart knows whether the turn landed.
     let Some(input) = TurnInput::read(inner, share) else { return };
-    let span = tracing::info_span!("turn", session = %share.session, turn = %share.id, channel = %input.channel);
+    let span = tracing::info_span!(
+        "turn",
+        session = %share.session,
+        turn = %share.id,
+        channel = %input.channel,
+        chat = %input.chat.id
+    );
     input.trace.adopt(&span);
     // Instrumented, not entered: a guard held across an await leaks the span
     // into every task its thread polls meanwhile (other turns' logs).

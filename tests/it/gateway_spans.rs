@@ -187,7 +187,7 @@ struct Seen {
 fn seen(lines: &[String], chat: &Chat, other: &Chat) -> Seen {
     // `fmt` writes a span's fields in the order they were declared.
     let turn = format!("turn{{session={} ", chat.session());
-    let channel = format!(" channel={}}}", chat.channel);
+    let channel = format!(" channel={} chat=", chat.channel);
     let run = format!(":run{{tape={} ", chat.session());
     let mut seen = Seen::default();
     for line in lines.iter().filter(|line| line.contains(chat.word)) {

@@ -210,6 +210,7 @@ async fn no_secret_reaches_a_json_log_line_and_a_turns_lines_carry_channel_chat_
         let mut answered = answered.filter(|line| line["channel"] == channel);
         let line = answered.next().unwrap_or_else(|| panic!("no turn answered on {channel}:\n{stderr}"));
         assert_eq!(line["session"], session.as_str(), "{line:?}");
+        assert_eq!(line["chat"], chat, "the turn's chat: {line:?}");
         assert!(line.get("turn").is_some_and(Value::is_string), "{line:?}");
         if channel != "hooks" {
             let to_chat = |line: &&Map<String, Value>| line["channel"] == channel && line["chat"] == chat;

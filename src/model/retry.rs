@@ -169,7 +169,7 @@ fn traced(stream: ModelStream, span: tracing::Span) -> ModelStream {
                     }
                 }
                 Ok(ModelEvent::Finish(reason)) => {
-                    traces::set_strings(&span, "gen_ai.response.finish_reasons", [finish_reason(reason)]);
+                    traces::set_strings(&span, "gen_ai.response.finish_reasons", [reason.name().to_string()]);
                     if let Some(text) = &answer {
                         let message = serde_json::json!([{"role": "assistant", "content": text, "tool_calls": calls}]);
                         traces::capture(&span, "gen_ai.output.messages", || message.to_string());
@@ -187,18 +187,6 @@ fn traced(stream: ModelStream, span: tracing::Span) -> ModelStream {
             item
         })
         .boxed()
-}
-
-/// The semantic conventions' name of a finish reason (OpenAI's words).
-fn finish_reason(reason: &super::types::FinishReason) -> String {
-    use super::types::FinishReason;
-    match reason {
-        FinishReason::Stop => "stop".into(),
-        FinishReason::ToolCalls => "tool_calls".into(),
-        FinishReason::Length => "length".into(),
-        FinishReason::ContentFilter => "content_filter".into(),
-        FinishReason::Other(other) => other.clone(),
-    }
 }
 
 impl Retrying {

@@ -79,6 +79,20 @@ pub enum FinishReason {
     Other(String),
 }
 
+impl FinishReason {
+    /// The reason in OpenAI's words, which the OpenTelemetry GenAI
+    /// conventions use too (`gen_ai.response.finish_reasons`).
+    pub fn name(&self) -> &str {
+        match self {
+            FinishReason::Stop => "stop",
+            FinishReason::ToolCalls => "tool_calls",
+            FinishReason::Length => "length",
+            FinishReason::ContentFilter => "content_filter",
+            FinishReason::Other(other) => other,
+        }
+    }
+}
+
 /// One item of a model's streamed answer.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ModelEvent {

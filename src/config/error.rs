@@ -47,10 +47,17 @@ impl ConfigError {
 }
 
 /// The text of a config file and its name, to turn byte spans into positions.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub(crate) struct Source {
     pub path: PathBuf,
     pub text: String,
+}
+
+/// The path only: the text holds the secrets written in the file.
+impl std::fmt::Debug for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Source").field("path", &self.path).finish_non_exhaustive()
+    }
 }
 
 impl Source {

@@ -1,4 +1,4 @@
-//! The whole file ([`GatewayConfig`]): `[http]`, `[agent]`, `[telemetry]`, `[policy.defaults]` and one
+//! The whole file ([`GatewayConfig`]): `[http]`, `[agent]`, `[telemetry]`, `[policy.defaults]`, `[mcp.NAME]` and one
 //! `[channels.NAME]` table per channel instance, each with an optional
 //! `[channels.NAME.policy]` and `[channels.NAME.chats."ID".policy]`.
 //!
@@ -17,6 +17,7 @@ use super::channel::{ChannelConfig, ChannelKind, RawChannel, WebhookConfig, chec
 use super::error::{ConfigError, Source, closest, friendly_message};
 use super::http::HttpConfig;
 use super::layer::{Layer, PolicyLayer};
+use super::mcp::{McpServerConfig, RawMcpServer};
 use super::sandbox::SandboxConfig;
 use super::store::StoreConfig;
 use super::telemetry::TelemetryConfig;
@@ -45,6 +46,8 @@ pub struct GatewayConfig {
     /// Channel instances by name, in file order. The name is what `Inbound::channel`
     /// carries and what user names start with (`hooks:alice`).
     pub channels: IndexMap<String, ChannelConfig>,
+    /// `[mcp.NAME]`: MCP servers whose tools the agent gets, by name, in file order.
+    pub mcp: IndexMap<String, McpServerConfig>,
     /// The file's text, for positions in later checks ([`GatewayConfig::validate_tools`]).
     source: Option<Arc<Source>>,
 }
@@ -77,6 +80,8 @@ struct RawConfig {
     policy: RawPolicySection,
     #[serde(default)]
     channels: IndexMap<Spanned<String>, RawChannel>,
+    #[serde(default)]
+    mcp: IndexMap<Spanned<String>, RawMcpServer>,
 }
 
 #[derive(Default, Deserialize)]
@@ -115,6 +120,11 @@ impl GatewayConfig {
             let channel = channel.into_config(&source, name.get_ref())?;
             channels.insert(name.into_inner(), channel);
         }
+        let mut mcp = IndexMap::new();
+        for (name, server) in raw.mcp {
+            let server = server.into_config(&source, &name)?;
+            mcp.insert(name.into_inner(), server);
+        }
         let config = GatewayConfig {
             http: raw.http,
             agent: raw.agent,
@@ -123,6 +133,7 @@ impl GatewayConfig {
             telemetry: raw.telemetry,
             defaults: raw.policy.defaults,
             channels,
+            mcp,
             source: Some(source),
         };
         config.check_layers()?;
@@ -148,6 +159,7 @@ impl GatewayConfig {
             telemetry: TelemetryConfig::default(),
             defaults: PolicyLayer::default(),
             channels: IndexMap::from([("webhook".to_string(), channel)]),
+            mcp: IndexMap::new(),
             source: None,
         }
     }
@@ -176,6 +188,18 @@ impl GatewayConfig {
     /// deny (or fail to deny) a tool.
     pub fn validate_tools(&self, known: &[String]) -> Result<(), ConfigError> {
         let mut candidates: Vec<String> = known.to_vec();
+        // An MCP server's tools are known once it runs: any name under a
+        // declared server passes (`mcp.github.*`, `mcp.github.create_issue`).
+        for server in self.mcp.keys() {
+            candidates.push(format!("mcp.{server}.*"));
+        }
+        let declared_server = |pattern: &str| {
+            pattern
+                .strip_prefix("mcp.")
+                .and_then(|rest| rest.split_once('.'))
+                .is_some_and(|(server, tool)| !tool.is_empty() && self.mcp.contains_key(server))
+                || (pattern == "mcp.*" && !self.mcp.is_empty())
+        };
         for name in known {
             if let Some((family, _)) = name.split_once('.') {
                 let glob = format!("{family}.*");
@@ -197,6 +221,7 @@ impl GatewayConfig {
             for pattern in patterns {
                 // A capability is checked when parsed; it may match no tool yet.
                 if pattern.get_ref().capability().is_some()
+                    || declared_server(pattern.get_ref().as_str())
                     || known.iter().any(|tool| pattern.get_ref().matches_name(tool))
                 {
                     continue;
@@ -373,6 +398,23 @@ pub(super) mod tests {
         assert_eq!(error.message(), "unknown tool pattern `zzz`; no tool has such a name (see `bub tools`)");
         let text = format!("{MINIMAL}[policy.defaults]\nallowed_tools = [\"*\", \"fs.*\", \"tape.{{info,search}}\"]\n");
         parse(&text).unwrap().validate_tools(&known).unwrap();
+    }
+
+    /// An MCP server's tools are listed once it runs, so any name under a
+    /// declared server passes; a misspelt server does not.
+    #[test]
+    fn tool_patterns_may_name_the_tools_of_a_declared_mcp_server() {
+        let known: Vec<String> = ["fs.read", "bash"].map(String::from).to_vec();
+        let servers = "[mcp.github]\ncommand = \"gh-mcp\"\n";
+        let text = format!(
+            "{MINIMAL}{servers}[policy.defaults]\nallowed_tools = [\"mcp.github.*\", \"mcp.github.create_issue\", \"mcp.*\"]\n"
+        );
+        parse(&text).unwrap().validate_tools(&known).unwrap();
+        let text = format!("{MINIMAL}{servers}[policy.defaults]\ndenied_tools = [\"mcp.gihtub.*\"]\n");
+        let error = parse(&text).unwrap().validate_tools(&known).unwrap_err();
+        assert_eq!(error.message(), "unknown tool pattern `mcp.gihtub.*`; did you mean `mcp.github.*`?");
+        let text = format!("{MINIMAL}[policy.defaults]\ndenied_tools = [\"mcp.*\"]\n");
+        assert!(parse(&text).unwrap().validate_tools(&known).is_err(), "no server is declared");
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! - [`sandbox`](mod@sandbox): `[sandbox]` ([`SandboxConfig`]): the sandbox's limits.
 //! - [`store`](mod@store): `[store]` ([`StoreConfig`]): SQLite or PostgreSQL.
 //! - [`telemetry`](mod@telemetry): `[telemetry]` ([`TelemetryConfig`]): OpenTelemetry traces.
+//! - [`mcp`](mod@mcp): `[mcp.NAME]` ([`McpServerConfig`]): the MCP servers whose tools the agent gets.
 //! - [`channel`]: `[channels.NAME]` — one settings type per channel kind
 //!   ([`WebhookConfig`], [`TelegramConfig`], [`DiscordConfig`]), each kind in
 //!   its own file with its keys and checks.
@@ -48,6 +49,7 @@ pub mod file;
 pub mod http;
 pub mod layer;
 pub mod live;
+pub mod mcp;
 pub mod pattern;
 pub mod rate;
 pub mod sandbox;
@@ -66,6 +68,7 @@ pub use layer::{
     RateLayer, SessionScope,
 };
 pub use live::{LiveConfig, ReloadOutcome, require_channels};
+pub use mcp::{McpScope, McpServerConfig, McpTransport, SecretValue};
 pub use pattern::ToolPattern;
 pub use rate::{Rate, RateError};
 pub use sandbox::SandboxConfig;

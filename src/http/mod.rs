@@ -46,6 +46,26 @@ pub trait Readiness: Send + Sync + 'static {
     fn channel_names(&self) -> Vec<String>;
     /// Whether the database answers; the error reads in the report's reason.
     async fn ping(&self) -> Result<(), String>;
+    /// The other parts the gateway uses (its MCP servers), shown in the
+    /// report; a `required` one that is not up makes the gateway unready.
+    fn dependencies(&self) -> Vec<Dependency> {
+        Vec::new()
+    }
+}
+
+/// A part the gateway uses besides its database, as `/readyz` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Dependency {
+    /// `mcp.github`.
+    pub name: String,
+    /// In a word: `ready`, `starting`, `restarting`, `failed`.
+    pub state: String,
+    pub up: bool,
+    /// Ready only while it is up.
+    pub required: bool,
+    /// Why it is not up (its last error).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// Shared by the handlers.
@@ -98,10 +118,24 @@ async fn readyz(State(state): State<HttpState>) -> Response {
         let body = json!({"status": "starting", "reason": "channels are not started yet", "channels": channels});
         return (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response();
     }
-    match state.ready.ping().await {
-        Ok(()) => Json(json!({"status": "ready", "channels": channels})).into_response(),
-        Err(error) => {
-            let body = json!({"status": "unavailable", "reason": format!("database: {error}"), "channels": channels});
+    let dependencies = state.ready.dependencies();
+    let mut body = json!({"status": "ready", "channels": channels});
+    if !dependencies.is_empty() {
+        body["dependencies"] = json!(dependencies);
+    }
+    let down = dependencies.iter().find(|dependency| dependency.required && !dependency.up);
+    let reason = match state.ready.ping().await {
+        Err(error) => Some(format!("database: {error}")),
+        Ok(()) => down.map(|dependency| {
+            let why = dependency.reason.as_deref().map(|reason| format!(": {reason}")).unwrap_or_default();
+            format!("{} is required and {}{why}", dependency.name, dependency.state)
+        }),
+    };
+    match reason {
+        None => Json(body).into_response(),
+        Some(reason) => {
+            body["status"] = json!("unavailable");
+            body["reason"] = json!(reason);
             (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response()
         }
     }
@@ -126,6 +160,50 @@ mod tests {
         async fn ping(&self) -> Result<(), String> {
             Ok(())
         }
+    }
+
+    /// One MCP server up, one required and down.
+    struct Servers(bool);
+
+    #[async_trait::async_trait]
+    impl Readiness for Servers {
+        fn channel_names(&self) -> Vec<String> {
+            vec!["hooks".into()]
+        }
+        async fn ping(&self) -> Result<(), String> {
+            Ok(())
+        }
+        fn dependencies(&self) -> Vec<Dependency> {
+            let docs =
+                Dependency { name: "mcp.docs".into(), state: "ready".into(), up: true, required: false, reason: None };
+            let github = Dependency {
+                name: "mcp.github".into(),
+                state: "restarting".into(),
+                up: false,
+                required: self.0,
+                reason: Some("exited with status 1".into()),
+            };
+            vec![docs, github]
+        }
+    }
+
+    #[tokio::test]
+    async fn a_server_down_shows_and_holds_readiness_back_only_when_required() {
+        let ready = |required: bool| async move {
+            let state = HttpState::new(Arc::new(Servers(required)));
+            state.set_started();
+            let response = readyz(State(state)).await;
+            let status = response.status().as_u16();
+            let body = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
+            (status, serde_json::from_slice::<serde_json::Value>(&body).unwrap())
+        };
+        let (status, body) = ready(false).await;
+        assert_eq!(status, 200);
+        assert_eq!(body["dependencies"][1]["state"], "restarting");
+        assert_eq!(body["dependencies"][1]["reason"], "exited with status 1");
+        let (status, body) = ready(true).await;
+        assert_eq!(status, 503);
+        assert_eq!(body["reason"], "mcp.github is required and restarting: exited with status 1");
     }
 
     #[tokio::test]

@@ -146,6 +146,7 @@ pub mod environment;
 pub mod gateway;
 pub mod home;
 pub mod http;
+pub mod mcp;
 pub mod message;
 pub mod model;
 pub mod policy;

@@ -131,13 +131,27 @@ pub struct Connection {
     control: Option<Arc<dyn ProcessControl>>,
     stderr: StderrTail,
     events: Events,
+    pid: Option<u32>,
+}
+
+/// Kills a process whose connection never came to be.
+struct KillOnDrop(Option<Arc<dyn ProcessControl>>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(control) = self.0.take() {
+            control.signal(true);
+        }
+    }
 }
 
 impl Connection {
     /// Starts `command` (see the module's guarantees) and initializes.
     pub async fn stdio(server: &str, command: &StdioCommand, lookup: &EnvLookup) -> Result<Connection, McpError> {
-        let process = spawn(server, command, lookup)?;
-        Connection::over_process(server, process).await
+        let (process, pid) = spawn_child(server, command, lookup)?;
+        let mut connection = Connection::over_process(server, process).await?;
+        connection.pid = Some(pid);
+        Ok(connection)
     }
 
     /// Initializes over a started process's pipes; the connection owns the
@@ -174,12 +188,12 @@ impl Connection {
         if let Some(stderr) = stderr {
             tail.follow(server, stderr);
         }
+        // A start given up on (its timeout) drops this future: the process goes with it.
+        let mut guard = KillOnDrop(Some(control.clone()));
         let transport = AsyncRwTransport::new_client(reader, writer);
-        let result = Connection::initialize(server, transport, tail.clone(), Some(control.clone())).await;
-        if result.is_err() {
-            control.signal(true);
-        }
-        result
+        let connection = Connection::initialize(server, transport, tail.clone(), Some(control)).await?;
+        guard.0 = None;
+        Ok(connection)
     }
 
     /// Connects to `url` over Streamable HTTP with `headers`, and initializes.
@@ -249,11 +263,17 @@ impl Connection {
             control,
             stderr,
             events,
+            pid: None,
         })
     }
 
     pub fn server(&self) -> &str {
         &self.server
+    }
+
+    /// The program's process id, when bub started it ([`Connection::stdio`]).
+    pub fn pid(&self) -> Option<u32> {
+        self.pid
     }
 
     /// The session's peer, to list tools and call them (cheap to clone).
@@ -351,6 +371,10 @@ fn config_error(server: &str, key: &str, why: &str) -> McpError {
 /// Starts `command` in a process group of its own, with the cleared
 /// environment of the module's guarantees.
 pub fn spawn(server: &str, command: &StdioCommand, lookup: &EnvLookup) -> Result<Box<dyn Process>, McpError> {
+    spawn_child(server, command, lookup).map(|(process, _)| process)
+}
+
+fn spawn_child(server: &str, command: &StdioCommand, lookup: &EnvLookup) -> Result<(Box<dyn Process>, u32), McpError> {
     let mut process = tokio::process::Command::new(&command.command);
     process.args(&command.args).env_clear();
     for variable in PASSED_VARIABLES {
@@ -382,5 +406,5 @@ pub fn spawn(server: &str, command: &StdioCommand, lookup: &EnvLookup) -> Result
         stdout: child.stdout.take().map(|pipe| Box::new(pipe) as _),
         stderr: child.stderr.take().map(|pipe| Box::new(pipe) as _),
     };
-    Ok(Box::new(LocalProcess::leading(child, pgid, io)))
+    Ok((Box::new(LocalProcess::leading(child, pgid, io)), pgid.as_raw_pid().unsigned_abs()))
 }

@@ -19,8 +19,14 @@
 //! knows the gateway.
 
 pub mod connect;
+pub mod content;
 pub mod error;
 pub mod http;
+pub mod server;
+pub mod servers;
+pub mod tools;
 
 pub use connect::{Connection, EnvLookup, StdioCommand};
 pub use error::{McpError, McpErrorKind};
+pub use server::{Connector, McpServer, OnTools, ServerState, ServerStatus};
+pub use servers::McpServers;

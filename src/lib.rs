@@ -50,6 +50,11 @@
 //!   policy, tool enforcement, `,policy explain`, the provenance rule (no
 //!   exec, write or network tool while untrusted text is in the context),
 //!   warnings.
+//! - [`mcp`]: bub as a client of MCP servers — one supervised connection
+//!   per `[mcp.NAME]` server (stdio or Streamable HTTP; start and call
+//!   timeouts, restarts with backoff, state and metrics), its tools as
+//!   `mcp.NAME.TOOL` bub tools, results mapped from MCP content, and the
+//!   gateway's set kept in step with the config (`McpServers::apply`).
 //! - [`http`]: the HTTP server — `/healthz`, `/readyz`, `/metrics`, the
 //!   routes of the parts that serve HTTP (the channels' webhooks) merged as
 //!   given, connection limits and graceful shutdown; knows nothing of the gateway.
@@ -88,7 +93,7 @@
 //! - A **tool**: a file in `tools/builtin/` (one per family), registered in
 //!   `tools::builtin` or by whoever builds the agent. It sees a
 //!   `ToolContext`, never the agent; a tool that must start runs belongs to
-//!   `agent/` (like `subagent`). MCP tools go beside `tools/builtin/`.
+//!   `agent/` (like `subagent`). Tools from MCP servers are built in `mcp/tools.rs`.
 //! - A **channel kind**: its settings in `config/channel/<kind>.rs` (listed
 //!   in `config/channel/mod.rs`), its adapter crate in `adapters/<kind>`, and
 //!   one line of registration in `gateway/channels.rs` behind a Cargo feature.
@@ -121,6 +126,7 @@
 //! - `agent` → `codemode`, `command`, `environment`, `message`, `model`, `tape`, `telemetry`, `tools`
 //! - `skills` → `environment`, `tape`, `tools`
 //! - `policy` → `agent`, `command`, `config`, `tape`, `tools`
+//! - `mcp` → `agent`, `config`, `environment`, `tape`, `tools`
 //! - `http` → `config`
 //! - `gateway` → `agent`, `command`, `config`, `db`, `environment`, `home`, `http`, `policy`,
 //!   `tape`, `telemetry`, `tools`
@@ -146,6 +152,7 @@ pub mod environment;
 pub mod gateway;
 pub mod home;
 pub mod http;
+pub mod mcp;
 pub mod message;
 pub mod model;
 pub mod policy;

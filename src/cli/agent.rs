@@ -4,6 +4,7 @@ use super::exit::{self, Exit};
 use super::tape::{CliSession, one_line};
 use crate::agent::{FailureKind, RunOptions, RunStream, StreamEvent};
 use crate::home::BubHome;
+use crate::mcp::McpServers;
 use crate::setup::Setup;
 use anyhow::{Context, Result};
 use clap::Args;
@@ -21,6 +22,10 @@ pub struct SessionArgs {
     /// `provider:model` for this invocation (default: the session's or BUB_MODEL).
     #[arg(long)]
     model: Option<String>,
+    /// The config whose MCP servers (`[mcp.NAME]`) the agent gets (default:
+    /// $BUB_HOME/bub.toml when it exists, as for the gateway).
+    #[arg(long)]
+    config: Option<PathBuf>,
 }
 
 impl SessionArgs {
@@ -42,6 +47,39 @@ async fn setup(home: &BubHome, workspace: Option<&PathBuf>) -> Result<Setup> {
     Setup::open(home, workspace, super::env::vars())
         .await
         .map_err(|error| Exit::new(exit::NOT_CONFIGURED, format!("cannot start the agent: {error:#}")).into())
+}
+
+/// The config's MCP servers, started for this command with their tools
+/// added to the agent, and `,mcp`; waits until each is up or has failed
+/// once (at most its start timeout), and says on stderr which are not up.
+/// `None`: no config, or no server in it.
+pub(crate) async fn start_mcp(home: &BubHome, config: Option<PathBuf>, setup: &Setup) -> Result<Option<McpServers>> {
+    let Some(path) = super::gateway::config_file(home, config) else { return Ok(None) };
+    let config = crate::config::GatewayConfig::load(&path)
+        .map_err(|error| Exit::new(exit::NOT_CONFIGURED, format!("cannot start the agent: {error}")))?;
+    if config.mcp.is_empty() {
+        return Ok(None);
+    }
+    let servers = McpServers::new(setup.agent.clone(), std::sync::Arc::new(super::env::mcp_variable));
+    setup.agent.add_tool(crate::mcp::command::mcp_tool(servers.clone()));
+    servers.apply(&config.mcp).await;
+    let longest = config.mcp.values().map(|server| server.start_timeout).max().unwrap_or_default();
+    servers.wait_ready(longest).await;
+    for status in servers.status() {
+        if status.state != crate::mcp::ServerState::Ready && status.scope == crate::config::McpScope::Gateway {
+            let why = status.last_error.map(|error| format!(": {error}")).unwrap_or_default();
+            eprintln!("warning: mcp server `{}` is {}{why}; its tools are missing", status.name, status.state.label());
+        }
+    }
+    Ok(Some(servers))
+}
+
+/// Stops the MCP servers, then the agent's environments and store.
+async fn shutdown(setup: &Setup, mcp: Option<&McpServers>) {
+    if let Some(mcp) = mcp {
+        mcp.stop_all().await;
+    }
+    setup.shutdown().await;
 }
 
 /// Shows a run's events: the answer on stdout, tool calls, results and
@@ -174,6 +212,7 @@ pub(crate) async fn run_once(home: &BubHome, message: &str, session: SessionArgs
     use tokio::signal::unix::{SignalKind, signal};
     let scoped = session.resolve()?;
     let setup = setup(home, Some(&scoped.workspace)).await?;
+    let mcp = start_mcp(home, session.config.clone(), &setup).await?;
     // From here a signal stops the run (its tools killed, the interruption
     // recorded) before bub exits; the default action would orphan the tools.
     let mut interrupt = signal(SignalKind::interrupt()).context("cannot listen for SIGINT")?;
@@ -189,13 +228,13 @@ pub(crate) async fn run_once(home: &BubHome, message: &str, session: SessionArgs
         printer.end_line();
         run.cancel(&format!("{name} in bub run")).await;
         scoped.note_workspace(setup.store.clone()).await;
-        setup.shutdown().await;
+        shutdown(&setup, mcp.as_ref()).await;
         return Err(
             Exit::new(code, format!("interrupted by {name}; the run was stopped and recorded as interrupted")).into()
         );
     }
     scoped.note_workspace(setup.store.clone()).await;
-    setup.shutdown().await;
+    shutdown(&setup, mcp.as_ref()).await;
     printer.into_result()
 }
 
@@ -212,6 +251,7 @@ pub(crate) async fn chat(home: &BubHome, session: SessionArgs) -> Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
     let scoped = session.resolve()?;
     let setup = setup(home, Some(&scoped.workspace)).await?;
+    let mcp = start_mcp(home, session.config.clone(), &setup).await?;
     // Installed once: from here on Ctrl-C never kills the program.
     let mut interrupts = signal(SignalKind::interrupt()).context("cannot listen for Ctrl-C")?;
     let mut lines = prompt_lines(home.root().join("history"));
@@ -284,7 +324,7 @@ pub(crate) async fn chat(home: &BubHome, session: SessionArgs) -> Result<()> {
             eprintln!("error: {message}");
         }
     }
-    setup.shutdown().await;
+    shutdown(&setup, mcp.as_ref()).await;
     Ok(())
 }
 
@@ -324,8 +364,9 @@ fn prompt_lines(history: PathBuf) -> tokio::sync::mpsc::Receiver<String> {
     rx
 }
 
-pub(crate) async fn list_tools(home: &BubHome, json: bool) -> Result<()> {
+pub(crate) async fn list_tools(home: &BubHome, json: bool, config: Option<PathBuf>) -> Result<()> {
     let setup = setup(home, None).await?;
+    let mcp = start_mcp(home, config, &setup).await?;
     let mut out = std::io::stdout().lock();
     if json {
         for tool in setup.agent.tools().iter() {
@@ -354,6 +395,9 @@ pub(crate) async fn list_tools(home: &BubHome, json: bool) -> Result<()> {
             .collect();
         let header = ["TOOL", "MODEL NAME", "USE", "CAPABILITIES", "DESCRIPTION"].map(String::from);
         write_columns(&mut out, std::iter::once(&header).chain(&rows))?;
+    }
+    if let Some(mcp) = mcp {
+        mcp.stop_all().await;
     }
     setup.store.close().await;
     Ok(())

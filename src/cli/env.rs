@@ -28,6 +28,12 @@ pub(crate) fn vars() -> Vec<(String, String)> {
     std::env::vars().collect()
 }
 
+/// A variable as MCP servers get it (see `GatewayBuilder::mcp_variables`):
+/// as it is, untrimmed.
+pub(crate) fn mcp_variable(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
 /// A variable's value, trimmed; `None` when unset or blank.
 pub(crate) fn var(name: &str) -> Option<String> {
     std::env::var(name).ok().map(|value| value.trim().to_string()).filter(|value| !value.is_empty())

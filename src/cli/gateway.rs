@@ -29,7 +29,8 @@ pub(crate) async fn run_gateway(home: &BubHome, config: Option<PathBuf>, listen:
     let mut builder = Gateway::builder(home.root())
         .durability(env::durability()?)
         .store(location)
-        .on_notice(move |notice| print_notice(format, notice));
+        .on_notice(move |notice| print_notice(format, notice))
+        .mcp_variables(env::mcp_variable);
     if let Some(addr) = listen {
         builder = builder.listen(addr);
     }

@@ -69,6 +69,10 @@ pub enum BubSubcommand {
         /// One JSON object per line.
         #[arg(long)]
         json: bool,
+        /// The config whose MCP servers' tools are listed too (default:
+        /// $BUB_HOME/bub.toml when it exists).
+        #[arg(long)]
+        config: Option<PathBuf>,
     },
     /// Inspect the tapes (per-session histories) in the database.
     #[command(subcommand)]
@@ -106,7 +110,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         BubSubcommand::Run { message, session } => agent::run_once(&home, &message, session).await,
         BubSubcommand::Chat { session } => agent::chat(&home, session).await,
         BubSubcommand::Gateway { config, listen } => gateway::run_gateway(&home, config, listen).await,
-        BubSubcommand::Tools { json } => agent::list_tools(&home, json).await,
+        BubSubcommand::Tools { json, config } => agent::list_tools(&home, json, config).await,
         BubSubcommand::Tape(command) => tape::run_tape(&home, command).await,
         BubSubcommand::Policy(command) => policy::run_policy(&home, command).await,
         BubSubcommand::Pairing(command) => pairing::run_pairing(&home, command).await,

@@ -226,6 +226,15 @@ impl RawMcpServer {
                 ));
             }
         };
+        if self.scope == McpScope::Session && self.required {
+            return Err(error(
+                name.span(),
+                format!(
+                    "mcp server `{server}`: `required` holds readiness back until the server is up, and a \
+                     scope = \"session\" server is only up inside sessions: drop one of the two"
+                ),
+            ));
+        }
         let timeout = |value: Option<Spanned<Seconds>>, default: Duration| match value {
             None => Ok(default),
             Some(value) if value.get_ref().0 <= 0.0 => {
@@ -389,6 +398,7 @@ mod tests {
             "mcp server `s`"
         );
         assert_eq!(server("command = \"x\"\ncall_timeout_seconds = 0"), "bub.toml:6:24: 0 must be above 0");
+        assert!(server("command = \"x\"\nscope = \"session\"\nrequired = true").contains("drop one of the two"));
         assert_eq!(
             server("command = \"x\"\nenv = { K = { file = \"/nonexistent/k\" } }").split(": ").nth(1).unwrap(),
             "mcp server `s`"

@@ -33,7 +33,8 @@ use crate::db::{Durability, HomeStore, StoreLocation};
 use crate::environment::sessions::DEFAULT_IDLE;
 use crate::environment::{EnvironmentProvider, Environments};
 use crate::home::BubHome;
-use crate::http::{HttpState, Readiness, router};
+use crate::http::{Dependency, HttpState, Readiness, router};
+use crate::mcp::McpServers;
 use crate::tape::{TapeError, TapeSettings, TapeStore};
 use bub_channel::ChannelError;
 use std::fmt;
@@ -134,6 +135,8 @@ pub struct GatewayBuilder {
     store: Option<StoreLocation>,
     listen: Option<SocketAddr>,
     notices: NoticeSink,
+    /// What MCP servers read of the gateway's environment.
+    variables: crate::mcp::EnvLookup,
 }
 
 impl Gateway {
@@ -146,6 +149,7 @@ impl Gateway {
             store: None,
             listen: None,
             notices: Arc::new(|_: &Notice| {}),
+            variables: Arc::new(|_: &str| None),
         }
     }
 }
@@ -168,6 +172,15 @@ impl GatewayBuilder {
     /// Listen here instead of the config's `[http] listen` (port 0 picks a free one).
     pub fn listen(mut self, addr: SocketAddr) -> Self {
         self.listen = Some(addr);
+        self
+    }
+
+    /// The gateway's variables, as MCP servers get them: a stdio server's
+    /// `PATH`, `HOME`, `LANG` and `TMPDIR`, and the `{ env = "NAME" }` values
+    /// of `[mcp.NAME]` tables. Default: none (the `bub` binary passes the
+    /// process's).
+    pub fn mcp_variables(mut self, lookup: impl Fn(&str) -> Option<String> + Send + Sync + 'static) -> Self {
+        self.variables = Arc::new(lookup);
         self
     }
 
@@ -323,6 +336,9 @@ impl RunningGateway {
             _ => live.current().http.shutdown_grace(),
         };
         gateway.stop(grace).await;
+        if let Some(mcp) = gateway.inner.mcp.get() {
+            mcp.stop_all().await;
+        }
         // Answers already decided are still being written; connections left after that are cut.
         if tokio::time::timeout(CONNECTIONS_DRAIN, &mut server).await.is_err() {
             tracing::warn!("HTTP connections still open 5 s after the stop; closing them");
@@ -348,6 +364,9 @@ async fn start(
     agent.add_tool(crate::policy::policy_tool());
     let gateway_store = GatewayStore::new(store.clone());
     agent.add_tool(super::pairing::command::pairing_tool(gateway_store.pairing()));
+    // Before the config is read: `mcp` is a command operators' patterns may name.
+    let mcp = McpServers::new(agent.clone(), settings.variables.clone());
+    agent.add_tool(crate::mcp::command::mcp_tool(mcp.clone()));
     // A config file is read, checked against the agent's tools and watched in one go.
     let (live, reloads, config_path) = match config {
         ConfigSource::File(path) => {
@@ -372,6 +391,7 @@ async fn start(
     let adapters = channels::from_config(&live)?;
     let addr = settings.listen.unwrap_or(config.http.listen);
     let gateway = Gateway::new(agent, gateway_store, live.clone(), adapters, confinement);
+    let _ = gateway.inner.mcp.set(mcp.clone());
     if let Some(db) = store.postgres() {
         let ttl = Duration::from_secs(config.store.lease_seconds.unwrap_or(DEFAULT_LEASE_SECONDS));
         let replica = super::replica::Replica::register(Arc::new(db.clone()), &settings.home, ttl)
@@ -399,6 +419,9 @@ async fn start(
         let _ = stopping.wait_for(|stopping| *stopping).await;
     });
     let server = tokio::spawn(serving.instrument(tracing::info_span!("http.serve", addr = %local_addr)));
+    // Each server comes up on its own, in the background: one that is slow or
+    // broken holds back neither the channels nor the others.
+    mcp.apply(&config.mcp).await;
     // The shutdown is heard from here on: one while the start resumes the
     // last run's work (POSTing its replies) is a graceful stop too, not a
     // kill that cuts a POST whose reply the next start would then send again.
@@ -410,6 +433,7 @@ async fn start(
     let started = match started {
         Some(Err(error)) => {
             server.abort();
+            mcp.stop_all().await;
             if let Some(environments) = gateway.inner.agent.environments() {
                 environments.close_all().await;
             }
@@ -476,6 +500,10 @@ async fn report_reloads(
         if matches!(outcome, ReloadOutcome::Applied { .. }) {
             // Command menus that show what the policy lets people run.
             gateway.inner.menus.follow_config(&gateway.inner);
+            // The MCP servers whose tables changed are restarted, the others left alone.
+            if let Some(mcp) = gateway.inner.mcp.get() {
+                mcp.apply(&gateway.inner.config.current().mcp).await;
+            }
         }
         match outcome {
             ReloadOutcome::Applied { needs_restart } if needs_restart.is_empty() => {
@@ -503,5 +531,19 @@ impl Readiness for Gateway {
 
     async fn ping(&self) -> Result<(), String> {
         self.store().ping().await.map_err(|error| error.to_string())
+    }
+
+    fn dependencies(&self) -> Vec<Dependency> {
+        let Some(mcp) = self.inner.mcp.get() else { return Vec::new() };
+        mcp.status()
+            .into_iter()
+            .map(|status| Dependency {
+                name: format!("mcp.{}", status.name),
+                state: status.state.label().to_string(),
+                up: status.state == crate::mcp::ServerState::Ready,
+                required: status.required,
+                reason: status.last_error.filter(|_| status.state != crate::mcp::ServerState::Ready),
+            })
+            .collect()
     }
 }

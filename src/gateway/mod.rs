@@ -160,6 +160,8 @@ pub(crate) struct Inner {
     budgets_from: parking_lot::Mutex<Option<Arc<crate::config::GatewayConfig>>>,
     /// This process's part among replicas sharing a PostgreSQL database.
     replica: std::sync::OnceLock<Arc<replica::Replica>>,
+    /// The config's MCP servers, when the builder started them.
+    mcp: std::sync::OnceLock<crate::mcp::McpServers>,
 }
 
 impl Gateway {
@@ -198,6 +200,7 @@ impl Gateway {
             menus: Default::default(),
             limiter: limiter::InboundLimiter::default(),
             replica: Default::default(),
+            mcp: Default::default(),
         });
         record_turns(&inner.agent);
         observe(&inner.agent);

@@ -161,7 +161,11 @@ impl Connection {
         let control = process.control();
         let (Some(stdin), Some(stdout)) = (stdin, stdout) else {
             control.signal(true);
-            return Err(McpError::new(server, McpErrorKind::Start, "the process was started without piped stdin and stdout"));
+            return Err(McpError::new(
+                server,
+                McpErrorKind::Start,
+                "the process was started without piped stdin and stdout",
+            ));
         };
         let (exit_tx, exit_rx) = watch::channel(None);
         tokio::spawn(async move {
@@ -237,7 +241,9 @@ impl Connection {
                 // Give stderr a moment: a program that failed says why there.
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 let message = match error {
-                    ClientInitializeError::ConnectionClosed(_) => "closed the connection during the handshake".to_string(),
+                    ClientInitializeError::ConnectionClosed(_) => {
+                        "closed the connection during the handshake".to_string()
+                    }
                     other => format!("the handshake failed: {other}"),
                 };
                 return Err(McpError::new(
@@ -389,12 +395,7 @@ fn spawn_child(server: &str, command: &StdioCommand, lookup: &EnvLookup) -> Resu
     if let Some(cwd) = &command.cwd {
         process.current_dir(cwd);
     }
-    process
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(false);
+    process.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0).kill_on_drop(false);
     let mut child = process.spawn().map_err(|error| {
         McpError::new(server, McpErrorKind::Start, format!("cannot start `{}`: {error}", command.command))
     })?;

@@ -13,11 +13,13 @@
 //!   saved in the workspace, structured content, `isError`).
 //! - [`servers`]: `McpServers`, the gateway's set, kept in step with the
 //!   config (`apply`) and with the agent's tools.
+//! - [`command`]: `,mcp`, the servers' state from a chat.
 //! - [`error`]: `McpError`, naming the server.
 //!
 //! Nothing here reads the process environment (a lookup is passed in) or
 //! knows the gateway.
 
+pub mod command;
 pub mod connect;
 pub mod content;
 pub mod error;

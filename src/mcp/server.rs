@@ -123,7 +123,10 @@ pub struct McpServer {
 
 impl std::fmt::Debug for McpServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("McpServer").field("name", &self.shared.name).field("state", &*self.shared.state.borrow()).finish()
+        f.debug_struct("McpServer")
+            .field("name", &self.shared.name)
+            .field("state", &*self.shared.state.borrow())
+            .finish()
     }
 }
 
@@ -132,8 +135,12 @@ pub fn connector(name: &str, config: &McpServerConfig, lookup: EnvLookup, http: 
     let name = name.to_string();
     match &config.transport {
         McpTransport::Stdio { command, args, env, cwd } => {
-            let command =
-                Arc::new(StdioCommand { command: command.clone(), args: args.clone(), env: env.clone(), cwd: cwd.clone() });
+            let command = Arc::new(StdioCommand {
+                command: command.clone(),
+                args: args.clone(),
+                env: env.clone(),
+                cwd: cwd.clone(),
+            });
             Arc::new(move || {
                 let (name, command, lookup) = (name.clone(), command.clone(), lookup.clone());
                 Box::pin(async move { Connection::stdio(&name, &command, &lookup).await })
@@ -320,7 +327,10 @@ pub fn backoff(attempt: u32) -> Duration {
 }
 
 /// Connects and lists the tools.
-async fn start_once(server: &McpServer, connector: &Connector) -> Result<(Connection, Vec<rmcp::model::Tool>), McpError> {
+async fn start_once(
+    server: &McpServer,
+    connector: &Connector,
+) -> Result<(Connection, Vec<rmcp::model::Tool>), McpError> {
     let connection = connector().await?;
     match connection.peer().list_all_tools().await {
         Ok(tools) => Ok((connection, tools)),

@@ -25,13 +25,19 @@
 //!   schema sets `additionalProperties` to `true` or to a schema. serde would
 //!   otherwise drop a typo like `limt=5` without a word.
 //! - A token is a pair when the part before its first `=` looks like an
-//!   identifier (letters, digits, `_`, `.`), quoted or not. To pass a value that
-//!   contains `=`, name it: `content='a=b'`.
+//!   identifier (letters, digits, `_`, `.`, and `-` after the first character,
+//!   for the keys of MCP tools like `max-rows`), quoted or not. To pass a value
+//!   that contains `=`, name it: `content='a=b'`.
 //! - Unquoted `#` is kept as text (`,tape.search #release`), as in Bub; the
 //!   `shlex` crate would read it as the start of a comment.
 //! - For a property that may be several types, the text is tried as integer,
 //!   number, boolean, array, object, null (the word `null`), then string; the
 //!   first that fits wins, so a string is only chosen when nothing else fits.
+//! - An `enum` or `const` allows only its values: `format=html` binds when
+//!   `html` is listed (`2` binds the number when `2` is), and anything else is
+//!   an error listing them, so a typo never reaches the tool. Types and values
+//!   come from the whole property: `$ref`s into `$defs`, every `anyOf`,
+//!   `oneOf` and `allOf` branch, `"type": [..]` and OpenAPI's `nullable`.
 //! - A property without any type (a free-form `serde_json::Value`) takes a JSON
 //!   array or object when the text is one, else the text as a string.
 
@@ -215,10 +221,12 @@ fn keep_hash_marks(raw: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// `key=value` when the part before the first `=` looks like an identifier.
+/// `key=value` when the part before the first `=` looks like an identifier
+/// (`-` allowed after its first character, for `max-rows=5`).
 fn split_pair(word: &str) -> Option<(&str, &str)> {
     let (key, value) = word.split_once('=')?;
-    let identifier = !key.is_empty() && key.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '.');
+    let identifier = key.starts_with(|c: char| c.is_alphanumeric() || c == '_' || c == '.')
+        && key.chars().all(|c| c.is_alphanumeric() || matches!(c, '_' | '.' | '-'));
     identifier.then_some((key, value))
 }
 
@@ -355,9 +363,10 @@ mod tests {
 
     #[test]
     fn only_identifier_like_keys_make_pairs() {
-        let command = parse(",echo --opt=x 'two words=x' =y a=b a.b_c1=z");
-        assert_eq!(command.positional, vec!["--opt=x", "two words=x", "=y"]);
-        assert_eq!(command.named, vec![("a".to_string(), "b".to_string()), ("a.b_c1".to_string(), "z".to_string()),]);
+        let command = parse(",echo --opt=x -o=y 'two words=x' =y a=b a.b_c1=z max-rows=5");
+        assert_eq!(command.positional, vec!["--opt=x", "-o=y", "two words=x", "=y"]);
+        let named: Vec<(&str, &str)> = command.named.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        assert_eq!(named, [("a", "b"), ("a.b_c1", "z"), ("max-rows", "5")]);
     }
 
     #[test]

@@ -2,10 +2,12 @@
 //! tool call per model round trip. Everything of code mode lives here.
 //!
 //! A turn in code mode shows the model only the preserved tools and `run_code`;
-//! every other allowed tool becomes `await tools.<model_name>(**kwargs)` inside
-//! that code. The model no longer sees those tools' JSON Schemas in the request,
-//! so it needs another way to learn their signatures: a typed Python stub file
-//! whose path goes into the system prompt.
+//! every other allowed tool becomes `await tools.<name>(**kwargs)` inside
+//! that code, `<name>` its model name made a Python identifier
+//! (`mcp_my-docs_get-page` → `mcp_my_docs_get_page`, see [`stub::code_names`]).
+//! The model no longer sees those tools' JSON Schemas in the request, so it
+//! needs another way to learn their signatures: a typed Python stub file whose
+//! path goes into the system prompt.
 //!
 //! - [`tool`]: the `run_code` tool and the command-only `,code_mode` switch
 //!   (its `code_mode_switch` event is [`crate::tools::switch`]'s).

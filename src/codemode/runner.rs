@@ -60,8 +60,8 @@ pub fn child_argv(python: &str) -> Vec<String> {
     vec![python.to_owned(), "-u".to_owned(), "-c".to_owned(), CHILD_SOURCE.to_owned()]
 }
 
-/// A tool call from the code: (model name, keyword arguments) → structured
-/// result, or an error message (raised as `ToolError` in the code).
+/// A tool call from the code: (the name it called, one of the run's `tools`;
+/// keyword arguments) → structured result, or an error message (raised as `ToolError` in the code).
 pub type CallTool = Arc<dyn Fn(String, Value) -> BoxFuture<'static, Result<Value, String>> + Send + Sync>;
 
 /// Receives printed output as it arrives.
@@ -112,8 +112,9 @@ fn join_error(error_type: &str, message: &str) -> String {
 /// Runs `code` in an already-started child (see [`child_argv`]) and returns
 /// everything it printed.
 ///
-/// `tools` are the model names the code may call as `tools.<name>`; each call
-/// goes to `call_tool`. Output is also pushed to `write` as it arrives.
+/// `tools` are the names the code may call as `tools.<name>` (Python
+/// identifiers: code mode's session names them, see
+/// [`super::stub::code_names`]); each call goes to `call_tool`. Output is also pushed to `write` as it arrives.
 /// `wait_exit` resolves with the child's exit code when it exits (the caller
 /// owns the process and kills its whole tree afterwards in every case).
 pub async fn run_code(

@@ -23,11 +23,12 @@
 //! only applies when `run_code` is among the run's tools; otherwise the turn
 //! uses direct tool calls.
 
-use super::stub::{StubTool, write_stub};
+use super::stub::{StubTool, code_names, write_stub};
 use super::tool::RUN_CODE;
 use crate::tools::{Tool, ToolRegistry, TurnState};
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
@@ -56,10 +57,11 @@ const RUN_ENDED: &str = "the run this code belongs to has ended";
 
 /// The code-mode part of a run, kept on its turn state for `run_code`.
 pub(crate) struct CodeModeSession {
-    /// Every tool of the run, for lookups by registry or model name.
-    run_tools: Arc<ToolRegistry>,
-    /// The model names callable as `tools.<name>`.
+    /// The names callable as `tools.<name>`: Python identifiers, the
+    /// functions of the stub (see [`code_names`]), in the run's tool order.
     pub tools: Vec<String>,
+    /// Each of those names → its tool.
+    by_name: HashMap<String, Tool>,
     /// The typed stub of those tools.
     pub stub: PathBuf,
     /// Numbers the calls made from code in this run, so each has its own id.
@@ -77,7 +79,7 @@ impl CodeModeSession {
         if !arguments.is_object() {
             return Err(format!("tools.{name} takes keyword arguments"));
         }
-        let Some(tool) = self.run_tools.get(name).filter(|t| self.tools.contains(&t.model_name())) else {
+        let Some(tool) = self.by_name.get(name) else {
             return Err(format!("no tool `{name}` in code mode"));
         };
         let execute = self.execute.upgrade().ok_or_else(|| RUN_ENDED.to_string())?;
@@ -167,17 +169,13 @@ async fn open(run: &CodeModeRun, in_code: &[Tool]) -> std::io::Result<CodeModeSe
         return Err(std::io::Error::other("no directory for code-mode stubs is set (AgentBuilder::codemode_dir)"));
     }
     let stubs: Vec<StubTool> = in_code.iter().map(StubTool::from_tool).collect();
+    let names = code_names(&stubs);
+    let by_name = names.iter().cloned().zip(in_code.iter().cloned()).collect();
     let (dir, workspace, session) = (run.codemode_dir.clone(), run.workspace.clone(), run.session.clone());
     let stub = tokio::task::spawn_blocking(move || write_stub(&dir, &workspace, &session, &stubs))
         .await
         .map_err(std::io::Error::other)??;
-    Ok(CodeModeSession {
-        run_tools: run.tools.clone(),
-        tools: in_code.iter().map(Tool::model_name).collect(),
-        stub,
-        calls: AtomicU64::new(0),
-        execute: Arc::downgrade(&run.execute),
-    })
+    Ok(CodeModeSession { tools: names, by_name, stub, calls: AtomicU64::new(0), execute: Arc::downgrade(&run.execute) })
 }
 
 /// The system prompt block that explains code mode, when the run is in it.
@@ -201,12 +199,11 @@ mod tests {
 
     #[tokio::test]
     async fn calls_from_code_work_while_the_run_holds_its_executor_and_fail_after() {
-        let mut tools = ToolRegistry::new();
-        tools.insert(Tool::new("echo", "", json!({"type": "object"}), |args, _| async move { Ok(args) }));
+        let tool = Tool::new("echo", "", json!({"type": "object"}), |args, _| async move { Ok(args) });
         let execute: ExecuteCall = Arc::new(|call: CodeCall| Box::pin(async move { Ok(json!(call.call_id)) }));
         let session = CodeModeSession {
-            run_tools: Arc::new(tools),
             tools: vec!["echo".into()],
+            by_name: HashMap::from([("echo".to_string(), tool)]),
             stub: PathBuf::new(),
             calls: AtomicU64::new(0),
             execute: Arc::downgrade(&execute),

@@ -1,7 +1,7 @@
 //! The typed Python stub (`.pyi`) describing the tools code mode exposes.
 //!
-//! In code mode the model calls tools as `await tools.<model_name>(**kwargs)`
-//! from Python, and no longer sees their JSON Schemas in the request. It reads
+//! In code mode the model calls tools as `await tools.<name>(**kwargs)`
+//! from Python (`<name>` from [`code_names`]), and no longer sees their JSON Schemas in the request. It reads
 //! Python signatures more reliably than JSON Schema anyway, so bub renders the
 //! schemas as one `async def` per tool, `TypedDict`s for object shapes and
 //! `Literal`s for enums, writes that to a file, and names the file in the
@@ -50,6 +50,8 @@ This file describes them; it is not meant to be imported. In the code passed to
 
     result = await tools.some_tool(path="notes.txt", limit=10)
 
+- Call each tool by its function name below: a tool whose own name is not a
+  Python identifier (`mcp_my-docs_get-page`) is `tools.mcp_my_docs_get_page`.
 - Keyword arguments only; positional arguments are rejected. Pass an argument
   whose name is not a Python identifier (or is a keyword) as `**{"class": "x"}`.
 - Always `await` the call. Top-level `await` works: do not wrap the code in
@@ -75,7 +77,8 @@ class ToolError(Exception):
 /// One function of the stub.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StubTool {
-    /// The name code calls it by: `tools.<model_name>`.
+    /// The tool's model name; code calls it by [`code_names`]'s identifier
+    /// for it, the same unless this is not one.
     pub model_name: String,
     pub description: String,
     /// The JSON Schema of the arguments.
@@ -96,15 +99,10 @@ impl StubTool {
 }
 
 /// The whole `.pyi` text, deterministic for the same tools (sorted by
-/// `model_name`, whatever order they come in).
+/// `model_name`, whatever order they come in). Each function is named as
+/// [`code_names`] says.
 pub fn render_stub(tools: &[StubTool]) -> String {
-    let mut sorted: Vec<&StubTool> = tools.iter().collect();
-    sorted.sort_by(|a, b| {
-        (&a.model_name, &a.description)
-            .cmp(&(&b.model_name, &b.description))
-            .then_with(|| a.parameters.to_string().cmp(&b.parameters.to_string()))
-            .then_with(|| format!("{:?}", a.output_schema).cmp(&format!("{:?}", b.output_schema)))
-    });
+    let sorted: Vec<&StubTool> = stub_order(tools).into_iter().map(|i| &tools[i]).collect();
     let names = function_names(&sorted);
     let mut stub = Stub::new(&names);
     let functions: Vec<String> = sorted.iter().zip(&names).map(|(tool, name)| stub.function(tool, name)).collect();
@@ -114,6 +112,36 @@ pub fn render_stub(tools: &[StubTool]) -> String {
         out.push_str(block);
     }
     out
+}
+
+/// The Python identifier code calls each tool by (`tools.<name>`), in the
+/// order given: the name of its function in [`render_stub`]'s stub. A model
+/// name that is an identifier stays as it is; `mcp_my-docs_get-page` becomes
+/// `mcp_my_docs_get_page`, numbered (`_2`) when another tool has that name.
+/// Depends only on the set of tools, not their order, so the names stay the
+/// same as long as the tool set does.
+pub fn code_names(tools: &[StubTool]) -> Vec<String> {
+    let order = stub_order(tools);
+    let sorted: Vec<&StubTool> = order.iter().map(|&i| &tools[i]).collect();
+    let mut names = vec![String::new(); tools.len()];
+    for (index, name) in order.into_iter().zip(function_names(&sorted)) {
+        names[index] = name;
+    }
+    names
+}
+
+/// The indices of `tools` in stub order: by model name, then by everything
+/// else, so any input order gives the same stub.
+fn stub_order(tools: &[StubTool]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..tools.len()).collect();
+    order.sort_by(|&a, &b| {
+        let (a, b) = (&tools[a], &tools[b]);
+        (&a.model_name, &a.description)
+            .cmp(&(&b.model_name, &b.description))
+            .then_with(|| a.parameters.to_string().cmp(&b.parameters.to_string()))
+            .then_with(|| format!("{:?}", a.output_schema).cmp(&format!("{:?}", b.output_schema)))
+    });
+    order
 }
 
 /// `<codemode_dir>/<sha256(workspace + "\0" + session)[..16]>/tools-<sha256(content)[..12]>.pyi`
@@ -582,5 +610,7 @@ impl Stub {
 mod python;
 use python::*;
 
+#[cfg(test)]
+mod mcp_tests;
 #[cfg(test)]
 mod tests;

@@ -44,6 +44,10 @@ fn property_schema<'a>(
     if let Some(property) = properties.get(key) {
         return Ok(property);
     }
+    if *schema == Value::Bool(true) {
+        // The schema that allows everything.
+        return Ok(schema);
+    }
     match schema.get("additionalProperties") {
         Some(extra @ (Value::Object(_) | Value::Bool(true))) => Ok(extra),
         _ => Err(CommandError::UnknownKey {
@@ -98,18 +102,6 @@ impl JsonType {
         })
     }
 
-    fn of(value: &Value) -> JsonType {
-        match value {
-            Value::Null => JsonType::Null,
-            Value::Bool(_) => JsonType::Boolean,
-            Value::Number(n) if n.is_f64() => JsonType::Number,
-            Value::Number(_) => JsonType::Integer,
-            Value::String(_) => JsonType::String,
-            Value::Array(_) => JsonType::Array,
-            Value::Object(_) => JsonType::Object,
-        }
-    }
-
     fn article_name(self) -> &'static str {
         match self {
             JsonType::Integer => "an integer",
@@ -158,53 +150,95 @@ fn parse_bool(text: &str) -> Option<bool> {
 /// How deep `$ref`, `anyOf`, `oneOf` and `allOf` are followed.
 const MAX_SCHEMA_DEPTH: usize = 16;
 
-/// Collects the JSON types a property schema allows; empty means any.
-fn allowed_types(property: &Value, root: &Value, depth: usize, types: &mut Vec<JsonType>) {
-    if depth > MAX_SCHEMA_DEPTH {
-        return;
+/// What a property accepts: values of these JSON types, and these values
+/// (an `enum` or `const`, which allows nothing else of its branch).
+#[derive(Debug, Default)]
+struct Accepted {
+    types: Vec<JsonType>,
+    values: Vec<Value>,
+}
+
+impl Accepted {
+    fn of(property: &Value, root: &Value) -> Accepted {
+        let mut accepted = Accepted::default();
+        accepted.collect(property, root, 0);
+        accepted.types.sort();
+        accepted.types.dedup();
+        accepted
     }
-    match property.get("type") {
-        Some(Value::String(name)) => types.extend(JsonType::from_name(name)),
-        Some(Value::Array(names)) => {
-            types.extend(names.iter().filter_map(Value::as_str).filter_map(JsonType::from_name))
+
+    /// Adds what `property` allows; the union of every branch, so `allOf`
+    /// is read loosely (the tool still checks its arguments).
+    fn collect(&mut self, property: &Value, root: &Value, depth: usize) {
+        if depth > MAX_SCHEMA_DEPTH {
+            return;
         }
-        _ => {}
-    }
-    if let Some(constant) = property.get("const") {
-        types.push(JsonType::of(constant));
-    }
-    if let Some(Value::Array(values)) = property.get("enum") {
-        types.extend(values.iter().map(JsonType::of));
-    }
-    for combinator in ["anyOf", "oneOf", "allOf"] {
-        if let Some(Value::Array(branches)) = property.get(combinator) {
-            for branch in branches {
-                allowed_types(branch, root, depth + 1, types);
+        let listed = match (property.get("const"), property.get("enum")) {
+            (Some(constant), _) => Some(std::slice::from_ref(constant)),
+            (None, Some(Value::Array(values))) if !values.is_empty() => Some(values.as_slice()),
+            _ => None,
+        };
+        match (listed, property.get("type")) {
+            (Some(values), _) => self.values.extend(values.iter().cloned()),
+            (None, Some(Value::String(name))) => self.types.extend(JsonType::from_name(name)),
+            (None, Some(Value::Array(names))) => {
+                self.types.extend(names.iter().filter_map(Value::as_str).filter_map(JsonType::from_name))
+            }
+            _ => {}
+        }
+        // OpenAPI's spelling of `"type": [T, "null"]`, which some servers use.
+        if property.get("nullable") == Some(&Value::Bool(true)) {
+            self.types.push(JsonType::Null);
+        }
+        for combinator in ["anyOf", "oneOf", "allOf"] {
+            if let Some(Value::Array(branches)) = property.get(combinator) {
+                for branch in branches {
+                    self.collect(branch, root, depth + 1);
+                }
             }
         }
+        if let Some(target) = property
+            .get("$ref")
+            .and_then(Value::as_str)
+            .and_then(|reference| reference.strip_prefix('#'))
+            .and_then(|pointer| root.pointer(pointer))
+        {
+            self.collect(target, root, depth + 1);
+        }
     }
-    if let Some(target) = property
-        .get("$ref")
-        .and_then(Value::as_str)
-        .and_then(|reference| reference.strip_prefix('#'))
-        .and_then(|pointer| root.pointer(pointer))
-    {
-        allowed_types(target, root, depth + 1, types);
+
+    fn is_any(&self) -> bool {
+        self.types.is_empty() && self.values.is_empty()
+    }
+
+    /// The listed value `text` spells: a string as typed, a number, boolean
+    /// or null as the command syntax writes one, arrays and objects as JSON.
+    fn listed(&self, text: &str) -> Option<Value> {
+        let spells = |value: &Value| match value {
+            Value::String(listed) => listed == text,
+            Value::Number(listed) => {
+                JsonType::Number.parse(text).and_then(|n| n.as_f64()).is_some_and(|n| Some(n) == listed.as_f64())
+            }
+            Value::Bool(listed) => parse_bool(text) == Some(*listed),
+            Value::Null => text == "null",
+            Value::Array(_) | Value::Object(_) => serde_json::from_str::<Value>(text).is_ok_and(|v| v == *value),
+        };
+        self.values.iter().find(|value| spells(value)).cloned()
     }
 }
 
 fn coerce(key: &str, text: &str, property: &Value, root: &Value) -> Result<Value, CommandError> {
-    let mut types = Vec::new();
-    allowed_types(property, root, 0, &mut types);
-    if types.is_empty() {
+    let accepted = Accepted::of(property, root);
+    if accepted.is_any() {
         return Ok(parse_free_form(text));
     }
-    types.sort();
-    types.dedup();
-    if let Some(value) = types.iter().find_map(|kind| kind.parse(text)) {
+    if let Some(value) = accepted.listed(text) {
         return Ok(value);
     }
-    Err(invalid_value(key, text, &types))
+    if let Some(value) = accepted.types.iter().find_map(|kind| kind.parse(text)) {
+        return Ok(value);
+    }
+    Err(invalid_value(key, text, &accepted))
 }
 
 /// A value for a property of any type: JSON arrays and objects as JSON, the
@@ -216,14 +250,32 @@ fn parse_free_form(text: &str) -> Value {
     }
 }
 
-fn invalid_value(key: &str, text: &str, types: &[JsonType]) -> CommandError {
-    let names: Vec<&str> = types.iter().map(|kind| kind.article_name()).collect();
+/// A listed value as the command syntax writes it.
+fn spelled(value: &Value) -> String {
+    match value {
+        Value::String(text) => format!("`{text}`"),
+        other => format!("`{other}`"),
+    }
+}
+
+fn invalid_value(key: &str, text: &str, accepted: &Accepted) -> CommandError {
+    let mut names: Vec<String> = Vec::new();
+    match accepted.values.as_slice() {
+        [] => {}
+        [only] => names.push(spelled(only)),
+        values => names.push(format!("one of {}", values.iter().map(spelled).collect::<Vec<_>>().join(", "))),
+    }
+    names.extend(accepted.types.iter().map(|kind| kind.article_name().to_string()));
     let expected = match names.split_last() {
-        Some((last, [])) => (*last).to_string(),
+        Some((last, [])) => last.clone(),
         Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
         None => "a value".to_string(),
     };
-    let hint = if types.contains(&JsonType::Array) {
+    let types = &accepted.types;
+    let close = accepted.values.iter().find(|value| value.as_str().is_some_and(|v| v.eq_ignore_ascii_case(text)));
+    let hint = if let Some(close) = close {
+        format!(": did you mean {}?", spelled(close))
+    } else if types.contains(&JsonType::Array) {
         format!(": write it as JSON, like {key}='[\"a\", \"b\"]'")
     } else if types.contains(&JsonType::Object) {
         format!(": write it as JSON, like {key}='{{\"a\": 1}}'")
@@ -232,6 +284,9 @@ fn invalid_value(key: &str, text: &str, types: &[JsonType]) -> CommandError {
     };
     CommandError::InvalidValue { key: key.to_string(), expected, value: text.to_string(), hint }
 }
+
+#[cfg(test)]
+mod mcp_tests;
 
 #[cfg(test)]
 mod tests {

@@ -52,6 +52,10 @@ mod setup_agent;
 mod code_mode;
 mod codemode_runner;
 
+// Tools bub did not write (an MCP server's names and schemas) in code mode,
+// comma commands and model calls.
+mod mcp_foreign_tools;
+
 // Tools and where they run: the builtin tools, session environments and the
 // sandbox.
 mod builtin_tools;

@@ -7,32 +7,48 @@ use super::*;
 // Functions
 // ---------------------------------------------------------------------------
 
-/// Python function names for the (sorted) tools: sanitised, unique, and not
-/// shadowing the header.
+/// Python function names for the (sorted) tools: identifiers, unique, and
+/// not shadowing the header. A model name that already is an identifier
+/// keeps it; the others are sanitised (`mcp_my-docs_get-page` →
+/// `mcp_my_docs_get_page`) and numbered (`_2`, `_3`) when that name is taken,
+/// so two tools never end up under one name and the one whose name it is
+/// never loses it to another's spelling.
 pub(super) fn function_names(tools: &[&StubTool]) -> Vec<String> {
     let mut taken: HashSet<String> = HEADER_NAMES.iter().map(|n| n.to_string()).collect();
-    tools
-        .iter()
-        .map(|tool| {
-            let base = python_name(&tool.model_name);
-            let mut name = base.clone();
-            let mut n = 2;
-            while taken.contains(&name) {
-                name = format!("{base}_{n}");
-                n += 1;
-            }
-            taken.insert(name.clone());
-            name
+    let mut names: Vec<Option<String>> = vec![None; tools.len()];
+    for (slot, tool) in names.iter_mut().zip(tools) {
+        if python_name(&tool.model_name) == tool.model_name && taken.insert(tool.model_name.clone()) {
+            *slot = Some(tool.model_name.clone());
+        }
+    }
+    names
+        .into_iter()
+        .zip(tools)
+        .map(|(name, tool)| {
+            name.unwrap_or_else(|| {
+                let base = python_name(&tool.model_name);
+                let mut name = base.clone();
+                let mut n = 2;
+                while taken.contains(&name) {
+                    name = format!("{base}_{n}");
+                    n += 1;
+                }
+                taken.insert(name.clone());
+                name
+            })
         })
         .collect()
 }
 
 /// Non-word characters become `_`; a leading digit or a keyword gets a `_`
+/// prefix, a dunder name (`__init__`, which `tools` itself has) a `tool`
 /// prefix. ASCII only, so the result is an identifier in every Python 3.
 pub(super) fn python_name(name: &str) -> String {
     let name: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect();
     if name.is_empty() || name.starts_with(|c: char| c.is_ascii_digit()) || is_keyword(&name) {
         format!("_{name}")
+    } else if name.len() > 4 && name.starts_with("__") && name.ends_with("__") {
+        format!("tool{name}")
     } else {
         name
     }
@@ -83,9 +99,9 @@ pub(super) fn function_doc(tool: &StubTool, name: &str, params: &Params) -> Stri
     }
     if name != tool.model_name {
         let own = py_str(&tool.model_name);
-        sections.push(format!(
-            "The tool's own name is {own}; if `tools.{name}` is missing, call `getattr(tools, {own})(...)`."
-        ));
+        let base = python_name(&tool.model_name);
+        let other = if base == name { String::new() } else { format!("; `tools.{base}` is not this tool") };
+        sections.push(format!("Call it as `tools.{name}`: the tool's own name is {own}{other}."));
     }
     if let Params::Unpack(class, fields) = params {
         let example = fields.iter().map(|f| f.key.as_str()).find(|key| !is_parameter_name(key)).unwrap_or("name");

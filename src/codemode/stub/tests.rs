@@ -291,11 +291,24 @@ fn function_names_are_sanitised_and_unique() {
     assert_eq!(python_name("import"), "_import");
     assert_eq!(python_name("größe"), "gr__e");
     assert_eq!(python_name(""), "_");
+    assert_eq!(python_name("__init__"), "tool__init__");
+    // `a_b` is an identifier already: it keeps its name whatever the order, and
+    // `a-b`, which would be spelled the same, is numbered instead.
     let tools = [raw("a-b", json!({}), None), raw("a_b", json!({}), None), raw("Any", json!({}), None)];
     let sorted: Vec<&StubTool> = tools.iter().collect();
-    assert_eq!(function_names(&sorted), vec!["a_b", "a_b_2", "Any_2"]);
+    assert_eq!(function_names(&sorted), vec!["a_b_2", "a_b", "Any_2"]);
+    assert_eq!(code_names(&tools), vec!["a_b_2", "a_b", "Any_2"]);
+    let reversed: Vec<StubTool> = tools.iter().rev().cloned().collect();
+    assert_eq!(code_names(&reversed), vec!["Any_2", "a_b", "a_b_2"]);
     let stub = render_stub(&tools);
-    assert!(stub.contains("async def a_b(**kwargs: Any) -> Any:\n    \"\"\"The a-b tool.\n\n    The tool's own name is \"a-b\"; if `tools.a_b` is missing"), "{stub}");
+    assert!(
+        stub.contains(
+            "async def a_b_2(**kwargs: Any) -> Any:\n    \"\"\"The a-b tool.\n\n    \
+             Call it as `tools.a_b_2`: the tool's own name is \"a-b\"; `tools.a_b` is not this tool.\n"
+        ),
+        "{stub}"
+    );
+    assert!(stub.contains("async def a_b(**kwargs: Any) -> Any:\n    \"\"\"The a_b tool.\"\"\"\n"), "{stub}");
 }
 
 #[test]
@@ -399,7 +412,7 @@ fn odd_schemas_never_panic() {
 
 /// Runs python3 over the files: each must parse, and on 3.11+ (where
 /// `typing` has `NotRequired` and `Unpack`) execute. `None` without python3.
-fn python_check(files: &[PathBuf]) -> Option<Result<(), String>> {
+pub(super) fn python_check(files: &[PathBuf]) -> Option<Result<(), String>> {
     const SCRIPT: &str = "import ast, sys\n\
         for path in sys.argv[1:]:\n    \
             src = open(path, encoding='utf-8').read()\n    \

@@ -392,4 +392,25 @@ mod tests {
         println!("{} builtin tools: {builtins} estimated tokens", tools.len());
         assert!(builtins * 2 <= agent::DEFAULT_TOOL_SCHEMA_BUDGET, "{builtins}");
     }
+
+    /// The prompt's tool list does not send the compact tools' lines again:
+    /// the model has them in their definitions.
+    #[test]
+    fn the_tool_list_counts_the_compact_tools_instead_of_listing_them() {
+        let summary = |name: &str, description: &str, compact| ToolSummary {
+            name: name.replace('_', "."),
+            model_name: name.into(),
+            description: description.into(),
+            compact,
+        };
+        let tools = [
+            summary("bash", "Run a shell command.\nMore.", false),
+            summary("mcp_docs_search", "Search the docs.", true),
+            summary("mcp_docs_get", "Get a page.", true),
+        ];
+        let section = tools_section(&tools).unwrap();
+        assert!(section.contains("- bash: Run a shell command.\n"), "{section}");
+        assert!(!section.contains("mcp_docs") && !section.contains("Search the docs"), "{section}");
+        assert!(section.contains("- and 2 more tools offered with one line"), "{section}");
+    }
 }

@@ -190,6 +190,16 @@ pub(crate) fn apply(
     (offered, callable)
 }
 
+/// Whether a call of `tool` is the loop's own `tools.describe` of a turn
+/// past the budget: it shows only the schemas of tools the turn already
+/// offers, so the policy lets it through whatever the allow-list names
+/// (a chat allowed `mcp.github.*` must be able to read their schemas).
+/// False in a turn under the budget, where a tool of that name is not the
+/// loop's.
+pub fn is_turn_describe(tool: &str, state: &TurnState) -> bool {
+    tool == TOOLS_DESCRIBE && state.extension::<CompactTools>().is_some()
+}
+
 /// What one model request carries for `tools`: each definition (compact or
 /// full), and whether it is compact (for the system prompt's tool list).
 pub(crate) fn definitions<'a>(

@@ -81,8 +81,12 @@ fn sent<'a>(request: &'a ChatRequest, name: &str) -> Option<&'a Value> {
     request.tools.iter().map(|t| &**t).find(|t| t["function"]["name"] == name)
 }
 
+/// Whether a request sent the server tool of model name `name` compact:
+/// every server tool here has parameters, so the open schema means compact
+/// (builtins without arguments have it too, hence only `mcp_` names).
 fn is_compact(request: &ChatRequest, name: &str) -> bool {
-    sent(request, name).unwrap_or_else(|| panic!("{name} not offered"))["function"]["parameters"] == open_schema()
+    let sent = sent(request, name).unwrap_or_else(|| panic!("{name} not offered"));
+    name.starts_with("mcp_") && sent["function"]["parameters"] == open_schema()
 }
 
 /// The model names of the tools a request sent compact.
@@ -90,8 +94,8 @@ fn compact_names(request: &ChatRequest) -> Vec<String> {
     request
         .tools
         .iter()
-        .filter(|t| t["function"]["parameters"] == open_schema())
         .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+        .filter(|name| is_compact(request, name))
         .collect()
 }
 

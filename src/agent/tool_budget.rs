@@ -40,14 +40,16 @@ use serde_json::{Value, json};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-/// The default budget, in estimated tokens of the offered definitions.
+/// The default budget, in estimated tokens of the offered definitions:
+/// about a tenth of a 128k window.
 ///
 /// bub's own tools (the `bub` binary's 23, as the model sees them) come to
-/// about 3,100 estimated tokens: they stay whole with room for a few small
-/// servers (about 20 typical MCP tools of 3 to 8 parameters, which measure
-/// 150 to 250 tokens each), and 200 MCP tools (about 45,000 tokens with
-/// the builtins) are compacted long before. 0 turns the budget off.
-pub const DEFAULT_TOOL_SCHEMA_BUDGET: u64 = 8_000;
+/// about 3,100 estimated tokens, so they stay whole with room for a server
+/// or two: 30 MCP tools of 3 to 8 parameters (about 290 tokens each, see
+/// `benches/tool_schema_budget.rs`) still go whole, 40 do not, and 200
+/// (about 61,000 tokens with the builtins) are compacted long before.
+/// 0 turns the budget off.
+pub const DEFAULT_TOOL_SCHEMA_BUDGET: u64 = 12_000;
 
 /// The loop's tool that loads compact tools' full definitions (model name
 /// `tools_describe`).
@@ -90,12 +92,14 @@ impl CompactTools {
             return Err(ToolError::invalid_input("name at least one tool to describe, e.g. {\"names\": [\"a_tool\"]}"));
         }
         let offered = |name: &str| self.offered.get(name).filter(|tool| tool.agent_use());
-        let unknown: Vec<String> = names.iter().filter(|name| offered(name).is_none()).map(|name| self.unknown(name)).collect();
+        let unknown: Vec<String> =
+            names.iter().filter(|name| offered(name).is_none()).map(|name| self.unknown(name)).collect();
         if !unknown.is_empty() {
             return Err(ToolError::new(ToolErrorKind::NotFound, unknown.join("; ")));
         }
         let mut seen = HashSet::new();
-        let tools: Vec<&Tool> = names.iter().filter_map(|name| offered(name)).filter(|t| seen.insert(t.name())).collect();
+        let tools: Vec<&Tool> =
+            names.iter().filter_map(|name| offered(name)).filter(|t| seen.insert(t.name())).collect();
         self.described.lock().extend(tools.iter().map(|tool| tool.name().to_string()));
         Ok(tools.into_iter().map(DescribedTool::of).collect())
     }
@@ -175,7 +179,11 @@ pub(crate) fn apply(
     state.remove_extension::<CompactTools>();
     let over = budget > 0 && definitions_tokens(offered.model_tools()) > budget;
     let compact: HashMap<String, Arc<Value>> = if over {
-        offered.model_tools().filter(|t| t.source().is_some()).map(|t| (t.name().to_string(), compact_definition(t))).collect()
+        offered
+            .model_tools()
+            .filter(|t| t.source().is_some())
+            .map(|t| (t.name().to_string(), compact_definition(t)))
+            .collect()
     } else {
         HashMap::new()
     };
@@ -202,10 +210,7 @@ pub fn is_turn_describe(tool: &str, state: &TurnState) -> bool {
 
 /// What one model request carries for `tools`: each definition (compact or
 /// full), and whether it is compact (for the system prompt's tool list).
-pub(crate) fn definitions<'a>(
-    tools: impl IntoIterator<Item = &'a Tool>,
-    state: &TurnState,
-) -> Vec<(Arc<Value>, bool)> {
+pub(crate) fn definitions<'a>(tools: impl IntoIterator<Item = &'a Tool>, state: &TurnState) -> Vec<(Arc<Value>, bool)> {
     let turn = state.extension::<CompactTools>();
     tools
         .into_iter()
@@ -244,7 +249,8 @@ mod tests {
     use super::*;
 
     fn tool(name: &str, description: &str) -> Tool {
-        let schema = json!({"type": "object", "properties": {"query": {"type": "string", "description": "x".repeat(400)}}});
+        let schema =
+            json!({"type": "object", "properties": {"query": {"type": "string", "description": "x".repeat(400)}}});
         Tool::new(name, description, schema, |_, _| async { Ok(Value::Null) })
     }
 

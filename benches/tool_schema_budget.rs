@@ -127,7 +127,8 @@ fn mcp_tool(server: usize, n: usize) -> Tool {
     let (verb, noun) = (VERBS[n % VERBS.len()], NOUNS[(n / VERBS.len() + server) % NOUNS.len()]);
     let sentences = [
         format!("{verb} {noun}s in the server's workspace (operation {n} of server {server})."),
-        format!("Results are paged; pass the cursor of the previous page to continue, and narrow by state or author."),
+        "Results are paged; pass the cursor of the previous page to continue, and narrow by state or author."
+            .to_string(),
         format!("Requires read access to the {noun}s; archived {noun}s are left out unless asked for."),
     ];
     let description = sentences[..1 + n % 3].join(" ");

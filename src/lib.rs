@@ -43,7 +43,9 @@
 //! - [`agent`]: the agent loop — `Agent`, runs and their event streams, the
 //!   loop's events, system prompt sections, steering, **compaction**
 //!   (`agent/compaction/`: a long session summarised before it fills the
-//!   model's window); the agent's own tool `subagent`, and the `ToolHost` it
+//!   model's window), the **tool-schema budget** (`agent/tool_budget.rs`:
+//!   past it, tools of MCP servers are offered with one line each and
+//!   `tools.describe`); the agent's own tool `subagent`, and the `ToolHost` it
 //!   hands tools.
 //! - [`skills`]: `SKILL.md` discovery and the `skill` tool.
 //! - [`policy`]: what policy decides from the file — per-chat effective

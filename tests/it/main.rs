@@ -44,6 +44,7 @@ mod agent_compaction;
 mod agent_events;
 mod agent_http;
 mod agent_loop;
+mod agent_tool_budget;
 mod agent_tool_sources;
 mod model_clients;
 mod setup_agent;

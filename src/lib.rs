@@ -64,6 +64,8 @@
 //!   several replicas on one database (`gateway/replica/`);
 //!   `Gateway::builder`, which starts and stops it in the one safe order
 //!   (home lock, database, policy, config, sandboxes, channels, HTTP).
+//! - [`mcp`]: the Model Context Protocol — `mcp::serve`, bub's tapes for
+//!   other agents (`bub mcp serve`: list, search, read; read-only).
 //! - [`setup`]: the agent the `bub` binary runs, assembled from the `BUB_*`
 //!   variables it is given.
 //! - [`cli`]: the `bub` command line (`bub pairing`, `bub tape`, `bub db`, …),
@@ -124,10 +126,11 @@
 //! - `http` → `config`
 //! - `gateway` → `agent`, `command`, `config`, `db`, `environment`, `home`, `http`, `policy`,
 //!   `tape`, `telemetry`, `tools`
+//! - `mcp` → `tape`, `tools`
 //! - `setup` → `agent`, `codemode`, `command`, `config`, `db`, `environment`, `home`, `model`,
 //!   `skills`, `tape`, `tools`
-//! - `cli` → `agent`, `command`, `config`, `db`, `environment`, `gateway`, `home`, `model`, `policy`,
-//!   `setup`, `tape`, `telemetry`
+//! - `cli` → `agent`, `command`, `config`, `db`, `environment`, `gateway`, `home`, `mcp`, `model`,
+//!   `policy`, `setup`, `tape`, `telemetry`
 //!
 //! # Words
 //! A **command** is a comma command (`,help`): parsed in [`command`], run by
@@ -146,6 +149,7 @@ pub mod environment;
 pub mod gateway;
 pub mod home;
 pub mod http;
+pub mod mcp;
 pub mod message;
 pub mod model;
 pub mod policy;

@@ -96,9 +96,7 @@ impl TapeServer {
 impl ServerHandler for TapeServer {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(
-                Implementation::new("bub", env!("CARGO_PKG_VERSION")).with_title("bub tapes (read-only)"),
-            )
+            .with_server_info(Implementation::new("bub", env!("CARGO_PKG_VERSION")).with_title("bub tapes (read-only)"))
             .with_instructions(INSTRUCTIONS)
     }
 
@@ -358,8 +356,7 @@ impl EntryView {
 
     /// The line `bub tape show` prints, with a note when cut.
     fn line(&self, date: &chrono::DateTime<chrono::Utc>) -> String {
-        let mut line =
-            format!("#{:<5} {}  {:<11} {}", self.id, date.format("%Y-%m-%d %H:%M:%S"), self.kind, self.text);
+        let mut line = format!("#{:<5} {}  {:<11} {}", self.id, date.format("%Y-%m-%d %H:%M:%S"), self.kind, self.text);
         if self.truncated {
             let _ = write!(line, " [cut: {} characters in all; a larger max_chars shows more]", self.chars);
         }
@@ -395,7 +392,9 @@ impl TapeServer {
         let mut text = match listing.tapes.len() {
             0 if listing.total == 0 => "no tapes".to_string(),
             0 => format!("no tapes past {offset} (of {})", listing.total),
-            shown => format!("tapes {}–{} of {}, most recently active first", offset + 1, offset + shown, listing.total),
+            shown => {
+                format!("tapes {}–{} of {}, most recently active first", offset + 1, offset + shown, listing.total)
+            }
         };
         for row in &listing.tapes {
             let _ = write!(
@@ -671,7 +670,9 @@ impl Cursor {
     fn parse(text: &str) -> Result<Cursor, String> {
         let parsed = match text.split(':').collect::<Vec<_>>()[..] {
             ["o", offset] => offset.parse().ok().map(Cursor::Offset),
-            ["s", start, offset] => start.parse().ok().zip(offset.parse().ok()).map(|(start, offset)| Cursor::Scope { start, offset }),
+            ["s", start, offset] => {
+                start.parse().ok().zip(offset.parse().ok()).map(|(start, offset)| Cursor::Scope { start, offset })
+            }
             ["i", id] => id.parse().ok().map(Cursor::Id),
             _ => None,
         };

@@ -126,7 +126,8 @@ mod tests {
 
     #[test]
     fn tool_calls_read_as_calls() {
-        let call = json!({"id": "c1", "type": "function", "function": {"name": "fs_read", "arguments": "{\"path\":\"a\"}"}});
+        let call =
+            json!({"id": "c1", "type": "function", "function": {"name": "fs_read", "arguments": "{\"path\":\"a\"}"}});
         let entry = NewEntry::tool_call(vec![call]).into_entry(2);
         assert_eq!(summarize(&entry), "fs_read({\"path\":\"a\"})");
     }

@@ -7,7 +7,7 @@
 //! starts — or from an entry id). Nothing else: no handoff, reset, anchor or
 //! event, so an agent given this server reads what an operator's `,tape.*`
 //! commands read and changes nothing. That holds by construction: the server
-//! sees the store only through [`ReadOnly`], whose writes fail, so a write
+//! sees the store only through `ReadOnly`, whose writes fail, so a write
 //! added here by mistake is refused instead of landing.
 //!
 //! Every answer is text an agent reads (one line per entry, as `bub tape show`
@@ -87,7 +87,7 @@ pub struct TapeServer {
 }
 
 impl TapeServer {
-    /// A server that reads `store` through [`ReadOnly`].
+    /// A server that reads `store` through `ReadOnly` (writes refused).
     pub fn new(store: Arc<dyn TapeStore>) -> TapeServer {
         TapeServer { store: Arc::new(ReadOnly(store)) }
     }

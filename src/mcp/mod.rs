@@ -15,6 +15,8 @@
 //!   config (`apply`) and with the agent's tools.
 //! - [`command`]: `,mcp`, the servers' state from a chat.
 //! - [`error`]: `McpError`, naming the server.
+//! - [`serve`]: bub as an MCP server (`bub mcp serve`): its tapes,
+//!   read-only, for other agents.
 //!
 //! Nothing here reads the process environment (a lookup is passed in) or
 //! knows the gateway.
@@ -25,6 +27,7 @@ pub mod content;
 pub mod error;
 pub mod http;
 pub mod server;
+pub mod serve;
 pub mod servers;
 pub mod tools;
 

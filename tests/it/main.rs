@@ -121,6 +121,9 @@ mod cli_doctor;
 mod cli_runtime;
 mod cli_workspace;
 
+// `bub mcp serve`, driven by the official MCP Python SDK's client.
+mod mcp_serve;
+
 // The code's map: src/lib.rs's list of imports is the code's.
 mod layout;
 

@@ -408,3 +408,55 @@ fn spawn_child(server: &str, command: &StdioCommand, lookup: &EnvLookup) -> Resu
     };
     Ok((Box::new(LocalProcess::leading(child, pgid, io)), pgid.as_raw_pid().unsigned_abs()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmcp::model::CallToolRequestParams;
+    use std::path::Path;
+
+    /// A plain process's pid as a kill handle, the way a caller with its
+    /// own process type hands one in.
+    struct PidControl(rustix::process::Pid);
+
+    impl ProcessControl for PidControl {
+        fn signal(&self, kill: bool) {
+            let signal = if kill { rustix::process::Signal::KILL } else { rustix::process::Signal::TERM };
+            let _ = rustix::process::kill_process(self.0, signal);
+        }
+
+        fn is_running(&self) -> bool {
+            rustix::process::test_kill_process(self.0).is_ok()
+        }
+    }
+
+    fn fixture() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/fixtures/server.py")
+    }
+
+    #[tokio::test]
+    async fn a_process_started_elsewhere_is_spoken_to_over_its_pipes_and_ended_on_close() {
+        let mut child = tokio::process::Command::new("python3")
+            .arg(fixture())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = rustix::process::Pid::from_raw(child.id().unwrap() as i32).unwrap();
+        let (stdout, stdin) = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
+        let stderr: Box<dyn AsyncRead + Send + Unpin> = Box::new(child.stderr.take().unwrap());
+        let connection =
+            Connection::over_pipes("piped", stdout, stdin, Some(stderr), Arc::new(PidControl(pid))).await.unwrap();
+        let tools = connection.peer().list_all_tools().await.unwrap();
+        assert!(tools.iter().any(|tool| tool.name == "echo"));
+        let mut params = CallToolRequestParams::new("echo");
+        params.arguments = serde_json::json!({"text": "through the pipes"}).as_object().cloned();
+        let answer = connection.peer().call_tool(params).await.unwrap();
+        assert_eq!(serde_json::to_value(&answer.content).unwrap()[0]["text"], "through the pipes");
+        assert_eq!(connection.stderr().lines(), ["fixture: started in mode normal"]);
+        connection.close().await;
+        let status = tokio::time::timeout(Duration::from_secs(5), child.wait()).await.unwrap().unwrap();
+        assert!(!status.success(), "ended by a signal, not by itself: {status:?}");
+    }
+}

@@ -115,8 +115,11 @@ async fn everything_tools_work(agent: &Agent, workspace: &Path) {
     let sum = tool(agent, "mcp.everything.get-sum");
     assert_eq!(sum.model_name(), "mcp_everything_get-sum");
     assert!(call(&sum, json!({"a": 2, "b": 3}), workspace).await.unwrap().contains('5'));
+    // The server's `isError` answer to bad arguments: a tool error the model reads.
     let wrong = call(&sum, json!({"a": "two", "b": 3}), workspace).await.unwrap_err();
-    assert!(wrong.to_string().to_lowercase().contains("invalid") || wrong.to_string().contains("a"), "{wrong}");
+    assert_eq!(wrong.kind, bub::tools::ToolErrorKind::Tool);
+    assert!(wrong.message.contains("Invalid arguments for tool get-sum"), "{wrong}");
+    assert_eq!(wrong.details, Some(json!({"mcp_server": "everything"})));
 }
 
 #[tokio::test]
@@ -219,7 +222,9 @@ async fn a_server_that_never_answers_initialize_fails_its_start_by_name_and_keep
     let set = started(&agent, &[("mute", silent)]).await;
     let mute = status(&set, "mute");
     assert!(matches!(mute.state, ServerState::Failed { attempt: 1, .. }), "{mute:?}");
-    assert_eq!(mute.last_error.as_deref(), Some("did not start (initialize and tools/list) within 0.5s"));
+    let why = mute.last_error.unwrap();
+    assert!(why.starts_with("did not answer initialize within 0.5s"), "{why}");
+    assert!(why.contains("its last lines on stderr: fixture: started in mode silent"), "{why}");
     let error = set.server("mute").unwrap().call("echo", None).await.unwrap_err();
     assert!(error.to_string().starts_with("mcp server `mute`: has not started"), "{error}");
     let retried = eventually(Duration::from_secs(5), || {
@@ -238,8 +243,11 @@ async fn a_server_answering_garbage_gives_an_error_naming_it() {
     let set = started(&agent, &[("noise", garbage)]).await;
     let status = status(&set, "noise");
     assert!(matches!(status.state, ServerState::Failed { .. }), "{status:?}");
+    let why = status.last_error.unwrap();
+    assert!(why.contains("it wrote what is not JSON-RPC: `this is not JSON-RPC <html>`"), "{why}");
     let error = set.server("noise").unwrap().call("echo", None).await.unwrap_err();
-    assert!(error.to_string().starts_with("mcp server `noise`: "), "{error}");
+    assert!(error.to_string().starts_with("mcp server `noise`: has not started"), "{error}");
+    assert!(error.to_string().contains("not JSON-RPC"), "{error}");
     set.stop_all().await;
 }
 
@@ -302,15 +310,31 @@ async fn is_error_is_a_tool_error_the_model_reads() {
 
 #[tokio::test]
 async fn a_tool_list_change_takes_effect_for_the_next_run_not_the_running_one() {
-    let (agent, model, _store) = scripted_agent(vec![]).await;
+    // `wait_for_list` holds the turn until the new list reached the
+    // registry, so the turn's next call sees whether it kept its tools.
+    let handle: Arc<std::sync::OnceLock<Agent>> = Arc::new(std::sync::OnceLock::new());
+    let watched = handle.clone();
+    let wait_for_list = Tool::new("wait_for_list", "waits", json!({"type": "object"}), move |_, _| {
+        let watched = watched.clone();
+        async move {
+            let agent = watched.get().cloned().unwrap();
+            let landed = eventually(Duration::from_secs(10), || agent.tools().get("mcp.lists.added").is_some()).await;
+            Ok::<_, ToolError>(json!(landed))
+        }
+    });
+    let (agent, model, _store) = scripted_agent(vec![wait_for_list]).await;
+    let _ = handle.set(agent.clone());
     let set = started(&agent, &[("lists", fixture("normal", None))]).await;
     model.tool_calls(&[("mcp_lists_change", json!({}))]);
+    model.tool_calls(&[("wait_for_list", json!({}))]);
+    model.tool_calls(&[("mcp_lists_added", json!({}))]);
     model.text("Changed.");
     let first = agent.run("change it", RunOptions::new("chat")).collect().await;
-    assert_eq!(results(&first)[0].1, "changing");
+    let first = results(&first);
+    assert_eq!(first[0].1, "changing");
+    assert_eq!(first[1].1, "true", "the new list reached the registry during the turn");
+    assert!(first[2].2 && first[2].1.contains("not_found"), "the running turn kept its tools: {:?}", first[2]);
     assert!(model.requests().iter().all(|r| !offered(r).contains(&"mcp_lists_added".to_string())));
-    let changed = eventually(Duration::from_secs(10), || agent.tools().get("mcp.lists.added").is_some()).await;
-    assert!(changed, "the new list reached the registry");
 
     model.tool_calls(&[("mcp_lists_added", json!({}))]);
     model.text("Used it.");

@@ -238,7 +238,11 @@ impl Connection {
         let control = process.control();
         let (Some(stdin), Some(stdout)) = (stdin, stdout) else {
             control.signal(true);
-            return Err(McpError::new(server, McpErrorKind::Start, "the process was started without piped stdin and stdout"));
+            return Err(McpError::new(
+                server,
+                McpErrorKind::Start,
+                "the process was started without piped stdin and stdout",
+            ));
         };
         let (exit_tx, exit_rx) = watch::channel(None);
         tokio::spawn(async move {
@@ -477,12 +481,7 @@ fn spawn_child(server: &str, command: &StdioCommand, lookup: &EnvLookup) -> Resu
     if let Some(cwd) = &command.cwd {
         process.current_dir(cwd);
     }
-    process
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(false);
+    process.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0).kill_on_drop(false);
     let mut child = process.spawn().map_err(|error| {
         McpError::new(server, McpErrorKind::Start, format!("cannot start `{}`: {error}", command.command))
     })?;
@@ -535,8 +534,9 @@ mod tests {
         let (stdout, stdin) = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
         let stderr: Box<dyn AsyncRead + Send + Unpin> = Box::new(child.stderr.take().unwrap());
         let control = Arc::new(PidControl(pid));
-        let connection =
-            Connection::over_pipes("piped", stdout, stdin, Some(stderr), control, Duration::from_secs(30)).await.unwrap();
+        let connection = Connection::over_pipes("piped", stdout, stdin, Some(stderr), control, Duration::from_secs(30))
+            .await
+            .unwrap();
         let tools = connection.peer().list_all_tools().await.unwrap();
         assert!(tools.iter().any(|tool| tool.name == "echo"));
         let mut params = CallToolRequestParams::new("echo");

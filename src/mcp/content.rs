@@ -21,8 +21,11 @@ use std::sync::Arc;
 
 /// Where a call's files go, inside the workspace.
 pub fn file_path(server: &str, call_id: &str, index: usize, media_type: &str) -> String {
-    let call: String =
-        call_id.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).take(64).collect();
+    let call: String = call_id
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+        .take(64)
+        .collect();
     let call = if call.is_empty() { "call".to_string() } else { call };
     format!("mcp/{server}/{call}-{index}.{}", extension(media_type))
 }
@@ -65,7 +68,8 @@ pub async fn tool_result(server: &str, context: &ToolContext, answer: CallToolRe
         text = serde_json::to_string_pretty(structured).unwrap_or_default();
     }
     if answer.is_error == Some(true) {
-        let message = if text.trim().is_empty() { "the tool reported an error without a message".to_string() } else { text };
+        let message =
+            if text.trim().is_empty() { "the tool reported an error without a message".to_string() } else { text };
         return Err(ToolError::failed(message).with_details(json!({"mcp_server": server})));
     }
     Ok(Value::String(text))
@@ -180,9 +184,13 @@ mod tests {
         let ctx = context(dir.path());
         let value = tool_result("s", &ctx, answer(json!({"content": [], "structuredContent": {"t": 21}}))).await;
         assert_eq!(value.ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default(), "{\n  \"t\": 21\n}");
-        let error = tool_result("s", &ctx, answer(json!({"content": [{"type": "text", "text": "no such city"}], "isError": true})))
-            .await
-            .err();
+        let error = tool_result(
+            "s",
+            &ctx,
+            answer(json!({"content": [{"type": "text", "text": "no such city"}], "isError": true})),
+        )
+        .await
+        .err();
         assert_eq!(error.map(|e| e.message), Some("no such city".to_string()));
     }
 }

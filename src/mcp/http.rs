@@ -58,7 +58,10 @@ fn with_headers(
 }
 
 fn media_type_is(value: Option<&HeaderValue>, wanted: &str) -> bool {
-    value.and_then(|v| v.to_str().ok()).and_then(|v| v.split(';').next()).is_some_and(|v| v.trim().eq_ignore_ascii_case(wanted))
+    value
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case(wanted))
 }
 
 /// 401 and 403 with a challenge, 429 and 5xx: the errors rmcp classifies.
@@ -164,7 +167,8 @@ impl StreamableHttpClient for HttpClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<BoxStream<'static, Result<Sse, SseError>>, Failure> {
-        let mut request = self.0.get(uri.as_ref()).header(ACCEPT, format!("{EVENT_STREAM_MIME_TYPE}, {JSON_MIME_TYPE}"));
+        let mut request =
+            self.0.get(uri.as_ref()).header(ACCEPT, format!("{EVENT_STREAM_MIME_TYPE}, {JSON_MIME_TYPE}"));
         if let Some(last_event_id) = last_event_id {
             request = request.header(HEADER_LAST_EVENT_ID, last_event_id);
         }
@@ -267,7 +271,9 @@ impl StreamableHttpClient for HttpClient {
                     return Err(failure);
                 }
                 let text = String::from_utf8_lossy(&body[..body.len().min(ERROR_BODY_PREFIX)]).into_owned();
-                return Err(StreamableHttpError::UnexpectedServerResponse(Cow::Owned(format!("HTTP {status}: {text}"))));
+                return Err(StreamableHttpError::UnexpectedServerResponse(Cow::Owned(format!(
+                    "HTTP {status}: {text}"
+                ))));
             }
             if let Some(failure) = status_failure(status, response.headers()) {
                 return Err(failure);
@@ -276,7 +282,10 @@ impl StreamableHttpClient for HttpClient {
             return Err(StreamableHttpError::UnexpectedServerResponse(Cow::Owned(format!("HTTP {status}: {body}"))));
         }
         if media_type_is(content_type.as_ref(), EVENT_STREAM_MIME_TYPE) {
-            return Ok(StreamableHttpPostResponse::Sse(bounded_events(response, limits.max_sse_event_size), new_session));
+            return Ok(StreamableHttpPostResponse::Sse(
+                bounded_events(response, limits.max_sse_event_size),
+                new_session,
+            ));
         }
         if is_json {
             let body = read_bounded(response, limits.max_json_response_size).await?;

@@ -125,7 +125,10 @@ pub struct McpServer {
 
 impl std::fmt::Debug for McpServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("McpServer").field("name", &self.shared.name).field("state", &*self.shared.state.borrow()).finish()
+        f.debug_struct("McpServer")
+            .field("name", &self.shared.name)
+            .field("state", &*self.shared.state.borrow())
+            .finish()
     }
 }
 
@@ -136,8 +139,12 @@ pub fn connector(name: &str, config: &McpServerConfig, lookup: EnvLookup, http: 
     let handshake = config.start_timeout;
     match &config.transport {
         McpTransport::Stdio { command, args, env, cwd } => {
-            let command =
-                Arc::new(StdioCommand { command: command.clone(), args: args.clone(), env: env.clone(), cwd: cwd.clone() });
+            let command = Arc::new(StdioCommand {
+                command: command.clone(),
+                args: args.clone(),
+                env: env.clone(),
+                cwd: cwd.clone(),
+            });
             Arc::new(move || {
                 let (name, command, lookup) = (name.clone(), command.clone(), lookup.clone());
                 Box::pin(async move { Connection::stdio(&name, &command, &lookup, handshake).await })
@@ -324,7 +331,10 @@ pub fn backoff(attempt: u32) -> Duration {
 }
 
 /// Connects and lists the tools, the listing within what is left of `start_timeout`.
-async fn start_once(server: &McpServer, connector: &Connector) -> Result<(Connection, Vec<rmcp::model::Tool>), McpError> {
+async fn start_once(
+    server: &McpServer,
+    connector: &Connector,
+) -> Result<(Connection, Vec<rmcp::model::Tool>), McpError> {
     let started = Instant::now();
     let connection = connector().await?;
     let left = server.shared.config.start_timeout.saturating_sub(started.elapsed());

@@ -61,7 +61,8 @@ fn safe_name(tool: &str, room: usize, taken: &mut HashSet<String>) -> String {
     for length in [6, 10, 16, 32] {
         let keep = room.saturating_sub(length + 1);
         let stem: String = cleaned.chars().take(keep).collect();
-        let name = if stem.is_empty() { format!("t_{}", &hash[..length]) } else { format!("{stem}_{}", &hash[..length]) };
+        let name =
+            if stem.is_empty() { format!("t_{}", &hash[..length]) } else { format!("{stem}_{}", &hash[..length]) };
         if taken.insert(name.to_ascii_lowercase()) {
             return name;
         }
@@ -113,22 +114,27 @@ pub fn bub_tools(server: &McpServer, tools: &[rmcp::model::Tool]) -> Vec<Tool> {
             let text = tool.description.as_deref().or(tool.title.as_deref()).unwrap_or_default();
             let capabilities = server.config().capabilities_of(&original);
             let handler_server = server.clone();
-            Tool::new(format!("mcp.{name}.{bub_name}"), description(text), input_schema(&tool.input_schema), move |args, ctx| {
-                let (server, original) = (handler_server.clone(), original.clone());
-                async move {
-                    let arguments = match args {
-                        Value::Object(map) => Some(map),
-                        Value::Null => None,
-                        other => {
-                            return Err(ToolError::invalid_input(format!(
-                                "the arguments must be a JSON object, not {other}"
-                            )));
-                        }
-                    };
-                    let answer = server.call(&original, arguments).await?;
-                    content::tool_result(server.name(), &ctx, answer).await
-                }
-            })
+            Tool::new(
+                format!("mcp.{name}.{bub_name}"),
+                description(text),
+                input_schema(&tool.input_schema),
+                move |args, ctx| {
+                    let (server, original) = (handler_server.clone(), original.clone());
+                    async move {
+                        let arguments = match args {
+                            Value::Object(map) => Some(map),
+                            Value::Null => None,
+                            other => {
+                                return Err(ToolError::invalid_input(format!(
+                                    "the arguments must be a JSON object, not {other}"
+                                )));
+                            }
+                        };
+                        let answer = server.call(&original, arguments).await?;
+                        content::tool_result(server.name(), &ctx, answer).await
+                    }
+                },
+            )
             .with_capabilities(capabilities.iter())
             .with_source(&source)
         })

@@ -23,7 +23,12 @@ use std::time::Duration;
 fn stdio(argv: Vec<String>) -> McpServerConfig {
     let (command, args) = argv.split_first().unwrap();
     McpServerConfig {
-        transport: McpTransport::Stdio { command: command.clone(), args: args.to_vec(), env: IndexMap::new(), cwd: None },
+        transport: McpTransport::Stdio {
+            command: command.clone(),
+            args: args.to_vec(),
+            env: IndexMap::new(),
+            cwd: None,
+        },
         scope: McpScope::Gateway,
         required: false,
         start_timeout: Duration::from_secs(60),
@@ -163,7 +168,8 @@ async fn server_everything_over_streamable_http_gives_the_same_tools() {
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    let listening = eventually(Duration::from_secs(30), || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()).await;
+    let listening =
+        eventually(Duration::from_secs(30), || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()).await;
     assert!(listening, "server-everything did not listen on port {port}");
 
     let (agent, _model, store) = scripted_agent(vec![]).await;
@@ -255,7 +261,8 @@ async fn a_server_answering_garbage_gives_an_error_naming_it() {
 async fn a_crash_mid_call_is_a_clear_error_and_the_next_call_after_the_restart_succeeds() {
     let (agent, _model, store) = scripted_agent(vec![]).await;
     let marker = store.dir.path().join("crashed-once");
-    let set = started(&agent, &[("flaky", fixture("normal", Some(&marker))), ("healthy", fixture("normal", None))]).await;
+    let set =
+        started(&agent, &[("flaky", fixture("normal", Some(&marker))), ("healthy", fixture("normal", None))]).await;
     let healthy_pid = status(&set, "healthy").pid.unwrap();
     let flaky_pid = status(&set, "flaky").pid.unwrap();
     let crash = tool(&agent, "mcp.flaky.crash");

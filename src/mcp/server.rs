@@ -31,6 +31,8 @@ use tokio_util::sync::CancellationToken;
 pub const BACKOFF_START: Duration = Duration::from_millis(500);
 /// The longest wait between restarts.
 pub const BACKOFF_CAP: Duration = Duration::from_secs(60);
+/// What a start may take past `start_timeout` before it is given up on.
+const STOP_GRACE: Duration = Duration::from_secs(5);
 /// A server up this long starts its backoff over after its next crash.
 pub const BACKOFF_RESET: Duration = Duration::from_secs(120);
 
@@ -130,9 +132,11 @@ impl std::fmt::Debug for McpServer {
     }
 }
 
-/// How bub connects to the server of `config` (a gateway-scoped table).
+/// How bub connects to the server of `config` (a gateway-scoped table),
+/// the handshake within its `start_timeout`.
 pub fn connector(name: &str, config: &McpServerConfig, lookup: EnvLookup, http: reqwest::Client) -> Connector {
     let name = name.to_string();
+    let handshake = config.start_timeout;
     match &config.transport {
         McpTransport::Stdio { command, args, env, cwd } => {
             let command = Arc::new(StdioCommand {
@@ -143,7 +147,7 @@ pub fn connector(name: &str, config: &McpServerConfig, lookup: EnvLookup, http: 
             });
             Arc::new(move || {
                 let (name, command, lookup) = (name.clone(), command.clone(), lookup.clone());
-                Box::pin(async move { Connection::stdio(&name, &command, &lookup).await })
+                Box::pin(async move { Connection::stdio(&name, &command, &lookup, handshake).await })
             })
         }
         McpTransport::Http { url, headers } => {
@@ -151,7 +155,7 @@ pub fn connector(name: &str, config: &McpServerConfig, lookup: EnvLookup, http: 
             Arc::new(move || {
                 let (name, url, headers, lookup, http) =
                     (name.clone(), url.clone(), headers.clone(), lookup.clone(), http.clone());
-                Box::pin(async move { Connection::http(&name, &url, &headers, &lookup, http).await })
+                Box::pin(async move { Connection::http(&name, &url, &headers, &lookup, http, handshake).await })
             })
         }
     }
@@ -326,20 +330,21 @@ pub fn backoff(attempt: u32) -> Duration {
     BACKOFF_START.saturating_mul(factor).min(BACKOFF_CAP)
 }
 
-/// Connects and lists the tools.
+/// Connects and lists the tools, the listing within what is left of `start_timeout`.
 async fn start_once(
     server: &McpServer,
     connector: &Connector,
 ) -> Result<(Connection, Vec<rmcp::model::Tool>), McpError> {
+    let started = Instant::now();
     let connection = connector().await?;
-    match connection.peer().list_all_tools().await {
-        Ok(tools) => Ok((connection, tools)),
-        Err(error) => {
-            let message = format!("tools/list failed: {error}");
-            connection.close().await;
-            Err(McpError::new(server.name(), McpErrorKind::Start, message))
-        }
-    }
+    let left = server.shared.config.start_timeout.saturating_sub(started.elapsed());
+    let message = match tokio::time::timeout(left, connection.peer().list_all_tools()).await {
+        Ok(Ok(tools)) => return Ok((connection, tools)),
+        Ok(Err(error)) => format!("tools/list failed: {error}"),
+        Err(_) => format!("did not list its tools within {}", seconds(server.shared.config.start_timeout)),
+    };
+    connection.close().await;
+    Err(McpError::new(server.name(), McpErrorKind::Start, message))
 }
 
 async fn supervise(server: McpServer, connector: Connector, on_tools: OnTools) {
@@ -348,10 +353,12 @@ async fn supervise(server: McpServer, connector: Connector, on_tools: OnTools) {
     let mut attempt = 0u32;
     let mut ever_up = false;
     loop {
+        // Each step of a start has its own deadline; this one stops a
+        // connector that keeps none (one given to `McpServer::start`).
         let start_timeout = shared.config.start_timeout;
         let started = tokio::select! {
             _ = shared.stop.cancelled() => break,
-            started = tokio::time::timeout(start_timeout, start_once(&server, &connector)) => started,
+            started = tokio::time::timeout(start_timeout + STOP_GRACE, start_once(&server, &connector)) => started,
         };
         match started {
             Ok(Ok((connection, tools))) => {
@@ -386,7 +393,7 @@ async fn supervise(server: McpServer, connector: Connector, on_tools: OnTools) {
                 shared.counters.lock().last_error = Some(error.message);
             }
             Err(_) => {
-                let message = format!("did not start (initialize and tools/list) within {}", seconds(start_timeout));
+                let message = format!("did not start within {}", seconds(start_timeout));
                 tracing::warn!(mcp_server = %name, error = %message, "mcp server did not start");
                 shared.counters.lock().last_error = Some(message);
             }

@@ -26,7 +26,7 @@ pub const SESSION_SCOPED: &str = "scope = \"session\": started in each session's
 enum Entry {
     Running(McpServer),
     /// A table this set does not start (scope `session`).
-    NotStarted(McpServerConfig),
+    NotStarted(Box<McpServerConfig>),
 }
 
 struct Inner {
@@ -71,7 +71,7 @@ impl McpServers {
             entries.retain(|name, entry| {
                 let keep = match (&*entry, configs.get(name)) {
                     (Entry::Running(server), Some(config)) => server.config() == config,
-                    (Entry::NotStarted(old), Some(config)) => old == config,
+                    (Entry::NotStarted(old), Some(config)) => **old == *config,
                     (_, None) => false,
                 };
                 if !keep && let Entry::Running(server) = entry {
@@ -93,7 +93,7 @@ impl McpServers {
                 continue;
             }
             let entry = match config.scope {
-                McpScope::Session => Entry::NotStarted(config.clone()),
+                McpScope::Session => Entry::NotStarted(Box::new(config.clone())),
                 McpScope::Gateway => Entry::Running(self.start(name, config)),
             };
             entries.insert(name.clone(), entry);

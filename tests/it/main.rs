@@ -49,6 +49,9 @@ mod agent_tool_sources;
 mod model_clients;
 mod setup_agent;
 
+// MCP: servers' tools as bub tools, each server supervised on its own.
+mod mcp_client;
+
 // Code mode: the `run_code` tool in a turn, and its Python runner.
 mod code_mode;
 mod codemode_runner;

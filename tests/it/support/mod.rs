@@ -14,6 +14,7 @@ pub mod fake_otlp;
 pub mod fake_telegram;
 pub mod gateway;
 pub mod mcp_python;
+pub mod mcp_servers;
 #[cfg(any(feature = "telegram", feature = "discord"))]
 pub mod multipart;
 pub mod postgres;

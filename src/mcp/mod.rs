@@ -26,8 +26,8 @@ pub mod connect;
 pub mod content;
 pub mod error;
 pub mod http;
-pub mod server;
 pub mod serve;
+pub mod server;
 pub mod servers;
 pub mod tools;
 

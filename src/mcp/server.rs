@@ -277,7 +277,7 @@ impl McpServer {
                 Ok(Err(error @ (ServiceError::TransportClosed | ServiceError::TransportSend(_)))) => {
                     // The supervisor learns why in a moment (or checks the connection).
                     self.shared.suspect.notify_one();
-                    let down = tokio::time::timeout(Duration::from_secs(1), live.down.cancelled()).await;
+                    let down = tokio::time::timeout(Duration::from_secs(3), live.down.cancelled()).await;
                     match down {
                         Ok(()) => Err(self.went_down(tool)),
                         Err(_) => Err(McpError::new(name, McpErrorKind::Down, format!("{tool} failed: {error}"))),
@@ -441,7 +441,11 @@ async fn serve(server: &McpServer, connection: &Connection, on_tools: &OnTools) 
                 let broken = match probe {
                     Ok(Ok(_)) => None,
                     Ok(Err(error @ (ServiceError::TransportClosed | ServiceError::TransportSend(_)))) => {
-                        Some(format!("its connection broke: {error}"))
+                        // The program's end, when it follows: its exit code and last stderr lines say more.
+                        match tokio::time::timeout(Duration::from_secs(2), connection.ended()).await {
+                            Ok(why) => Some(why),
+                            Err(_) => Some(format!("its connection broke: {error}")),
+                        }
                     }
                     Ok(Err(_)) => None,
                     Err(_) => Some(format!("stopped answering (tools/list took over {})", seconds(shared.config.call_timeout))),

@@ -13,6 +13,7 @@ pub mod fake_otlp;
 #[cfg(feature = "telegram")]
 pub mod fake_telegram;
 pub mod gateway;
+pub mod mcp_servers;
 #[cfg(any(feature = "telegram", feature = "discord"))]
 pub mod multipart;
 pub mod postgres;

@@ -1,0 +1,69 @@
+//! The MCP servers the tests run, nobody here wrote them: npm's
+//! `@modelcontextprotocol/server-everything`, `-filesystem` and `-memory`,
+//! pinned by `tests/mcp/package-lock.json` and installed with `npm ci` into
+//! `$CARGO_TARGET_TMPDIR/mcp-servers-<hash of the lock>` once per machine. A file lock keeps
+//! parallel tests (and test binaries) from installing at once. An install
+//! that fails fails the test, with npm's own words: a test never passes by
+//! skipping.
+
+use sha2::{Digest, Sha256};
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+const PACKAGE: &str = include_str!("../../mcp/package.json");
+const LOCK: &str = include_str!("../../mcp/package-lock.json");
+
+/// Where the servers are, installed when they were not.
+pub fn installed() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(install)
+}
+
+fn install() -> PathBuf {
+    let hash: String = Sha256::digest(LOCK.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("mcp-servers-{}", &hash[..12]));
+    let marker = dir.join(".installed");
+    if marker.exists() {
+        return dir;
+    }
+    std::fs::create_dir_all(dir.parent().unwrap()).unwrap();
+    let lock = std::fs::File::create(dir.with_extension("lock")).unwrap();
+    lock.lock().expect("lock the MCP servers' install folder");
+    if !marker.exists() {
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("package.json"), PACKAGE).unwrap();
+        std::fs::write(dir.join("package-lock.json"), LOCK).unwrap();
+        let output = Command::new("npm")
+            .args(["ci", "--ignore-scripts", "--no-audit", "--no-fund"])
+            .current_dir(&dir)
+            .output()
+            .unwrap_or_else(|error| panic!("the MCP test servers need npm (Node 20): cannot run npm: {error}"));
+        assert!(
+            output.status.success(),
+            "installing the MCP test servers (npm ci in {}) failed:\n{}\n{}",
+            dir.display(),
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        std::fs::File::create(&marker).unwrap().write_all(b"ok").unwrap();
+    }
+    dir
+}
+
+/// The command line of a server: `node <its entry point>` and `args`.
+fn node(package: &str, args: &[&str]) -> Vec<String> {
+    let entry = installed().join("node_modules/@modelcontextprotocol").join(package).join("dist/index.js");
+    assert!(entry.is_file(), "{} is missing from the installed MCP servers", entry.display());
+    let mut argv = vec!["node".to_string(), entry.display().to_string()];
+    argv.extend(args.iter().map(|arg| arg.to_string()));
+    argv
+}
+
+/// `server-filesystem` over stdio, allowed into `roots`.
+pub fn filesystem(roots: &[&Path]) -> Vec<String> {
+    let roots: Vec<String> = roots.iter().map(|root| root.display().to_string()).collect();
+    node("server-filesystem", &roots.iter().map(String::as_str).collect::<Vec<_>>())
+}

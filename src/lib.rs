@@ -43,7 +43,9 @@
 //! - [`agent`]: the agent loop — `Agent`, runs and their event streams, the
 //!   loop's events, system prompt sections, steering, **compaction**
 //!   (`agent/compaction/`: a long session summarised before it fills the
-//!   model's window); the agent's own tool `subagent`, and the `ToolHost` it
+//!   model's window), the **tool-schema budget** (`agent/tool_budget.rs`:
+//!   past it, tools of MCP servers are offered with one line each and
+//!   `tools.describe`); the agent's own tool `subagent`, and the `ToolHost` it
 //!   hands tools.
 //! - [`skills`]: `SKILL.md` discovery and the `skill` tool.
 //! - [`policy`]: what policy decides from the file — per-chat effective
@@ -54,7 +56,9 @@
 //!   per `[mcp.NAME]` server (stdio or Streamable HTTP; start and call
 //!   timeouts, restarts with backoff, state and metrics), its tools as
 //!   `mcp.NAME.TOOL` bub tools, results mapped from MCP content, and the
-//!   gateway's set kept in step with the config (`McpServers::apply`).
+//!   gateway's set kept in step with the config (`McpServers::apply`);
+//!   `,mcp`; and bub as an MCP server (`mcp::serve`, `bub mcp serve`: its
+//!   tapes for other agents to list, search and read; read-only).
 //! - [`http`]: the HTTP server — `/healthz`, `/readyz`, `/metrics`, the
 //!   routes of the parts that serve HTTP (the channels' webhooks) merged as
 //!   given, connection limits and graceful shutdown; knows nothing of the gateway.
@@ -128,12 +132,12 @@
 //! - `policy` → `agent`, `command`, `config`, `tape`, `tools`
 //! - `mcp` → `agent`, `config`, `environment`, `tape`, `tools`
 //! - `http` → `config`
-//! - `gateway` → `agent`, `command`, `config`, `db`, `environment`, `home`, `http`, `policy`,
+//! - `gateway` → `agent`, `command`, `config`, `db`, `environment`, `home`, `http`, `mcp`, `policy`,
 //!   `tape`, `telemetry`, `tools`
 //! - `setup` → `agent`, `codemode`, `command`, `config`, `db`, `environment`, `home`, `model`,
 //!   `skills`, `tape`, `tools`
-//! - `cli` → `agent`, `command`, `config`, `db`, `environment`, `gateway`, `home`, `model`, `policy`,
-//!   `setup`, `tape`, `telemetry`
+//! - `cli` → `agent`, `command`, `config`, `db`, `environment`, `gateway`, `home`, `mcp`, `model`,
+//!   `policy`, `setup`, `tape`, `telemetry`
 //!
 //! # Words
 //! A **command** is a comma command (`,help`): parsed in [`command`], run by

@@ -14,7 +14,12 @@
 //! `compact_at`, see [`agent::compaction::Budget`]: recent turns kept verbatim
 //! after a compaction's summary),
 //! `BUB_ENVIRONMENT_IDLE_SECONDS` (default 1800: a session's environment, and
-//! what it runs, is closed after this long without a turn), `HOME` (the
+//! what it runs, is closed after this long without a turn),
+//! `BUB_TOOL_SCHEMA_BUDGET` (estimated tokens of the offered tool definitions,
+//! default [`agent::DEFAULT_TOOL_SCHEMA_BUDGET`], 0 = no budget: past it the
+//! tools of MCP servers are offered with one line each and `tools_describe`,
+//! see [`agent::tool_budget`]; the gateway's `[agent] tool_schema_budget`
+//! wins over it), `HOME` (the
 //! user's skills in `$HOME/.agents/skills`).
 //!
 //! The workspace's `AGENTS.md` (at most [`MAX_AGENTS_MD_BYTES`]) and skills
@@ -182,6 +187,8 @@ impl Setup {
         };
         let compaction = compaction_settings(&var)?;
         let idle = parse_var(&var, "BUB_ENVIRONMENT_IDLE_SECONDS", DEFAULT_IDLE.as_secs() as usize)?;
+        let schema_budget =
+            parse_var(&var, "BUB_TOOL_SCHEMA_BUDGET", agent::DEFAULT_TOOL_SCHEMA_BUDGET as usize)? as u64;
         let environments = Arc::new(Environments::new(
             provider.unwrap_or_else(|| Arc::new(LocalProvider { confined })),
             home.workspaces_dir(),
@@ -195,6 +202,7 @@ impl Setup {
             .store(store.clone() as Arc<dyn TapeStore>)
             .tools(agent_tools(&shells, user_home.clone()))
             .compaction(compaction)
+            .tool_schema_budget(schema_budget)
             .environments(environments.clone())
             .command_prefix(prefix.as_ref())
             .max_steps(max_steps)
@@ -336,15 +344,25 @@ fn agents_md(workspace: &Path, session: &str) -> Option<String> {
     }
 }
 
-/// `<available_tools>`: a line per tool the model can call this step.
+/// `<available_tools>`: a line per tool the model can call this step; the
+/// tools offered compact (past the tool-schema budget, whose one line the
+/// model already has) are only counted, with what to do before calling one.
 fn tools_section(tools: &[ToolSummary]) -> Option<String> {
     if tools.is_empty() {
         return None;
     }
-    let lines: Vec<String> = tools
+    let mut lines: Vec<String> = tools
         .iter()
+        .filter(|t| !t.compact)
         .map(|t| format!("- {}: {}", t.model_name, t.description.lines().next().unwrap_or_default()))
         .collect();
+    let compact = tools.iter().filter(|t| t.compact).count();
+    if compact > 0 {
+        lines.push(format!(
+            "- and {compact} more tools offered with one line and no parameters: call `tools_describe` with their \
+             names before calling them"
+        ));
+    }
     Some(format!("<available_tools>\n{}\n</available_tools>", lines.join("\n")))
 }
 
@@ -358,5 +376,41 @@ impl Setup {
         self.shells.kill_all().await;
         self.environments.close_all().await;
         self.store.close().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// bub's own tools pass under the default tool-schema budget with room
+    /// to spare, so the budget only ever compacts what servers add.
+    #[test]
+    fn the_default_schema_budget_leaves_the_builtins_whole() {
+        let tools = agent_tools(&Arc::new(ShellManager::new()), None);
+        let builtins = agent::tool_budget::definitions_tokens(tools.iter().filter(|t| t.agent_use()));
+        println!("{} builtin tools: {builtins} estimated tokens", tools.len());
+        assert!(builtins * 2 <= agent::DEFAULT_TOOL_SCHEMA_BUDGET, "{builtins}");
+    }
+
+    /// The prompt's tool list does not send the compact tools' lines again:
+    /// the model has them in their definitions.
+    #[test]
+    fn the_tool_list_counts_the_compact_tools_instead_of_listing_them() {
+        let summary = |name: &str, description: &str, compact| ToolSummary {
+            name: name.replace('_', "."),
+            model_name: name.into(),
+            description: description.into(),
+            compact,
+        };
+        let tools = [
+            summary("bash", "Run a shell command.\nMore.", false),
+            summary("mcp_docs_search", "Search the docs.", true),
+            summary("mcp_docs_get", "Get a page.", true),
+        ];
+        let section = tools_section(&tools).unwrap();
+        assert!(section.contains("- bash: Run a shell command.\n"), "{section}");
+        assert!(!section.contains("mcp_docs") && !section.contains("Search the docs"), "{section}");
+        assert!(section.contains("- and 2 more tools offered with one line"), "{section}");
     }
 }

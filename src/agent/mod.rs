@@ -10,6 +10,9 @@
 //! - [`compaction`]: summaries before the context fills the window (`auto_handoff/compaction`).
 //! - [`images`]: images that come with a prompt, shown to models that take them.
 //! - [`prompt`]: system prompt sections; `TurnState` is the tools' ([`crate::tools::state`]), re-exported here.
+//! - [`tool_budget`]: past a budget of tokens, tools a source added (MCP
+//!   servers) are offered with one line each and `tools.describe` loads
+//!   their schemas on demand.
 //! - `host`: what tools may ask of the agent ([`crate::tools::ToolHost`]);
 //!   [`subagent`]: the `subagent` tool, the one tool that starts runs.
 //! - Code mode is [`crate::codemode`]'s; the loop calls it when a run starts.
@@ -50,6 +53,7 @@ mod settings;
 mod steering;
 pub mod stream;
 pub mod subagent;
+pub mod tool_budget;
 
 pub use crate::tools::TurnState;
 pub use crate::tools::bus::{AgentEvent, EventBus, HandlerError, HandlerId};
@@ -65,3 +69,4 @@ pub use run::{
 pub use runtime::{Agent, AgentBuilder, DEFAULT_MAX_STEPS};
 pub use stream::{AnswerText, RunOutcome, RunStream, StreamEvent};
 pub use subagent::subagent_tool;
+pub use tool_budget::{DEFAULT_TOOL_SCHEMA_BUDGET, TOOLS_DESCRIBE};

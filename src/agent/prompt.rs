@@ -15,7 +15,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub struct ToolSummary {
     pub name: String,
     pub model_name: String,
+    /// Its description; only the one-line summary when it is `compact`.
     pub description: String,
+    /// Offered with its name and one line only, past the tool-schema budget
+    /// (see [`super::tool_budget`]): its parameters come from `tools_describe`.
+    pub compact: bool,
 }
 
 /// What a section knows about the step it renders for.

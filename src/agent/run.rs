@@ -22,6 +22,7 @@ use super::prompt::{PromptContext, ToolSummary};
 use super::runtime::Agent;
 use super::steering::ActiveRun;
 use super::stream::{Interruption, Output, RunStream, StreamEvent};
+use super::tool_budget::{self, RunSchemaBudget};
 use crate::codemode::{self, CodeModeRun};
 use crate::message::RequestMessage;
 use crate::model::{ChatRequest, ModelError, ModelEvent, ModelSpec, ToolCallRequest, Usage};
@@ -81,6 +82,9 @@ pub struct RunOptions {
     /// Compaction settings of this run over the agent's (the gateway sets
     /// the chat's `context_window` and its `[agent]` table here).
     pub compaction: CompactionOverrides,
+    /// The tool-schema budget of this run in tokens (0: off), over its
+    /// caller's (a subagent's) and the agent's; see [`super::tool_budget`].
+    pub tool_schema_budget: Option<u64>,
 }
 
 impl RunOptions {
@@ -97,7 +101,14 @@ impl RunOptions {
             workspace: None,
             commands: true,
             compaction: CompactionOverrides::default(),
+            tool_schema_budget: None,
         }
+    }
+
+    /// This run's tool-schema budget in tokens (0: off), over the agent's.
+    pub fn tool_schema_budget(mut self, tokens: u64) -> Self {
+        self.tool_schema_budget = Some(tokens);
+        self
     }
 
     /// The model's context window for this run, over the agent's setting
@@ -431,12 +442,31 @@ impl Agent {
         {
             run.state.set("reasoning_effort", json!(effort));
         }
+        let (offered, site) = self.budget_tools(offered, site, options);
+        let run = &site.run;
         let allowed = offered.tools.model_tools().map(|t| t.name().to_string()).collect();
         self.inner
             .events
             .emit(RunStarted { run: run.clone(), model: spec.clone(), prompt: prompt.clone(), allowed_tools: allowed })
             .await?;
         Ok(Turn { site, offered, spec, prompt, active, options, out })
+    }
+
+    /// The turn's tools under the tool-schema budget (the run's own, else
+    /// its caller's, else the agent's; see [`super::tool_budget`]): past
+    /// it, `tools.describe` is offered and callable too.
+    fn budget_tools(
+        &self,
+        mut offered: codemode::Offered,
+        mut site: CallSite,
+        options: &RunOptions,
+    ) -> (codemode::Offered, CallSite) {
+        let state = &site.run.state;
+        let inherited = state.extension::<RunSchemaBudget>().map(|budget| budget.0);
+        let budget = options.tool_schema_budget.or(inherited).unwrap_or(self.inner.tool_schema_budget);
+        state.insert_extension(RunSchemaBudget(budget));
+        (offered.tools, site.tools) = tool_budget::apply(offered.tools, site.tools, state, budget);
+        (offered, site)
     }
 
     /// The model's steps, until it answers with nothing left to read, or
@@ -620,14 +650,17 @@ impl Agent {
     async fn request(&self, call: &ModelStep<'_>) -> Result<ChatRequest, RunFailure> {
         let (run, spec) = (call.run, call.spec);
         let visible: Vec<_> = call.tools.model_tools().collect();
+        let definitions = tool_budget::definitions(visible.iter().copied(), &run.state);
         let prompt_context = PromptContext {
             prompt: call.prompt.to_string(),
             tools: visible
                 .iter()
-                .map(|t| ToolSummary {
+                .zip(&definitions)
+                .map(|(t, (_, compact))| ToolSummary {
                     name: t.name().into(),
                     model_name: t.model_name(),
-                    description: t.description().into(),
+                    description: if *compact { t.summary() } else { t.description().into() },
+                    compact: *compact,
                 })
                 .collect(),
             model: spec.to_string(),
@@ -655,7 +688,7 @@ impl Agent {
         Ok(ChatRequest {
             model: ModelSpec::parse(spec).map_or_else(|_| spec.to_string(), |spec| spec.model),
             messages,
-            tools: visible.iter().map(|t| t.definition()).collect(),
+            tools: definitions.into_iter().map(|(definition, _)| definition).collect(),
             max_tokens: call.options.max_tokens.or(self.inner.max_tokens),
             options: request_options(call.options, &run.state),
             cache_key: Some(cache_key(run.tape.name().as_str())),

@@ -42,6 +42,8 @@ pub(crate) struct AgentInner {
     pub codemode_dir: PathBuf,
     pub steering: Steering,
     pub compactions: super::compaction::Compactions,
+    /// See [`AgentBuilder::tool_schema_budget`].
+    pub tool_schema_budget: u64,
 }
 
 /// Builds an [`Agent`].
@@ -60,6 +62,7 @@ pub struct AgentBuilder {
     environments: Option<Arc<Environments>>,
     codemode_dir: PathBuf,
     compaction: super::compaction::CompactionSettings,
+    tool_schema_budget: u64,
 }
 
 impl Agent {
@@ -85,6 +88,7 @@ impl Agent {
             environments: None,
             codemode_dir: PathBuf::new(),
             compaction: Default::default(),
+            tool_schema_budget: super::tool_budget::DEFAULT_TOOL_SCHEMA_BUDGET,
         }
     }
 
@@ -262,6 +266,16 @@ impl AgentBuilder {
         self
     }
 
+    /// Past this many estimated tokens of tool definitions, a turn offers
+    /// the tools a source added (MCP servers) with one line each and
+    /// `tools.describe` (see [`super::tool_budget`]); 0 turns it off.
+    /// Default [`super::DEFAULT_TOOL_SCHEMA_BUDGET`]; a run's options may
+    /// set their own.
+    pub fn tool_schema_budget(mut self, tokens: u64) -> Self {
+        self.tool_schema_budget = tokens;
+        self
+    }
+
     pub fn build(self) -> Agent {
         let events = EventBus::new();
         recorder::register(&events);
@@ -283,6 +297,7 @@ impl AgentBuilder {
                 codemode_dir: self.codemode_dir,
                 steering: Steering::default(),
                 compactions: super::compaction::Compactions::new(self.compaction),
+                tool_schema_budget: self.tool_schema_budget,
             }),
         }
     }

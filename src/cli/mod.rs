@@ -4,6 +4,7 @@
 //! - `bub chat`: an interactive session (`agent`).
 //! - `bub tools`: the tools the agent has (`agent`).
 //! - `bub tape …`: inspect tapes (`tape`).
+//! - `bub mcp serve`: the tapes, read-only, for other agents over MCP (`mcp`).
 //! - `bub gateway`: run the gateway (`gateway`).
 //! - `bub policy check [FILE]`: validate a gateway config (`policy`).
 //! - `bub pairing list|approve|revoke`: who the chat bots answer beyond the config (`pairing`).
@@ -17,6 +18,7 @@ mod doctor;
 mod env;
 pub mod exit;
 mod gateway;
+mod mcp;
 mod pairing;
 mod policy;
 mod tape;
@@ -77,6 +79,9 @@ pub enum BubSubcommand {
     /// Inspect the tapes (per-session histories) in the database.
     #[command(subcommand)]
     Tape(tape::TapeSubcommand),
+    /// The Model Context Protocol: `bub mcp serve` gives other agents the tapes, read-only.
+    #[command(subcommand)]
+    Mcp(mcp::McpSubcommand),
     /// Gateway policy: check a config file.
     #[command(subcommand)]
     Policy(policy::PolicySubcommand),
@@ -112,6 +117,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         BubSubcommand::Gateway { config, listen } => gateway::run_gateway(&home, config, listen).await,
         BubSubcommand::Tools { json, config } => agent::list_tools(&home, json, config).await,
         BubSubcommand::Tape(command) => tape::run_tape(&home, command).await,
+        BubSubcommand::Mcp(command) => mcp::run_mcp(&home, command).await,
         BubSubcommand::Policy(command) => policy::run_policy(&home, command).await,
         BubSubcommand::Pairing(command) => pairing::run_pairing(&home, command).await,
         BubSubcommand::Db(command) => db::run_db(&home, command).await,

@@ -13,10 +13,12 @@
 use super::env::canonical_workspace;
 use crate::db::{Durability, HomeStore};
 use crate::home::BubHome;
+use crate::tape::summary::{self, WORKSPACE_EVENT, workspace_of, workspace_query};
+pub use crate::tape::summary::{one_line, summarize};
 use crate::tape::{Entry, EntryKind, NewEntry, Tape, TapeName, TapeQuery, TapeResult, TapeStore};
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
-use serde_json::{Value, json};
+use serde_json::json;
 use std::collections::HashSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -238,10 +240,6 @@ async fn open_existing(store: &Arc<HomeStore>, name: &str, lookup: &Lookup) -> R
     );
 }
 
-/// The event that says which workspace a `bub run`/`bub chat` tape belongs
-/// to: `{"session", "workspace"}`, never shown to the model.
-pub(crate) const WORKSPACE_EVENT: &str = "cli.workspace";
-
 /// What `bub tape list` prints for a tape that records no workspace: a
 /// gateway chat, or a command-line session from before the scoping.
 const UNKNOWN_WORKSPACE: &str = "-";
@@ -293,20 +291,11 @@ impl CliSession {
     }
 }
 
-fn workspace_query() -> TapeQuery {
-    TapeQuery::all().kinds([EntryKind::Event]).named(WORKSPACE_EVENT)
-}
-
-fn workspace_of(data: &Value) -> Option<String> {
-    data.get("workspace")?.as_str().map(str::to_string)
-}
-
 /// The workspace the tape `name` records (none for gateway chats and tapes
 /// from before the scoping).
 async fn recorded_workspace(store: &Arc<HomeStore>, name: &str) -> Result<Option<String>> {
     let Ok(name) = TapeName::new(name) else { return Ok(None) };
-    let data = Tape::new(store.clone(), name).last_event_data(WORKSPACE_EVENT).await?;
-    Ok(data.as_ref().and_then(workspace_of))
+    Ok(summary::recorded_workspace(&Tape::new(store.clone(), name)).await?)
 }
 
 fn parse_kinds(kinds: &[String]) -> Result<Vec<EntryKind>> {
@@ -338,70 +327,4 @@ fn print_entries(out: &mut impl Write, entries: &[Entry], json: bool) -> Result<
         }
     }
     Ok(())
-}
-
-/// One line that says what an entry holds.
-pub fn summarize(entry: &Entry) -> String {
-    let text = |value: Option<&Value>| match value {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Array(parts)) => {
-            parts.iter().filter_map(|p| p.get("text").and_then(Value::as_str)).collect::<Vec<_>>().join(" ")
-        }
-        Some(other) => other.to_string(),
-        None => String::new(),
-    };
-    let line = match entry.kind {
-        EntryKind::Message => {
-            let role = entry.payload.get("role").and_then(Value::as_str).unwrap_or("?");
-            format!("{role}: {}", text(entry.payload.get("content")))
-        }
-        EntryKind::System => text(entry.payload.get("content")),
-        EntryKind::Anchor | EntryKind::Event => {
-            let data = entry.data().filter(|d| !d.is_null()).map(Value::to_string).unwrap_or_default();
-            format!("{} {data}", entry.name().unwrap_or("?"))
-        }
-        EntryKind::ToolCall => entry
-            .payload
-            .get("calls")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .map(|call| {
-                let name = call.pointer("/function/name").and_then(Value::as_str).unwrap_or("?");
-                format!("{name}({})", text(call.pointer("/function/arguments")))
-            })
-            .collect::<Vec<_>>()
-            .join(", "),
-        EntryKind::ToolResult => entry
-            .payload
-            .get("results")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .map(|r| text(Some(r)))
-            .collect::<Vec<_>>()
-            .join(" | "),
-        EntryKind::Error => {
-            let (kind, message) = (text(entry.payload.get("kind")), text(entry.payload.get("message")));
-            // An answer cut off mid-stream: what it had said, marked as such, first.
-            match entry.payload.get("details").and_then(|d| d.get("partial_text")).and_then(Value::as_str) {
-                Some(partial) if !partial.is_empty() => format!("{kind}: cut off after {partial:?}: {message}"),
-                _ => format!("{kind}: {message}"),
-            }
-        }
-    };
-    // Calls made by code under `run_code` (recorded out of the model's context).
-    let line = match entry.meta.get("code_mode") {
-        Some(Value::Bool(true)) => format!("[from code] {line}"),
-        _ => line,
-    };
-    one_line(&line, 160)
-}
-
-pub(crate) fn one_line(text: &str, max_chars: usize) -> String {
-    let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    match flat.char_indices().nth(max_chars) {
-        Some((cut, _)) => format!("{}…", &flat[..cut]),
-        None => flat,
-    }
 }

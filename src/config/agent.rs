@@ -1,8 +1,10 @@
 //! `[agent]`: how the gateway's agent keeps long conversations within the
-//! model's context window (see `agent::compaction`). Every key is optional;
-//! unset, the agent's own settings apply (`BUB_CONTEXT_WINDOW`,
-//! `BUB_COMPACT_AT`, `BUB_KEEP_RECENT_TOKENS`, then the built-in defaults).
-//! A chat's policy may set its own `context_window`, which wins here.
+//! model's context window (see `agent::compaction`) and its requests small
+//! when it has many tools (`tool_schema_budget`, see `agent::tool_budget`).
+//! Every key is optional; unset, the agent's own settings apply
+//! (`BUB_CONTEXT_WINDOW`, `BUB_COMPACT_AT`, `BUB_KEEP_RECENT_TOKENS`,
+//! `BUB_TOOL_SCHEMA_BUDGET`, then the built-in defaults). A chat's policy
+//! may set its own `context_window`, which wins here.
 //!
 //! The values are read on every turn, so a reload applies them at once.
 
@@ -32,6 +34,11 @@ pub struct AgentConfig {
     /// more than half of it).
     #[serde(default, deserialize_with = "tokens")]
     pub keep_recent_tokens: Option<u64>,
+    /// Past this many estimated tokens of tool definitions in a turn, the
+    /// tools of MCP servers are offered with their name and one line each,
+    /// and `tools_describe` loads their schemas on demand (0: no budget).
+    #[serde(default)]
+    pub tool_schema_budget: Option<u64>,
 }
 
 /// A `context_window` value, in `[agent]` or a policy layer: at least
@@ -71,10 +78,12 @@ mod tests {
 
     #[test]
     fn the_agent_table_is_read_and_checked_where_it_is_written() {
-        let config =
-            parse(&format!("[agent]\ncontext_window = 200000\ncompact_at = 0.5\nkeep_recent_tokens = 8000\n{MINIMAL}"))
-                .unwrap();
+        let config = parse(&format!(
+            "[agent]\ncontext_window = 200000\ncompact_at = 0.5\nkeep_recent_tokens = 8000\ntool_schema_budget = 0\n{MINIMAL}"
+        ))
+        .unwrap();
         assert_eq!(config.agent.context_window, Some(200_000));
+        assert_eq!(config.agent.tool_schema_budget, Some(0));
         assert_eq!(config.agent.compact_at, Some(0.5));
         assert_eq!(config.agent.keep_recent_tokens, Some(8_000));
         assert_eq!(parse(MINIMAL).unwrap().agent, super::AgentConfig::default());

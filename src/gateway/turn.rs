@@ -240,7 +240,7 @@ async fn confine(inner: &Inner, session: &str, policy: &crate::policy::Effective
 }
 
 /// The run's options: the policy's tools, model and context window,
-/// `[agent]`'s compaction, and the turn's state
+/// `[agent]`'s compaction and tool-schema budget, and the turn's state
 /// (policy, marker, provenance, and the chat its tools may send files to).
 fn run_options(inner: &Arc<Inner>, share: &TurnShare, input: &TurnInput) -> RunOptions {
     let policy = &input.policy;
@@ -275,6 +275,7 @@ fn run_options(inner: &Arc<Inner>, share: &TurnShare, input: &TurnInput) -> RunO
         compact_at: agent.compact_at,
         keep_recent_tokens: agent.keep_recent_tokens,
     };
+    options.tool_schema_budget = agent.tool_schema_budget;
     options
 }
 

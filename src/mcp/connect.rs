@@ -99,6 +99,73 @@ impl StderrTail {
     }
 }
 
+/// What a failed start is explained with.
+struct Diagnostics {
+    stderr: StderrTail,
+    /// What the program wrote on stdout that is not JSON-RPC (rmcp skips such lines).
+    output: Option<NotJsonRpc>,
+    handshake: Duration,
+}
+
+impl Diagnostics {
+    fn describe(&self) -> String {
+        let mut text = String::new();
+        if let Some(line) = self.output.as_ref().and_then(|output| output.0.lock().clone()) {
+            text.push_str(&format!("; it wrote what is not JSON-RPC: `{line}`"));
+        }
+        text.push_str(&StderrLines(&self.stderr.lines()).to_string());
+        text
+    }
+}
+
+/// The last line of a server's stdout that is not a JSON message.
+#[derive(Clone, Default)]
+struct NotJsonRpc(Arc<Mutex<Option<String>>>);
+
+/// How much of a line [`Sniffer`] looks at (and an error message quotes).
+const SNIFFED: usize = 200;
+
+/// Passes a server's stdout through, noting a line that is not JSON.
+struct Sniffer<R> {
+    inner: R,
+    line: Vec<u8>,
+    seen: NotJsonRpc,
+}
+
+impl<R> Sniffer<R> {
+    fn observe(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            if byte == b'\n' {
+                let text = String::from_utf8_lossy(&self.line);
+                let text = text.trim();
+                if !text.is_empty() && !text.starts_with('{') && !text.starts_with('[') {
+                    *self.seen.0.lock() = Some(text.to_string());
+                }
+                self.line.clear();
+            } else if self.line.len() < SNIFFED {
+                self.line.push(byte);
+            }
+        }
+    }
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for Sniffer<R> {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let poll = std::pin::Pin::new(&mut this.inner).poll_read(cx, buf);
+        if let std::task::Poll::Ready(Ok(())) = &poll {
+            let filled = buf.filled()[before..].to_vec();
+            this.observe(&filled);
+        }
+        poll
+    }
+}
+
 /// What the server tells the client between calls.
 #[derive(Clone, Default)]
 pub(crate) struct Events {
@@ -146,17 +213,27 @@ impl Drop for KillOnDrop {
 }
 
 impl Connection {
-    /// Starts `command` (see the module's guarantees) and initializes.
-    pub async fn stdio(server: &str, command: &StdioCommand, lookup: &EnvLookup) -> Result<Connection, McpError> {
+    /// Starts `command` (see the module's guarantees) and initializes,
+    /// the handshake within `handshake`.
+    pub async fn stdio(
+        server: &str,
+        command: &StdioCommand,
+        lookup: &EnvLookup,
+        handshake: Duration,
+    ) -> Result<Connection, McpError> {
         let (process, pid) = spawn_child(server, command, lookup)?;
-        let mut connection = Connection::over_process(server, process).await?;
+        let mut connection = Connection::over_process(server, process, handshake).await?;
         connection.pid = Some(pid);
         Ok(connection)
     }
 
     /// Initializes over a started process's pipes; the connection owns the
     /// process (it waits for it, and ends its group on close).
-    pub async fn over_process(server: &str, mut process: Box<dyn Process>) -> Result<Connection, McpError> {
+    pub async fn over_process(
+        server: &str,
+        mut process: Box<dyn Process>,
+        handshake: Duration,
+    ) -> Result<Connection, McpError> {
         let ProcessIo { stdin, stdout, stderr } = process.take_io();
         let control = process.control();
         let (Some(stdin), Some(stdout)) = (stdin, stdout) else {
@@ -172,14 +249,15 @@ impl Connection {
             let code = process.wait().await.unwrap_or(-1);
             let _ = exit_tx.send(Some(code));
         });
-        let mut connection = Connection::over_pipes(server, stdout, stdin, stderr, control).await?;
+        let mut connection = Connection::over_pipes(server, stdout, stdin, stderr, control, handshake).await?;
         connection.exit = Some(exit_rx);
         Ok(connection)
     }
 
     /// Initializes over `reader` (the server's stdout) and `writer` (its
     /// stdin) of a process someone else started; `stderr`, when given, is
-    /// followed; `control` ends the process on [`Connection::close`]. The
+    /// followed; `control` ends the process on [`Connection::close`] (and
+    /// when the handshake fails or takes longer than `handshake`). The
     /// caller reaps the process.
     pub async fn over_pipes(
         server: &str,
@@ -187,6 +265,7 @@ impl Connection {
         writer: impl AsyncWrite + Send + Unpin + 'static,
         stderr: Option<Box<dyn AsyncRead + Send + Unpin>>,
         control: Arc<dyn ProcessControl>,
+        handshake: Duration,
     ) -> Result<Connection, McpError> {
         let tail = StderrTail::default();
         if let Some(stderr) = stderr {
@@ -194,19 +273,24 @@ impl Connection {
         }
         // A start given up on (its timeout) drops this future: the process goes with it.
         let mut guard = KillOnDrop(Some(control.clone()));
+        let output = NotJsonRpc::default();
+        let reader = Sniffer { inner: reader, line: Vec::new(), seen: output.clone() };
         let transport = AsyncRwTransport::new_client(reader, writer);
-        let connection = Connection::initialize(server, transport, tail.clone(), Some(control)).await?;
+        let diagnostics = Diagnostics { stderr: tail, output: Some(output), handshake };
+        let connection = Connection::initialize(server, transport, diagnostics, Some(control)).await?;
         guard.0 = None;
         Ok(connection)
     }
 
-    /// Connects to `url` over Streamable HTTP with `headers`, and initializes.
+    /// Connects to `url` over Streamable HTTP with `headers`, and
+    /// initializes within `handshake`.
     pub async fn http(
         server: &str,
         url: &str,
         headers: &IndexMap<String, SecretValue>,
         lookup: &EnvLookup,
         client: reqwest::Client,
+        handshake: Duration,
     ) -> Result<Connection, McpError> {
         let mut custom = HashMap::new();
         for (name, value) in headers {
@@ -220,13 +304,14 @@ impl Connection {
         }
         let config = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(custom);
         let transport = StreamableHttpClientTransport::with_client(HttpClient::new(client), config);
-        Connection::initialize(server, transport, StderrTail::default(), None).await
+        let diagnostics = Diagnostics { stderr: StderrTail::default(), output: None, handshake };
+        Connection::initialize(server, transport, diagnostics, None).await
     }
 
     async fn initialize<T, E, A>(
         server: &str,
         transport: T,
-        stderr: StderrTail,
+        diagnostics: Diagnostics,
         control: Option<Arc<dyn ProcessControl>>,
     ) -> Result<Connection, McpError>
     where
@@ -235,24 +320,25 @@ impl Connection {
     {
         let events = Events::default();
         let cancel = CancellationToken::new();
-        let service = match events.clone().serve_with_ct(transport, cancel.clone()).await {
+        let handshake = events.clone().serve_with_ct(transport, cancel.clone());
+        let message = match tokio::time::timeout(diagnostics.handshake, handshake).await {
+            Ok(Ok(service)) => Ok(service),
+            Ok(Err(ClientInitializeError::ConnectionClosed(_))) => {
+                Err("closed the connection during the handshake".to_string())
+            }
+            Ok(Err(other)) => Err(format!("the handshake failed: {other}")),
+            Err(_) => Err(format!("did not answer initialize within {}s", diagnostics.handshake.as_secs_f64())),
+        };
+        let service = match message {
             Ok(service) => service,
-            Err(error) => {
+            Err(message) => {
+                cancel.cancel();
                 // Give stderr a moment: a program that failed says why there.
                 tokio::time::sleep(Duration::from_millis(100)).await;
-                let message = match error {
-                    ClientInitializeError::ConnectionClosed(_) => {
-                        "closed the connection during the handshake".to_string()
-                    }
-                    other => format!("the handshake failed: {other}"),
-                };
-                return Err(McpError::new(
-                    server,
-                    McpErrorKind::Start,
-                    format!("{message}{}", StderrLines(&stderr.lines())),
-                ));
+                return Err(McpError::new(server, McpErrorKind::Start, format!("{message}{}", diagnostics.describe())));
             }
         };
+        let stderr = diagnostics.stderr;
         let peer = service.peer().clone();
         let (done_tx, done) = watch::channel(false);
         // The session's loop ends when the transport does, or when `cancel` is.
@@ -408,4 +494,58 @@ fn spawn_child(server: &str, command: &StdioCommand, lookup: &EnvLookup) -> Resu
         stderr: child.stderr.take().map(|pipe| Box::new(pipe) as _),
     };
     Ok((Box::new(LocalProcess::leading(child, pgid, io)), pgid.as_raw_pid().unsigned_abs()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmcp::model::CallToolRequestParams;
+    use std::path::Path;
+
+    /// A plain process's pid as a kill handle, the way a caller with its
+    /// own process type hands one in.
+    struct PidControl(rustix::process::Pid);
+
+    impl ProcessControl for PidControl {
+        fn signal(&self, kill: bool) {
+            let signal = if kill { rustix::process::Signal::KILL } else { rustix::process::Signal::TERM };
+            let _ = rustix::process::kill_process(self.0, signal);
+        }
+
+        fn is_running(&self) -> bool {
+            rustix::process::test_kill_process(self.0).is_ok()
+        }
+    }
+
+    fn fixture() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/fixtures/server.py")
+    }
+
+    #[tokio::test]
+    async fn a_process_started_elsewhere_is_spoken_to_over_its_pipes_and_ended_on_close() {
+        let mut child = tokio::process::Command::new("python3")
+            .arg(fixture())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = rustix::process::Pid::from_raw(child.id().unwrap() as i32).unwrap();
+        let (stdout, stdin) = (child.stdout.take().unwrap(), child.stdin.take().unwrap());
+        let stderr: Box<dyn AsyncRead + Send + Unpin> = Box::new(child.stderr.take().unwrap());
+        let control = Arc::new(PidControl(pid));
+        let connection = Connection::over_pipes("piped", stdout, stdin, Some(stderr), control, Duration::from_secs(30))
+            .await
+            .unwrap();
+        let tools = connection.peer().list_all_tools().await.unwrap();
+        assert!(tools.iter().any(|tool| tool.name == "echo"));
+        let mut params = CallToolRequestParams::new("echo");
+        params.arguments = serde_json::json!({"text": "through the pipes"}).as_object().cloned();
+        let answer = connection.peer().call_tool(params).await.unwrap();
+        assert_eq!(serde_json::to_value(&answer.content).unwrap()[0]["text"], "through the pipes");
+        assert_eq!(connection.stderr().lines(), ["fixture: started in mode normal"]);
+        connection.close().await;
+        let status = tokio::time::timeout(Duration::from_secs(5), child.wait()).await.unwrap().unwrap();
+        assert!(!status.success(), "ended by a signal, not by itself: {status:?}");
+    }
 }

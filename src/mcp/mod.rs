@@ -17,6 +17,8 @@
 //!   config (`apply`) and with the agent's tools.
 //! - [`command`]: `,mcp`, the servers' state from a chat.
 //! - [`error`]: `McpError`, naming the server.
+//! - [`serve`]: bub as an MCP server (`bub mcp serve`): its tapes,
+//!   read-only, for other agents.
 //!
 //! Nothing here reads the process environment (a lookup is passed in) or
 //! knows the gateway.
@@ -26,6 +28,7 @@ pub mod connect;
 pub mod content;
 pub mod error;
 pub mod http;
+pub mod serve;
 pub mod server;
 pub mod servers;
 pub mod session;

@@ -31,6 +31,8 @@ use tokio_util::sync::CancellationToken;
 pub const BACKOFF_START: Duration = Duration::from_millis(500);
 /// The longest wait between restarts.
 pub const BACKOFF_CAP: Duration = Duration::from_secs(60);
+/// What a start may take past `start_timeout` before it is given up on.
+const STOP_GRACE: Duration = Duration::from_secs(5);
 /// A server up this long starts its backoff over after its next crash.
 pub const BACKOFF_RESET: Duration = Duration::from_secs(120);
 
@@ -115,6 +117,9 @@ struct Shared {
     live: Mutex<Option<Live>>,
     stop: CancellationToken,
     stopped: watch::Sender<bool>,
+    /// A call saw the connection fail: the supervisor checks it (an HTTP
+    /// session can break while its transport task lives on).
+    suspect: tokio::sync::Notify,
 }
 
 /// A supervised server. Cheap to clone; every clone is the same server.
@@ -132,9 +137,11 @@ impl std::fmt::Debug for McpServer {
     }
 }
 
-/// How bub connects to the server of `config` (a gateway-scoped table).
+/// How bub connects to the server of `config` (a gateway-scoped table),
+/// the handshake within its `start_timeout`.
 pub fn connector(name: &str, config: &McpServerConfig, lookup: EnvLookup, http: reqwest::Client) -> Connector {
     let name = name.to_string();
+    let handshake = config.start_timeout;
     match &config.transport {
         McpTransport::Stdio { command, args, env, cwd } => {
             let command = Arc::new(StdioCommand {
@@ -145,7 +152,7 @@ pub fn connector(name: &str, config: &McpServerConfig, lookup: EnvLookup, http: 
             });
             Arc::new(move || {
                 let (name, command, lookup) = (name.clone(), command.clone(), lookup.clone());
-                Box::pin(async move { Connection::stdio(&name, &command, &lookup).await })
+                Box::pin(async move { Connection::stdio(&name, &command, &lookup, handshake).await })
             })
         }
         McpTransport::Http { url, headers } => {
@@ -153,7 +160,7 @@ pub fn connector(name: &str, config: &McpServerConfig, lookup: EnvLookup, http: 
             Arc::new(move || {
                 let (name, url, headers, lookup, http) =
                     (name.clone(), url.clone(), headers.clone(), lookup.clone(), http.clone());
-                Box::pin(async move { Connection::http(&name, &url, &headers, &lookup, http).await })
+                Box::pin(async move { Connection::http(&name, &url, &headers, &lookup, http, handshake).await })
             })
         }
     }
@@ -179,6 +186,7 @@ impl McpServer {
             live: Mutex::new(None),
             stop: CancellationToken::new(),
             stopped,
+            suspect: tokio::sync::Notify::new(),
         });
         let server = McpServer { shared: shared.clone() };
         metrics::gauge!("bub_mcp_server_up", "server" => shared.name.clone()).set(0.0);
@@ -269,10 +277,14 @@ impl McpServer {
                     McpErrorKind::Protocol,
                     format!("{tool} failed: {} (code {})", error.message, error.code.0),
                 )),
-                Ok(Err(ServiceError::TransportClosed | ServiceError::TransportSend(_))) => {
-                    // The supervisor learns why in a moment.
-                    let _ = tokio::time::timeout(Duration::from_secs(1), live.down.cancelled()).await;
-                    Err(self.went_down(tool))
+                Ok(Err(error @ (ServiceError::TransportClosed | ServiceError::TransportSend(_)))) => {
+                    // The supervisor learns why in a moment (or checks the connection).
+                    self.shared.suspect.notify_one();
+                    let down = tokio::time::timeout(Duration::from_secs(1), live.down.cancelled()).await;
+                    match down {
+                        Ok(()) => Err(self.went_down(tool)),
+                        Err(_) => Err(McpError::new(name, McpErrorKind::Down, format!("{tool} failed: {error}"))),
+                    }
                 }
                 Ok(Err(other)) => Err(McpError::new(name, McpErrorKind::Protocol, format!("{tool} failed: {other}"))),
                 Err(_) => Err(McpError::new(
@@ -329,20 +341,21 @@ pub fn backoff(attempt: u32) -> Duration {
     BACKOFF_START.saturating_mul(factor).min(BACKOFF_CAP)
 }
 
-/// Connects and lists the tools.
+/// Connects and lists the tools, the listing within what is left of `start_timeout`.
 async fn start_once(
     server: &McpServer,
     connector: &Connector,
 ) -> Result<(Connection, Vec<rmcp::model::Tool>), McpError> {
+    let started = Instant::now();
     let connection = connector().await?;
-    match connection.peer().list_all_tools().await {
-        Ok(tools) => Ok((connection, tools)),
-        Err(error) => {
-            let message = format!("tools/list failed: {error}");
-            connection.close().await;
-            Err(McpError::new(server.name(), McpErrorKind::Start, message))
-        }
-    }
+    let left = server.shared.config.start_timeout.saturating_sub(started.elapsed());
+    let message = match tokio::time::timeout(left, connection.peer().list_all_tools()).await {
+        Ok(Ok(tools)) => return Ok((connection, tools)),
+        Ok(Err(error)) => format!("tools/list failed: {error}"),
+        Err(_) => format!("did not list its tools within {}", seconds(server.shared.config.start_timeout)),
+    };
+    connection.close().await;
+    Err(McpError::new(server.name(), McpErrorKind::Start, message))
 }
 
 async fn supervise(server: McpServer, connector: Connector, on_tools: OnTools) {
@@ -351,10 +364,12 @@ async fn supervise(server: McpServer, connector: Connector, on_tools: OnTools) {
     let mut attempt = 0u32;
     let mut ever_up = false;
     loop {
+        // Each step of a start has its own deadline; this one stops a
+        // connector that keeps none (one given to `McpServer::start`).
         let start_timeout = shared.config.start_timeout;
         let started = tokio::select! {
             _ = shared.stop.cancelled() => break,
-            started = tokio::time::timeout(start_timeout, start_once(&server, &connector)) => started,
+            started = tokio::time::timeout(start_timeout + STOP_GRACE, start_once(&server, &connector)) => started,
         };
         match started {
             Ok(Ok((connection, tools))) => {
@@ -389,7 +404,7 @@ async fn supervise(server: McpServer, connector: Connector, on_tools: OnTools) {
                 shared.counters.lock().last_error = Some(error.message);
             }
             Err(_) => {
-                let message = format!("did not start (initialize and tools/list) within {}", seconds(start_timeout));
+                let message = format!("did not start within {}", seconds(start_timeout));
                 tracing::warn!(mcp_server = %name, error = %message, "mcp server did not start");
                 shared.counters.lock().last_error = Some(message);
             }
@@ -423,6 +438,22 @@ async fn serve(server: &McpServer, connection: &Connection, on_tools: &OnTools) 
                 tracing::warn!(mcp_server = %shared.name, error = %why, "mcp server went down");
                 shared.counters.lock().last_error = Some(why);
                 return false;
+            }
+            _ = shared.suspect.notified() => {
+                let probe = tokio::time::timeout(shared.config.call_timeout, connection.peer().list_all_tools()).await;
+                let broken = match probe {
+                    Ok(Ok(_)) => None,
+                    Ok(Err(error @ (ServiceError::TransportClosed | ServiceError::TransportSend(_)))) => {
+                        Some(format!("its connection broke: {error}"))
+                    }
+                    Ok(Err(_)) => None,
+                    Err(_) => Some(format!("stopped answering (tools/list took over {})", seconds(shared.config.call_timeout))),
+                };
+                if let Some(why) = broken {
+                    tracing::warn!(mcp_server = %shared.name, error = %why, "mcp server went down");
+                    shared.counters.lock().last_error = Some(why);
+                    return false;
+                }
             }
             _ = connection.tools_changed() => {
                 let listed = tokio::time::timeout(shared.config.call_timeout, connection.peer().list_all_tools()).await;

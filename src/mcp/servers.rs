@@ -174,6 +174,7 @@ impl McpServers {
             let tools = tools_calling(server.name(), server.config(), &tools, caller);
             if let Err(refused) = agent.replace_tools(&source(server.name()), tools) {
                 tracing::warn!(mcp_server = %server.name(), %refused, "an mcp server's tools were refused");
+                server.set_last_error(refused.to_string());
             }
         });
         let unavailable = self.inner.unavailable.lock().clone();

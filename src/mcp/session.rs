@@ -155,6 +155,11 @@ impl SessionServer {
         self.shared.instances.lock().values().filter(|instance| instance.environment.strong_count() > 0).count()
     }
 
+    /// Records why the server is not what it should be (a refused tool set).
+    pub fn set_last_error(&self, error: impl Into<String>) {
+        self.shared.counters.lock().last_error = Some(error.into());
+    }
+
     /// A snapshot: the probe's state, the tools, the calls of every session.
     pub fn status(&self) -> ServerStatus {
         let sessions = self.sessions();
@@ -318,7 +323,7 @@ async fn connect_in(launch: &Launch, environment: &Arc<dyn Environment>) -> Resu
         .spawn(Program::Argv(argv), options)
         .await
         .map_err(|error| McpError::new(name, McpErrorKind::Start, error.to_string()))?;
-    Connection::over_process(name, process).await
+    Connection::over_process(name, process, launch.config.start_timeout).await
 }
 
 /// Tries the server in a scratch workspace until it lists its tools (see

@@ -6,7 +6,10 @@
 //! commands (`call.command`, which also need an operator), the shell
 //! fallback for unknown commands (a `bash` call with `command = true`) and
 //! calls made by code under `run_code` (`call.code_mode`). Runs without a
-//! `SessionPolicy` (the CLI, library users) are left alone.
+//! `SessionPolicy` (the CLI, library users) are left alone, and so is the
+//! loop's `tools.describe` of a turn past the tool-schema budget, which
+//! shows only the schemas of what the run is offered
+//! ([`crate::agent::tool_budget`]).
 //!
 //! The same handler applies the provenance rule ([`super::provenance`]): a
 //! model's call (direct or from code) of a tool that can exec, write or
@@ -77,6 +80,10 @@ pub fn enforce(agent: &Agent) -> HandlerId {
     agent.events().on(|mut event: BeforeToolCall| async move {
         let Some(session) = event.run.state.extension::<SessionPolicy>() else { return Ok(event) };
         let call = &event.call;
+        // The loop's `tools.describe` reads the schemas of what this run is offered, nothing more.
+        if !call.command && crate::agent::tool_budget::is_turn_describe(&call.tool, &event.run.state) {
+            return Ok(event);
+        }
         let shared = session.chat_kind.is_shared();
         let mut verdict =
             session.policy.tool_verdict(&call.tool, event.capabilities, Some(&session.user), shared, call.command);

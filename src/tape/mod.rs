@@ -19,6 +19,7 @@
 //! - [`spill`]: oversized tool results in the `spill` sidecar.
 //! - [`archive`]: JSON-lines export.
 //! - [`provenance`]: where an entry's text came from (`meta.provenance`).
+//! - [`summary`]: entries and tapes as a listing shows them (`bub tape show`, `bub mcp serve`).
 //!
 //! # Example
 //! ```
@@ -52,6 +53,7 @@ pub mod provenance;
 pub mod query;
 pub mod spill;
 pub mod store;
+pub mod summary;
 
 pub use context::{
     ChatMessage, ContextSelector, default_context, default_context_owned, default_request_context, entry_tokens,

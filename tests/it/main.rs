@@ -44,9 +44,13 @@ mod agent_compaction;
 mod agent_events;
 mod agent_http;
 mod agent_loop;
+mod agent_tool_budget;
 mod agent_tool_sources;
 mod model_clients;
 mod setup_agent;
+
+// MCP: servers' tools as bub tools, each server supervised on its own.
+mod mcp_client;
 
 // Code mode: the `run_code` tool in a turn, and its Python runner.
 mod code_mode;
@@ -122,6 +126,9 @@ mod cli_agent;
 mod cli_doctor;
 mod cli_runtime;
 mod cli_workspace;
+
+// `bub mcp serve`, driven by the official MCP Python SDK's client.
+mod mcp_serve;
 
 // The code's map: src/lib.rs's list of imports is the code's.
 mod layout;

@@ -91,18 +91,7 @@ pub fn tape_search_tool() -> Tool {
         let mut query = TapeQuery::search(args.query.clone()).kinds(parse_kinds(&args.kinds)?);
         query.since = args.start.as_deref().map(|s| parse_bound("start", s, false)).transpose()?;
         query.until = args.end.as_deref().map(|s| parse_bound("end", s, true)).transpose()?;
-        let matcher = TextMatcher::new(&args.query);
-        // Filtering happens after the store's limit, so read more until enough
-        // hits survive it or the tape has no more.
-        let mut fetch = args.limit.saturating_mul(2).max(args.limit + 8);
-        let (hits, filtered) = loop {
-            let entries = ctx.tape.read(&query.clone().limit(fetch)).await?;
-            let (hits, filtered) = drop_search_results(entries.iter(), &matcher, args.limit);
-            if hits.len() >= args.limit || entries.len() < fetch {
-                break (hits, filtered);
-            }
-            fetch = fetch.saturating_mul(4);
-        };
+        let (hits, filtered) = search(&ctx.tape, &query, args.limit).await?;
         tracing::debug!(tool = "tape.search", session = %ctx.tape.name(), hits = hits.len(), filtered, "search");
         ctx.repeats(&hits);
         let mut text = format!("{SEARCH_MARKER} {} matches", hits.len());
@@ -117,6 +106,29 @@ pub fn tape_search_tool() -> Tool {
         Ok(text)
     })
     .with_capabilities([Capability::Read])
+}
+
+/// The newest `limit` entries `query` (a [`TapeQuery::search`]) finds on
+/// `tape`, earlier search results left out, and how many entries were left
+/// out for holding nothing else that matches. `bub mcp serve` searches the
+/// same way.
+pub(crate) async fn search(
+    tape: &crate::tape::Tape,
+    query: &TapeQuery,
+    limit: usize,
+) -> crate::tape::TapeResult<(Vec<Entry>, usize)> {
+    let matcher = TextMatcher::new(query.text.as_deref().unwrap_or_default());
+    // Filtering happens after the store's limit, so read more until enough
+    // hits survive it or the tape has no more.
+    let mut fetch = limit.saturating_mul(2).max(limit.saturating_add(8));
+    loop {
+        let entries = tape.read(&query.clone().limit(fetch)).await?;
+        let (hits, filtered) = drop_search_results(entries.iter(), &matcher, limit);
+        if hits.len() >= limit || entries.len() < fetch {
+            return Ok((hits, filtered));
+        }
+        fetch = fetch.saturating_mul(4);
+    }
 }
 
 /// Up to `limit` entries with earlier search results removed, and how many
@@ -162,7 +174,7 @@ fn parse_kinds(kinds: &[String]) -> Result<Vec<EntryKind>, ToolError> {
 
 /// An RFC 3339 instant, or a `YYYY-MM-DD` day: its start, or for an end bound
 /// the start of the next day, so the day is included.
-fn parse_bound(field: &str, text: &str, end: bool) -> Result<DateTime<Utc>, ToolError> {
+pub(crate) fn parse_bound(field: &str, text: &str, end: bool) -> Result<DateTime<Utc>, ToolError> {
     let text = text.trim();
     if let Some(date) = parse_date(text) {
         return Ok(date);

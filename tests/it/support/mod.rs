@@ -2,7 +2,7 @@
 //! model server, [`fake_telegram`] a Bot API and [`fake_discord`] Discord's
 //! REST API and gateway (each built with its platform's feature, as are the
 //! modules that use it), [`fake_otlp`] an OpenTelemetry trace receiver, [`gateway`] runs `bub gateway`, [`cli`] the other
-//! commands, [`postgres`] the cluster; the rest builds tape stores on
+//! commands, [`mcp_python`] the official MCP Python SDK's client, [`postgres`] the cluster; the rest builds tape stores on
 //! temporary files and agents on the scripted model.
 
 pub mod cli;
@@ -13,6 +13,7 @@ pub mod fake_otlp;
 #[cfg(feature = "telegram")]
 pub mod fake_telegram;
 pub mod gateway;
+pub mod mcp_python;
 pub mod mcp_servers;
 #[cfg(any(feature = "telegram", feature = "discord"))]
 pub mod multipart;

@@ -88,6 +88,8 @@ pub struct ServerStatus {
     /// `required = true` in its table: `/readyz` waits for it.
     pub required: bool,
     pub scope: McpScope,
+    /// Scope `session`: how many sessions run an instance of it now.
+    pub sessions: usize,
 }
 
 struct Counters {
@@ -218,6 +220,7 @@ impl McpServer {
             pid: counters.pid,
             required: self.shared.config.required,
             scope: self.shared.config.scope,
+            sessions: 0,
         }
     }
 

@@ -33,6 +33,9 @@ pub const BACKOFF_START: Duration = Duration::from_millis(500);
 pub const BACKOFF_CAP: Duration = Duration::from_secs(60);
 /// What a start may take past `start_timeout` before it is given up on.
 const STOP_GRACE: Duration = Duration::from_secs(5);
+/// How long a connection found broken may take to say how it ended (within
+/// the second a failed call waits for the supervisor's word).
+const ENDED_ACCOUNT: Duration = Duration::from_millis(600);
 /// A server up this long starts its backoff over after its next crash.
 pub const BACKOFF_RESET: Duration = Duration::from_secs(120);
 
@@ -441,7 +444,10 @@ async fn serve(server: &McpServer, connection: &Connection, on_tools: &OnTools) 
                 let broken = match probe {
                     Ok(Ok(_)) => None,
                     Ok(Err(error @ (ServiceError::TransportClosed | ServiceError::TransportSend(_)))) => {
-                        Some(format!("its connection broke: {error}"))
+                        // A program that exited says how (its exit code, its last
+                        // stderr lines) a moment after its pipe closed: wait for that.
+                        let ended = tokio::time::timeout(ENDED_ACCOUNT, connection.ended()).await;
+                        Some(ended.unwrap_or_else(|_| format!("its connection broke: {error}")))
                     }
                     Ok(Err(_)) => None,
                     Err(_) => Some(format!("stopped answering (tools/list took over {})", seconds(shared.config.call_timeout))),

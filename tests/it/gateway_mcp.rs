@@ -285,6 +285,7 @@ async fn a_server_killed_mid_call_is_a_tool_error_and_is_back_for_the_next_turn(
     assert_eq!(text(&say(&gateway, "c1", "u1", "crash it").await), "one failed");
     let results = fake.tool_results(1);
     assert!(results.contains("mcp server `flaky`: went down during the call of crash"), "{results}");
+    assert!(results.contains("exited with code 3") && results.contains("crashing during the call"), "{results}");
     assert!(results.contains("still here"), "the other server answered: {results}");
     let (status, body) = readyz(&gateway).await;
     assert_eq!(status, 200, "a server that is not required never holds readiness: {body}");

@@ -4,6 +4,8 @@
 //! tools answer model calls, comma commands and code, under the chat's
 //! policy; a crashing server stays its own problem; a tool-list change or a
 //! config reload lands between turns.
+//!
+//! `red_team::mcp` starts its gateway with [`fixture`] and [`servers_ready`].
 
 use crate::support;
 
@@ -24,7 +26,7 @@ fn quoted(text: &str) -> String {
 }
 
 /// A `[mcp.NAME]` table running `argv` over stdio, with `extra` lines.
-pub fn table(name: &str, argv: &[String], extra: &str) -> String {
+fn table(name: &str, argv: &[String], extra: &str) -> String {
     let args: Vec<String> = argv[1..].iter().map(|arg| quoted(arg)).collect();
     format!("\n[mcp.{name}]\ncommand = {}\nargs = [{}]\n{extra}\n", quoted(&argv[0]), args.join(", "))
 }
@@ -34,8 +36,9 @@ pub fn fixture(name: &str, state: Option<&Path>, extra: &str) -> String {
     table(name, &mcp_servers::fixture("normal", state), extra)
 }
 
-fn everything(extra: &str) -> String {
-    table("everything", &mcp_servers::everything_stdio(), extra)
+/// `server-everything` over stdio, its tools undeclared (they can do anything).
+fn everything() -> String {
+    table("everything", &mcp_servers::everything_stdio(), "")
 }
 
 /// A webhook channel whose operator is `webhook:alice`, then `rest`.
@@ -93,13 +96,13 @@ fn last_result(fake: &FakeModel, index: usize) -> String {
 }
 
 /// `GET /readyz`: (status, body).
-pub async fn readyz(gateway: &GatewayProcess) -> (u16, Value) {
+async fn readyz(gateway: &GatewayProcess) -> (u16, Value) {
     let response = client().get(format!("{}/readyz", gateway.base_url())).send().await.unwrap();
     (response.status().as_u16(), response.json().await.unwrap())
 }
 
 /// The state `/readyz` shows for server `name`.
-pub fn dependency_state(body: &Value, name: &str) -> Option<String> {
+fn dependency_state(body: &Value, name: &str) -> Option<String> {
     let dependencies = body["dependencies"].as_array()?;
     let found = dependencies.iter().find(|d| d["name"] == format!("mcp.{name}"))?;
     found["state"].as_str().map(String::from)
@@ -143,7 +146,7 @@ async fn a_model_call_to_an_mcp_tool_is_answered_and_recorded_and_counted() {
         .push(Reply::text("The server echoed."))
         .push(Reply::tool_calls(vec![("mcp_everything_get-tiny-image", json!({}))]))
         .push(Reply::text("An image."));
-    let gateway = start(home.path(), &fake, &config(&everything(""))).await;
+    let gateway = start(home.path(), &fake, &config(&everything())).await;
     servers_ready(&gateway, &["everything"]).await;
 
     let reply = say(&gateway, "c1", "u1", "echo it").await;
@@ -180,7 +183,7 @@ async fn a_model_call_to_an_mcp_tool_is_answered_and_recorded_and_counted() {
 async fn operators_run_mcp_tools_as_comma_commands_and_from_code_others_are_refused() {
     let home = tempfile::tempdir().unwrap();
     let fake = FakeModel::start().await;
-    let gateway = start(home.path(), &fake, &config(&everything(""))).await;
+    let gateway = start(home.path(), &fake, &config(&everything())).await;
     servers_ready(&gateway, &["everything"]).await;
 
     let echoed = say(&gateway, "c1", "alice", ",mcp.everything.echo message=hi").await;
@@ -215,7 +218,7 @@ async fn the_chat_policy_covers_mcp_tools_by_pattern_capability_and_exact_name()
                  [channels.webhook.chats.careful.policy]\ndenied_tools = [\"cap:write\"]\n\
                  [channels.webhook.chats.team.policy]\nallowed_tools = [\"*\"]\n\
                  [channels.webhook.chats.named.policy]\nallowed_tools = [\"mcp.everything.echo\"]\n";
-    let servers = format!("{}{}", everything(""), fixture("reader", None, "capabilities = [\"read\"]"));
+    let servers = format!("{}{}", everything(), fixture("reader", None, "capabilities = [\"read\"]"));
     let gateway = start(home.path(), &fake, &config(&format!("{chats}{servers}"))).await;
     servers_ready(&gateway, &["everything", "reader"]).await;
 
@@ -311,7 +314,7 @@ async fn a_required_server_that_cannot_start_holds_readiness_not_the_chats() {
     let home = tempfile::tempdir().unwrap();
     let fake = FakeModel::start_answering("still answering").await;
     let missing = home.path().join("no-such-server");
-    let servers = format!("{}{}", table("needed", &[missing.display().to_string()], "required = true"), everything(""));
+    let servers = format!("{}{}", table("needed", &[missing.display().to_string()], "required = true"), everything());
     let gateway = start(home.path(), &fake, &config(&servers)).await;
     let failed = eventually(|| async {
         let (status, body) = readyz(&gateway).await;

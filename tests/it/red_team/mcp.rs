@@ -128,6 +128,8 @@ for name in ['mcp.guarded.echo', 'mcp_guarded_echo']:
     assert_eq!(results.matches("refused:").count(), 3, "{results}");
     assert!(!results.contains("answered:"), "{results}");
     assert!(results.contains("no tool named 'mcp_guarded_echo'"), "{results}");
+    assert!(results.contains("refused: mcp.guarded.echo no tool named \"mcp.guarded.echo\" in this run"), "{results}");
+    assert!(results.contains("refused: mcp_guarded_echo no tool named \"mcp_guarded_echo\" in this run"), "{results}");
     assert!(attacked.calls().is_empty(), "the server received {:?}", attacked.calls());
     attacked.control().await;
     attacked.stop().await;

@@ -66,9 +66,14 @@ pub(crate) async fn start_mcp(home: &BubHome, config: Option<PathBuf>, setup: &S
     let longest = config.mcp.values().map(|server| server.start_timeout).max().unwrap_or_default();
     servers.wait_ready(longest).await;
     for status in servers.status() {
-        if status.state != crate::mcp::ServerState::Ready && status.scope == crate::config::McpScope::Gateway {
+        if status.state != crate::mcp::ServerState::Ready {
             let why = status.last_error.map(|error| format!(": {error}")).unwrap_or_default();
-            eprintln!("warning: mcp server `{}` is {}{why}; its tools are missing", status.name, status.state.label());
+            let scope = if status.scope == crate::config::McpScope::Session { " (one per session)" } else { "" };
+            eprintln!(
+                "warning: mcp server `{}`{scope} is {}{why}; its tools are missing",
+                status.name,
+                status.state.label()
+            );
         }
     }
     Ok(Some(servers))

@@ -80,7 +80,9 @@ fn print_notice(format: LogFormat, notice: &Notice) {
     let (level, text) = match notice {
         Notice::Sandboxed(_) => (Level::INFO, format!("bub gateway: {notice}")),
         Notice::ConfigRefused(_) => (Level::ERROR, notice.to_string()),
-        Notice::ConfigOpensAccess(_) | Notice::ChannelSetting(_) => (Level::WARN, notice.to_string()),
+        Notice::ConfigOpensAccess(_) | Notice::ChannelSetting(_) | Notice::McpUnavailable(_) => {
+            (Level::WARN, notice.to_string())
+        }
     };
     eprintln!("{}", format.user_line(level, &text));
 }

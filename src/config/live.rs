@@ -360,6 +360,13 @@ mod tests {
         assert_eq!(needs_restart(&old, &new), ["sandbox"], "the sandboxes are built at start");
         let zero = format!("[sandbox]\nsession_processes = 0\n{BASE}");
         assert!(GatewayConfig::parse(&zero, "bub.toml").is_err(), "a limit of 0 is a typo");
+        let shown = format!("[sandbox]\nread_only = [\"/opt/mcp\"]\n{BASE}");
+        let new = GatewayConfig::parse(&shown, "bub.toml").unwrap();
+        assert_eq!(new.sandbox.read_only, [std::path::PathBuf::from("/opt/mcp")]);
+        assert_eq!(needs_restart(&old, &new), ["sandbox"], "what the sandbox shows is fixed at start");
+        let relative = format!("[sandbox]\nread_only = [\"opt/mcp\"]\n{BASE}");
+        let error = GatewayConfig::parse(&relative, "bub.toml").unwrap_err().to_string();
+        assert!(error.contains("`opt/mcp` is not an absolute path"), "{error}");
     }
 
     #[test]

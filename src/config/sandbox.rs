@@ -1,14 +1,17 @@
 //! `[sandbox]`: the resource limits of the sandbox that chats with
-//! `environment = "sandbox"` run their shell and code in. Every key is
-//! optional; unset, the sandbox's own default applies (see
-//! `bub::environment::sandbox::SandboxLimits`, which these keys fill in the
-//! gateway). The sandboxes are built at start, so a change needs a restart.
+//! `environment = "sandbox"` run their shell and code in, and the host
+//! folders it shows beside the system's. Every key is optional; unset, the
+//! sandbox's own default applies (see
+//! `bub::environment::sandbox::SandboxLimits` and `SandboxSettings`, which
+//! these keys fill in the gateway). The sandboxes are built at start, so a
+//! change needs a restart.
 
 use serde::Deserialize;
 use serde::de::{self, Deserializer};
+use std::path::PathBuf;
 
 /// `[sandbox]`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SandboxConfig {
     /// Memory of one session's whole tree (all its commands and their
@@ -42,6 +45,22 @@ pub struct SandboxConfig {
     /// Free space sandboxed commands leave on the workspaces' disk, in bytes.
     #[serde(default)]
     pub disk_reserve_bytes: Option<u64>,
+    /// Host folders shown read-only inside every sandbox, beside `/usr`,
+    /// `/etc` and the other system folders: where a program the sessions
+    /// run is installed elsewhere (a `scope = "session"` MCP server under
+    /// `/opt`). Absolute paths; hidden paths (`$BUB_HOME`, the config's
+    /// folder) stay hidden.
+    #[serde(default, deserialize_with = "absolute_paths")]
+    pub read_only: Vec<PathBuf>,
+}
+
+/// A relative path would depend on where the gateway was started.
+fn absolute_paths<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<PathBuf>, D::Error> {
+    let paths = Vec::<PathBuf>::deserialize(deserializer)?;
+    if let Some(relative) = paths.iter().find(|path| !path.is_absolute()) {
+        return Err(de::Error::custom(format!("read_only: `{}` is not an absolute path", relative.display())));
+    }
+    Ok(paths)
 }
 
 /// A limit of 0 would make the sandbox unusable: it is a typo.

@@ -16,6 +16,9 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
 
+/// What a spawn with [`SpawnOptions::clean_env`] keeps of the host's variables.
+const KEPT_VARIABLES: [&str; 4] = ["PATH", "HOME", "LANG", "TMPDIR"];
+
 /// Runs on the host in `workspace`.
 pub struct LocalEnvironment {
     workspace: PathBuf,
@@ -82,6 +85,14 @@ impl Environment for LocalEnvironment {
                 (argv.join(" "), process)
             }
         };
+        if options.clean_env {
+            process.env_clear();
+            for name in KEPT_VARIABLES {
+                if let Some(value) = std::env::var_os(name) {
+                    process.env(name, value);
+                }
+            }
+        }
         process
             .current_dir(&cwd)
             .envs(options.env.iter().map(|(k, v)| (k, v)))
@@ -146,9 +157,10 @@ impl Environment for LocalEnvironment {
     }
 }
 
-/// Whether `program` is on `PATH`. Reading `PATH` is part of spawning a
-/// process here (the child inherits the same environment), so it stays in the
-/// library, unlike the `BUB_*` settings the binary reads (`cli/env.rs`).
+/// Whether `program` is on `PATH`. Reading `PATH` (and the other
+/// [`KEPT_VARIABLES`]) is part of spawning a process here (the child inherits
+/// the same environment), so it stays in the library, unlike the `BUB_*`
+/// settings the binary reads (`cli/env.rs`).
 fn which(program: &str) -> bool {
     std::env::var_os("PATH").is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
 }

@@ -55,6 +55,12 @@ pub struct SpawnOptions {
     pub cwd: Option<String>,
     /// Variables layered over the environment's defaults.
     pub env: Vec<(String, String)>,
+    /// None of the host process's variables: only the environment's own few
+    /// (`PATH`, `HOME`, `LANG`, `TMPDIR`; the sandbox adds `USER`) and
+    /// [`SpawnOptions::env`]. The sandbox always starts so; a session's MCP
+    /// server asks it of the local environment too, so the program never
+    /// reads the gateway's model keys.
+    pub clean_env: bool,
 }
 
 /// A started process's pipes; each can be taken once.

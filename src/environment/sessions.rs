@@ -1,8 +1,14 @@
 //! [`Environments`]: one environment per session, created on the session's
 //! first use, closed when it has been idle too long or at shutdown.
+//!
+//! What else lives as long as a session's environment (a session's MCP
+//! server) registers a hook ([`Environments::on_close`]): each close, by the
+//! idle sweep, [`Environments::close_session`] or [`Environments::close_all`],
+//! runs every hook and awaits it before the environment kills what it started.
 
 use super::{Environment, EnvironmentError, EnvironmentProvider};
 use crate::tape::TapeName;
+use futures::future::BoxFuture;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -18,18 +24,48 @@ struct Open {
     last_used: Instant,
 }
 
+/// Told of each environment about to close: the session, the environment.
+pub type CloseHook = Arc<dyn Fn(&str, &Arc<dyn Environment>) -> BoxFuture<'static, ()> + Send + Sync>;
+
 pub struct Environments {
     provider: Arc<dyn EnvironmentProvider>,
     root: PathBuf,
     idle: Duration,
     open: Mutex<HashMap<String, Open>>,
+    hooks: parking_lot::Mutex<Vec<CloseHook>>,
 }
 
 impl Environments {
     /// Workspaces go under `root` (`$BUB_HOME/workspaces`) unless a session is
     /// given one explicitly.
     pub fn new(provider: Arc<dyn EnvironmentProvider>, root: impl Into<PathBuf>, idle: Duration) -> Environments {
-        Environments { provider, root: root.into(), idle, open: Mutex::new(HashMap::new()) }
+        Environments {
+            provider,
+            root: root.into(),
+            idle,
+            open: Mutex::new(HashMap::new()),
+            hooks: parking_lot::Mutex::new(Vec::new()),
+        }
+    }
+
+    /// What makes the sessions' environments.
+    pub fn provider(&self) -> Arc<dyn EnvironmentProvider> {
+        self.provider.clone()
+    }
+
+    /// Runs `hook` (awaited) each time an environment is about to close,
+    /// before it kills what it started.
+    pub fn on_close(&self, hook: CloseHook) {
+        self.hooks.lock().push(hook);
+    }
+
+    /// The hooks, then the environment's own close.
+    async fn close(&self, session: &str, environment: &Arc<dyn Environment>) {
+        let hooks = self.hooks.lock().clone();
+        for hook in hooks {
+            hook(session, environment).await;
+        }
+        environment.close().await;
     }
 
     /// The default workspace of `session`: a file-system-safe, collision-free
@@ -75,7 +111,7 @@ impl Environments {
         };
         for (session, environment) in &idle {
             tracing::debug!(session, "closing an idle environment");
-            environment.close().await;
+            self.close(session, environment).await;
         }
         idle.len()
     }
@@ -100,15 +136,16 @@ impl Environments {
     /// killed); its next use creates a new one. True when one was open.
     pub async fn close_session(&self, session: &str) -> bool {
         let Some(open) = self.open.lock().await.remove(session) else { return false };
-        open.environment.close().await;
+        self.close(session, &open.environment).await;
         true
     }
 
     /// Closes every environment (at shutdown).
     pub async fn close_all(&self) {
-        let all: Vec<Arc<dyn Environment>> = self.open.lock().await.drain().map(|(_, e)| e.environment).collect();
-        for environment in all {
-            environment.close().await;
+        let all: Vec<(String, Arc<dyn Environment>)> =
+            self.open.lock().await.drain().map(|(session, e)| (session, e.environment)).collect();
+        for (session, environment) in &all {
+            self.close(session, environment).await;
         }
     }
 

@@ -65,6 +65,10 @@ pub enum Notice {
     /// A started channel's platform setting hides what the policy relies on
     /// (Telegram's privacy mode while groups are answered), and how to fix it.
     ChannelSetting(String),
+    /// An MCP server of scope `session` cannot run in the sessions'
+    /// environment (the sandbox): why, naming it. Its tools are missing
+    /// until it can; `,mcp` and `/readyz` show it too.
+    McpUnavailable(String),
 }
 
 impl fmt::Display for Notice {
@@ -76,6 +80,9 @@ impl fmt::Display for Notice {
                 write!(f, "error: the new config is invalid; the running policy stays: {error}")
             }
             Notice::ChannelSetting(warning) => write!(f, "warning: {warning}"),
+            Notice::McpUnavailable(error) => {
+                write!(f, "warning: {error}; its tools are missing until it starts (tried again with a growing delay)")
+            }
         }
     }
 }
@@ -367,6 +374,8 @@ async fn start(
     // Before the config is read: `mcp` is a command operators' patterns may name.
     let mcp = McpServers::new(agent.clone(), settings.variables.clone());
     agent.add_tool(crate::mcp::command::mcp_tool(mcp.clone()));
+    let notices = settings.notices.clone();
+    mcp.on_unavailable(move |error| notices(&Notice::McpUnavailable(error.to_string())));
     // A config file is read, checked against the agent's tools and watched in one go.
     let (live, reloads, config_path) = match config {
         ConfigSource::File(path) => {

@@ -148,6 +148,7 @@ impl PolicyConfinement {
                 network: *network,
                 hidden: hidden.clone(),
                 limits: limits(&config.sandbox),
+                read_only: config.sandbox.read_only.clone(),
                 ..SandboxSettings::default()
             };
             let provider = SandboxProvider::new(settings)

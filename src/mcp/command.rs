@@ -60,7 +60,7 @@ fn describe(status: &ServerStatus, tool_names: bool) -> String {
         text.push_str(" (required for readiness)");
     }
     if status.scope == McpScope::Session {
-        text.push_str(" — one per session");
+        let _ = write!(text, " — one per session ({} running)", status.sessions);
     }
     if status.calls > 0 {
         let _ = write!(text, "\n  calls: {}, failed: {}", status.calls, status.errors);
@@ -125,6 +125,7 @@ mod tests {
             pid: None,
             required: true,
             scope: McpScope::Gateway,
+            sessions: 0,
         }
     }
 

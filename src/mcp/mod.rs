@@ -11,6 +11,8 @@
 //! - [`tools`]: a server's tools as bub `Tool`s (names a model accepts).
 //! - [`content`]: a `tools/call` result as a tool result (text, files
 //!   saved in the workspace, structured content, `isError`).
+//! - [`session`]: `SessionServer`, a server of scope `session`: one
+//!   instance per session environment, its tools learnt from a probe.
 //! - [`servers`]: `McpServers`, the gateway's set, kept in step with the
 //!   config (`apply`) and with the agent's tools.
 //! - [`command`]: `,mcp`, the servers' state from a chat.
@@ -29,9 +31,11 @@ pub mod http;
 pub mod serve;
 pub mod server;
 pub mod servers;
+pub mod session;
 pub mod tools;
 
 pub use connect::{Connection, EnvLookup, StdioCommand};
 pub use error::{McpError, McpErrorKind};
 pub use server::{Connector, McpServer, OnTools, ServerState, ServerStatus};
 pub use servers::McpServers;
+pub use session::SessionServer;

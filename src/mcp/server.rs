@@ -33,9 +33,6 @@ pub const BACKOFF_START: Duration = Duration::from_millis(500);
 pub const BACKOFF_CAP: Duration = Duration::from_secs(60);
 /// What a start may take past `start_timeout` before it is given up on.
 const STOP_GRACE: Duration = Duration::from_secs(5);
-/// How long a connection found broken may take to say how it ended (within
-/// the second a failed call waits for the supervisor's word).
-const ENDED_ACCOUNT: Duration = Duration::from_millis(600);
 /// A server up this long starts its backoff over after its next crash.
 pub const BACKOFF_RESET: Duration = Duration::from_secs(120);
 
@@ -91,6 +88,8 @@ pub struct ServerStatus {
     /// `required = true` in its table: `/readyz` waits for it.
     pub required: bool,
     pub scope: McpScope,
+    /// Scope `session`: how many sessions run an instance of it now.
+    pub sessions: usize,
 }
 
 struct Counters {
@@ -221,6 +220,7 @@ impl McpServer {
             pid: counters.pid,
             required: self.shared.config.required,
             scope: self.shared.config.scope,
+            sessions: 0,
         }
     }
 
@@ -280,7 +280,7 @@ impl McpServer {
                 Ok(Err(error @ (ServiceError::TransportClosed | ServiceError::TransportSend(_)))) => {
                     // The supervisor learns why in a moment (or checks the connection).
                     self.shared.suspect.notify_one();
-                    let down = tokio::time::timeout(Duration::from_secs(1), live.down.cancelled()).await;
+                    let down = tokio::time::timeout(Duration::from_secs(3), live.down.cancelled()).await;
                     match down {
                         Ok(()) => Err(self.went_down(tool)),
                         Err(_) => Err(McpError::new(name, McpErrorKind::Down, format!("{tool} failed: {error}"))),
@@ -444,10 +444,11 @@ async fn serve(server: &McpServer, connection: &Connection, on_tools: &OnTools) 
                 let broken = match probe {
                     Ok(Ok(_)) => None,
                     Ok(Err(error @ (ServiceError::TransportClosed | ServiceError::TransportSend(_)))) => {
-                        // A program that exited says how (its exit code, its last
-                        // stderr lines) a moment after its pipe closed: wait for that.
-                        let ended = tokio::time::timeout(ENDED_ACCOUNT, connection.ended()).await;
-                        Some(ended.unwrap_or_else(|_| format!("its connection broke: {error}")))
+                        // The program's end, when it follows: its exit code and last stderr lines say more.
+                        match tokio::time::timeout(Duration::from_secs(2), connection.ended()).await {
+                            Ok(why) => Some(why),
+                            Err(_) => Some(format!("its connection broke: {error}")),
+                        }
                     }
                     Ok(Err(_)) => None,
                     Err(_) => Some(format!("stopped answering (tools/list took over {})", seconds(shared.config.call_timeout))),

@@ -13,11 +13,17 @@
 //! server's own name.
 
 use super::content;
+use super::error::McpError;
 use super::server::McpServer;
+use crate::config::mcp::McpServerConfig;
+use crate::environment::Environment;
 use crate::tools::{Tool, ToolError};
+use futures::future::BoxFuture;
+use rmcp::model::{CallToolResult, JsonObject};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 use std::collections::HashSet;
+use std::sync::Arc;
 
 /// The longest description kept; the rest is cut (a server's essay is sent with every model call).
 pub const MAX_DESCRIPTION: usize = 4096;
@@ -100,10 +106,33 @@ pub fn input_schema(schema: &Map<String, Value>) -> Value {
     Value::Object(schema)
 }
 
+/// How a tool's call reaches a server: the server's own tool name, the
+/// arguments, and the environment of the session making the call (a
+/// session-scoped server runs in it).
+pub type Caller = Arc<
+    dyn Fn(
+            String,
+            Option<JsonObject>,
+            Option<Arc<dyn Environment>>,
+        ) -> BoxFuture<'static, Result<CallToolResult, McpError>>
+        + Send
+        + Sync,
+>;
+
 /// `server`'s tools as bub tools, each calling through the supervised
 /// server (so after a restart the same tool works again).
 pub fn bub_tools(server: &McpServer, tools: &[rmcp::model::Tool]) -> Vec<Tool> {
-    let name = server.name();
+    let handler = server.clone();
+    let caller: Caller = Arc::new(move |tool, arguments, _environment| {
+        let server = handler.clone();
+        Box::pin(async move { server.call(&tool, arguments).await })
+    });
+    tools_calling(server.name(), server.config(), tools, caller)
+}
+
+/// The tools `tools` of server `name` (its table `config`), each call made
+/// through `caller`.
+pub fn tools_calling(name: &str, config: &McpServerConfig, tools: &[rmcp::model::Tool], caller: Caller) -> Vec<Tool> {
     let names = tool_names(name, tools.iter().map(|tool| tool.name.as_ref()));
     let source = source(name);
     tools
@@ -112,14 +141,14 @@ pub fn bub_tools(server: &McpServer, tools: &[rmcp::model::Tool]) -> Vec<Tool> {
         .map(|(tool, bub_name)| {
             let original = tool.name.to_string();
             let text = tool.description.as_deref().or(tool.title.as_deref()).unwrap_or_default();
-            let capabilities = server.config().capabilities_of(&original);
-            let handler_server = server.clone();
+            let capabilities = config.capabilities_of(&original);
+            let (caller, server) = (caller.clone(), name.to_string());
             Tool::new(
                 format!("mcp.{name}.{bub_name}"),
                 description(text),
                 input_schema(&tool.input_schema),
                 move |args, ctx| {
-                    let (server, original) = (handler_server.clone(), original.clone());
+                    let (caller, server, original) = (caller.clone(), server.clone(), original.clone());
                     async move {
                         let arguments = match args {
                             Value::Object(map) => Some(map),
@@ -130,8 +159,8 @@ pub fn bub_tools(server: &McpServer, tools: &[rmcp::model::Tool]) -> Vec<Tool> {
                                 )));
                             }
                         };
-                        let answer = server.call(&original, arguments).await?;
-                        content::tool_result(server.name(), &ctx, answer).await
+                        let answer = caller(original, arguments, ctx.environment.clone()).await?;
+                        content::tool_result(&server, &ctx, answer).await
                     }
                 },
             )

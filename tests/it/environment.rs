@@ -38,7 +38,11 @@ async fn cwd_and_env_are_layered_over_the_defaults() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join("sub")).unwrap();
     let environment = LocalEnvironment::new(dir.path(), false).unwrap();
-    let options = SpawnOptions { cwd: Some("sub".into()), env: vec![("GREETING".into(), "hej".into())] };
+    let options = SpawnOptions {
+        cwd: Some("sub".into()),
+        env: vec![("GREETING".into(), "hej".into())],
+        ..SpawnOptions::default()
+    };
     let (text, _) =
         output_of(&environment, Program::Shell("echo $GREETING $(basename $PWD) ${PATH:+has-path}".into()), options)
             .await;
@@ -108,7 +112,7 @@ async fn a_confined_environment_refuses_every_way_out() {
         assert!(environment.write_text(path, "x").await.is_err());
     }
     assert_eq!(std::fs::read_to_string(&outside).unwrap(), "outside", "nothing was written outside");
-    let escape = SpawnOptions { cwd: Some("..".into()), env: vec![] };
+    let escape = SpawnOptions { cwd: Some("..".into()), ..SpawnOptions::default() };
     assert!(environment.spawn(Program::Shell("pwd".into()), escape).await.is_err(), "cwd is confined too");
     environment.write_text("inside.txt", "fine").await.unwrap();
 }

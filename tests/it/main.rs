@@ -60,6 +60,9 @@ mod codemode_runner;
 // comma commands and model calls.
 mod mcp_foreign_tools;
 
+// MCP servers of scope session: one instance per session environment.
+mod mcp_session;
+
 // Tools and where they run: the builtin tools, session environments and the
 // sandbox.
 mod builtin_tools;

@@ -385,7 +385,8 @@ async fn host_side_file_access_stays_in_the_workspace() {
 #[tokio::test]
 async fn a_cwd_outside_the_workspace_is_refused() {
     let home = Home::new().await;
-    let options = SpawnOptions { cwd: Some(home.path("workspaces/two").display().to_string()), env: Vec::new() };
+    let options =
+        SpawnOptions { cwd: Some(home.path("workspaces/two").display().to_string()), ..SpawnOptions::default() };
     let error = home.environment.spawn(Program::Shell("pwd".into()), options).await.err().expect("refused");
     assert!(matches!(error, EnvironmentError::Path(_)), "{error}");
 }

@@ -76,7 +76,7 @@ impl ShellProcess {
         cwd: Option<&str>,
         output_cap: usize,
     ) -> Result<ShellProcess, EnvironmentError> {
-        let options = SpawnOptions { cwd: cwd.map(str::to_string), env: Vec::new() };
+        let options = SpawnOptions { cwd: cwd.map(str::to_string), ..SpawnOptions::default() };
         let mut process = environment.spawn(Program::Shell(format!("exec 2>&1\n{cmd}")), options).await?;
         let io = process.take_io();
         drop(io.stdin); // closed: commands read EOF, as from /dev/null

@@ -573,4 +573,24 @@ mod tests {
         let status = tokio::time::timeout(Duration::from_secs(5), child.wait()).await.unwrap().unwrap();
         assert!(!status.success(), "ended by a signal, not by itself: {status:?}");
     }
+
+    #[tokio::test]
+    async fn the_tail_has_a_programs_last_words_once_its_stderr_is_drained() {
+        use tokio::io::AsyncWriteExt;
+        let (mut stderr, reader) = tokio::io::duplex(1024);
+        let tail = StderrTail::default();
+        tail.follow("fx", reader);
+        stderr.write_all(b"started\ncrashing now\n").await.unwrap();
+        drop(stderr);
+        tail.drained(Duration::from_secs(10)).await;
+        assert_eq!(tail.lines(), ["started", "crashing now"]);
+
+        // A pipe some child still holds open is waited for no longer than asked.
+        let (_held, reader) = tokio::io::duplex(1024);
+        let tail = StderrTail::default();
+        tail.follow("fx", reader);
+        let started = std::time::Instant::now();
+        tail.drained(Duration::from_millis(100)).await;
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
 }

@@ -59,26 +59,49 @@ pub struct StdioCommand {
     pub cwd: Option<PathBuf>,
 }
 
+/// How long the message of a connection that ended waits for the rest of
+/// the program's stderr (its last words, written just before it exited).
+const STDERR_DRAIN: Duration = Duration::from_millis(250);
+
 /// The last lines of a server's stderr.
-#[derive(Clone, Default)]
-pub struct StderrTail(Arc<Mutex<VecDeque<String>>>);
+#[derive(Clone)]
+pub struct StderrTail {
+    lines: Arc<Mutex<VecDeque<String>>>,
+    /// False while a pipe is being read; true once it ended, or when none is.
+    read_to_end: Arc<watch::Sender<bool>>,
+}
+
+impl Default for StderrTail {
+    fn default() -> StderrTail {
+        StderrTail { lines: Arc::default(), read_to_end: Arc::new(watch::Sender::new(true)) }
+    }
+}
 
 impl StderrTail {
     pub fn lines(&self) -> Vec<String> {
-        self.0.lock().iter().cloned().collect()
+        self.lines.lock().iter().cloned().collect()
     }
 
     fn push(&self, line: String) {
-        let mut lines = self.0.lock();
+        let mut lines = self.lines.lock();
         if lines.len() == STDERR_KEPT {
             lines.pop_front();
         }
         lines.push_back(line);
     }
 
+    /// Waits, at most `limit`, until the pipe was read to its end: a program
+    /// that exited has its last lines read (a child still holding the pipe
+    /// open is waited for no longer than `limit`).
+    async fn drained(&self, limit: Duration) {
+        let mut read_to_end = self.read_to_end.subscribe();
+        let _ = tokio::time::timeout(limit, read_to_end.wait_for(|done| *done)).await;
+    }
+
     /// Reads `stderr` to its end in a task of its own.
     fn follow(&self, server: &str, stderr: impl AsyncRead + Send + Unpin + 'static) {
         let (tail, server) = (self.clone(), server.to_string());
+        self.read_to_end.send_replace(false);
         tokio::spawn(async move {
             let mut reader = BufReader::new(stderr);
             let mut line = Vec::new();
@@ -95,6 +118,7 @@ impl StderrTail {
                     }
                 }
             }
+            tail.read_to_end.send_replace(true);
         });
     }
 }
@@ -334,7 +358,7 @@ impl Connection {
             Err(message) => {
                 cancel.cancel();
                 // Give stderr a moment: a program that failed says why there.
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                diagnostics.stderr.drained(Duration::from_millis(100)).await;
                 return Err(McpError::new(server, McpErrorKind::Start, format!("{message}{}", diagnostics.describe())));
             }
         };
@@ -413,6 +437,7 @@ impl Connection {
             Some(code) => format!("exited with code {code}"),
             None => "closed the connection".to_string(),
         };
+        self.stderr.drained(STDERR_DRAIN).await;
         format!("the server {how}{}", StderrLines(&self.stderr.lines()))
     }
 
@@ -547,5 +572,25 @@ mod tests {
         connection.close().await;
         let status = tokio::time::timeout(Duration::from_secs(5), child.wait()).await.unwrap().unwrap();
         assert!(!status.success(), "ended by a signal, not by itself: {status:?}");
+    }
+
+    #[tokio::test]
+    async fn the_tail_has_a_programs_last_words_once_its_stderr_is_drained() {
+        use tokio::io::AsyncWriteExt;
+        let (mut stderr, reader) = tokio::io::duplex(1024);
+        let tail = StderrTail::default();
+        tail.follow("fx", reader);
+        stderr.write_all(b"started\ncrashing now\n").await.unwrap();
+        drop(stderr);
+        tail.drained(Duration::from_secs(10)).await;
+        assert_eq!(tail.lines(), ["started", "crashing now"]);
+
+        // A pipe some child still holds open is waited for no longer than asked.
+        let (_held, reader) = tokio::io::duplex(1024);
+        let tail = StderrTail::default();
+        tail.follow("fx", reader);
+        let started = std::time::Instant::now();
+        tail.drained(Duration::from_millis(100)).await;
+        assert!(started.elapsed() < Duration::from_secs(5));
     }
 }

@@ -74,9 +74,10 @@ mod policy_config;
 mod policy_reload;
 
 // The gateway (the real binary) over the webhook channel: turns, policy,
-// compaction, crashes; and the outbound scheduler every channel sends through.
+// compaction, crashes, MCP servers' tools; and the outbound scheduler every channel sends through.
 mod gateway_compaction;
 mod gateway_crash;
+mod gateway_mcp;
 mod gateway_policy;
 mod gateway_spans;
 mod gateway_traces;

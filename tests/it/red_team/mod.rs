@@ -25,6 +25,9 @@
 //!   reaching whatever listens on `0.0.0.0` (the gateway too).
 //! - `provenance`: text nobody vouched for (a stranger's message, a fetched
 //!   page) steering the model into the shell.
+//! - `mcp`: a denied MCP tool reached from the model, from code mode, from a
+//!   subagent or from a non-operator's comma command; an undeclared MCP
+//!   tool's answer steering the model into the shell.
 //! - `workspace_files`: what a sandboxed command plants in the workspace
 //!   (symlinks out, FIFOs, devices, hard links) read by the gateway as root.
 
@@ -36,6 +39,7 @@ mod front_door;
 mod held;
 #[allow(unsafe_code)]
 mod host_side;
+mod mcp;
 mod model_tools;
 mod own_address;
 // A stranger on Telegram: the route is a chat platform's.

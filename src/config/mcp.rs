@@ -48,8 +48,6 @@ pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(120);
 /// Server names are parts of tool names (`mcp.NAME.TOOL`, `mcp_NAME_TOOL` for
 /// the model, which allows 64 characters in all): short words.
 pub const MAX_SERVER_NAME: usize = 24;
-/// A secret file is a few lines; anything bigger is the wrong file.
-const MAX_SECRET_FILE_BYTES: u64 = 64 * 1024;
 
 /// One `[mcp.NAME]` table, checked.
 #[derive(Debug, Clone, PartialEq)]
@@ -324,26 +322,11 @@ fn secrets(
     Ok(values)
 }
 
-/// The first line of the file `path` (from the config's folder when relative).
+/// The first line of the secret file `path` (from the config's folder when relative).
 fn read_secret_file(config: &Path, path: &Path) -> Result<String, String> {
-    let file = match config.parent() {
-        Some(folder) if path.is_relative() => folder.join(path),
-        _ => path.to_path_buf(),
-    };
-    let failed = |why: String| format!("{}: {why}", file.display());
-    let metadata = std::fs::metadata(&file).map_err(|error| failed(format!("cannot read: {error}")))?;
-    if !metadata.is_file() {
-        return Err(failed("not a regular file".into()));
-    }
-    if metadata.len() > MAX_SECRET_FILE_BYTES {
-        return Err(failed(format!("{} bytes: a secret file holds at most {MAX_SECRET_FILE_BYTES}", metadata.len())));
-    }
-    let text = std::fs::read_to_string(&file).map_err(|error| failed(format!("cannot read: {error}")))?;
-    let first = text.lines().next().unwrap_or_default().trim();
-    if first.is_empty() {
-        return Err(failed("empty".into()));
-    }
-    Ok(first.to_string())
+    let text = super::channel::secret_file::read_secret_file(config, path)
+        .map_err(|(file, why)| format!("{}: {why}", file.display()))?;
+    Ok(text.lines().map(str::trim).find(|line| !line.is_empty()).unwrap_or_default().to_string())
 }
 
 #[cfg(test)]

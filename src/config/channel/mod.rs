@@ -15,7 +15,7 @@
 //! say where in the file a value breaks them, so each rule is written once.
 
 mod discord;
-mod secret_file;
+pub(super) mod secret_file;
 mod telegram;
 mod webhook;
 

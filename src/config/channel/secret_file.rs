@@ -59,20 +59,31 @@ fn read(
     if let Some(span) = inline {
         return Err(checking.error(span, format!("both `{key}` and `{key}_file` are set: keep one")));
     }
-    let file = resolve(checking.config_path(), path.get_ref());
-    let failed = |why: String| checking.error(path.span(), format!("`{key}_file` {}: {why}", file.display()));
-    let metadata = std::fs::metadata(&file).map_err(|error| failed(format!("cannot read: {error}")))?;
+    read_secret_file(checking.config_path(), path.get_ref())
+        .map_err(|(file, why)| checking.error(path.span(), format!("`{key}_file` {}: {why}", file.display())))
+}
+
+/// The text of the secret file at `path` (from the folder of the config at
+/// `config` when relative): a regular file of at most 64 KiB, not blank. The
+/// error is the file as resolved and why. Channels' `KEY_file` keys and MCP
+/// servers' `{ file = "PATH" }` values read their files here.
+pub(in crate::config) fn read_secret_file(config: &Path, path: &Path) -> Result<String, (PathBuf, String)> {
+    let file = resolve(config, path);
+    let metadata = match std::fs::metadata(&file) {
+        Ok(metadata) => metadata,
+        Err(error) => return Err((file, format!("cannot read: {error}"))),
+    };
     if !metadata.is_file() {
-        return Err(failed("not a regular file".into()));
+        return Err((file, "not a regular file".into()));
     }
     if metadata.len() > MAX_BYTES {
-        return Err(failed(format!("{} bytes: a secret file holds at most {MAX_BYTES}", metadata.len())));
+        return Err((file, format!("{} bytes: a secret file holds at most {MAX_BYTES}", metadata.len())));
     }
-    let text = std::fs::read_to_string(&file).map_err(|error| failed(format!("cannot read: {error}")))?;
-    if text.trim().is_empty() {
-        return Err(failed("empty".into()));
+    match std::fs::read_to_string(&file) {
+        Ok(text) if text.trim().is_empty() => Err((file, "empty".into())),
+        Ok(text) => Ok(text),
+        Err(error) => Err((file, format!("cannot read: {error}"))),
     }
-    Ok(text)
 }
 
 /// `path` as written, from the config file's folder when relative.

@@ -227,6 +227,23 @@ pub fn definitions_tokens<'a>(tools: impl IntoIterator<Item = &'a Tool>) -> u64 
     tools.into_iter().map(|tool| counter.count(&tool.definition().to_string())).sum()
 }
 
+/// The tokens `tools`' definitions take in a turn's first request under
+/// `budget` (counted with `counter`): all in full under it; past it, the
+/// tools a source added compact, plus `tools.describe`. What compaction
+/// counts as the fixed part of a request.
+pub(crate) fn sent_tokens(tools: &[&Tool], budget: u64, counter: &TokenCounter) -> u64 {
+    let full: u64 = tools.iter().map(|tool| counter.count(&tool.definition().to_string())).sum();
+    let over = budget > 0 && definitions_tokens(tools.iter().copied()) > budget;
+    if !over || !tools.iter().any(|tool| tool.source().is_some()) {
+        return full;
+    }
+    let sent = tools.iter().map(|tool| match tool.source() {
+        Some(_) => counter.count(&compact_definition(tool).to_string()),
+        None => counter.count(&tool.definition().to_string()),
+    });
+    sent.sum::<u64>() + counter.count(&describe_tool().definition().to_string())
+}
+
 /// A tool's name, its one-line summary and an open parameters schema (see the module doc).
 fn compact_definition(tool: &Tool) -> Arc<Value> {
     let summary = tool.summary();
@@ -260,6 +277,21 @@ mod tests {
             registry.insert(tool);
         }
         Arc::new(registry)
+    }
+
+    /// Compaction counts what is sent: past the budget, compact definitions.
+    #[test]
+    fn the_tokens_sent_follow_the_budget() {
+        let counter = TokenCounter::estimate();
+        let tools: Vec<Tool> = (0..50)
+            .map(|i| tool(&format!("mcp.docs.t{i}"), "Search the docs.").with_source("mcp.docs"))
+            .chain([tool("bash", "Run a command.")])
+            .collect();
+        let tools: Vec<&Tool> = tools.iter().collect();
+        let full = sent_tokens(&tools, 0, &counter);
+        assert_eq!(full, sent_tokens(&tools, full * 2, &counter), "under the budget: all in full");
+        let compact = sent_tokens(&tools, 1_000, &counter);
+        assert!(compact * 3 < full, "{compact} of {full}");
     }
 
     #[test]

@@ -115,6 +115,9 @@ struct Shared {
     live: Mutex<Option<Live>>,
     stop: CancellationToken,
     stopped: watch::Sender<bool>,
+    /// A call saw the connection fail: the supervisor checks it (an HTTP
+    /// session can break while its transport task lives on).
+    suspect: tokio::sync::Notify,
 }
 
 /// A supervised server. Cheap to clone; every clone is the same server.
@@ -181,6 +184,7 @@ impl McpServer {
             live: Mutex::new(None),
             stop: CancellationToken::new(),
             stopped,
+            suspect: tokio::sync::Notify::new(),
         });
         let server = McpServer { shared: shared.clone() };
         metrics::gauge!("bub_mcp_server_up", "server" => shared.name.clone()).set(0.0);
@@ -270,10 +274,14 @@ impl McpServer {
                     McpErrorKind::Protocol,
                     format!("{tool} failed: {} (code {})", error.message, error.code.0),
                 )),
-                Ok(Err(ServiceError::TransportClosed | ServiceError::TransportSend(_))) => {
-                    // The supervisor learns why in a moment.
-                    let _ = tokio::time::timeout(Duration::from_secs(1), live.down.cancelled()).await;
-                    Err(self.went_down(tool))
+                Ok(Err(error @ (ServiceError::TransportClosed | ServiceError::TransportSend(_)))) => {
+                    // The supervisor learns why in a moment (or checks the connection).
+                    self.shared.suspect.notify_one();
+                    let down = tokio::time::timeout(Duration::from_secs(1), live.down.cancelled()).await;
+                    match down {
+                        Ok(()) => Err(self.went_down(tool)),
+                        Err(_) => Err(McpError::new(name, McpErrorKind::Down, format!("{tool} failed: {error}"))),
+                    }
                 }
                 Ok(Err(other)) => Err(McpError::new(name, McpErrorKind::Protocol, format!("{tool} failed: {other}"))),
                 Err(_) => Err(McpError::new(
@@ -427,6 +435,22 @@ async fn serve(server: &McpServer, connection: &Connection, on_tools: &OnTools) 
                 tracing::warn!(mcp_server = %shared.name, error = %why, "mcp server went down");
                 shared.counters.lock().last_error = Some(why);
                 return false;
+            }
+            _ = shared.suspect.notified() => {
+                let probe = tokio::time::timeout(shared.config.call_timeout, connection.peer().list_all_tools()).await;
+                let broken = match probe {
+                    Ok(Ok(_)) => None,
+                    Ok(Err(error @ (ServiceError::TransportClosed | ServiceError::TransportSend(_)))) => {
+                        Some(format!("its connection broke: {error}"))
+                    }
+                    Ok(Err(_)) => None,
+                    Err(_) => Some(format!("stopped answering (tools/list took over {})", seconds(shared.config.call_timeout))),
+                };
+                if let Some(why) = broken {
+                    tracing::warn!(mcp_server = %shared.name, error = %why, "mcp server went down");
+                    shared.counters.lock().last_error = Some(why);
+                    return false;
+                }
             }
             _ = connection.tools_changed() => {
                 let listed = tokio::time::timeout(shared.config.call_timeout, connection.peer().list_all_tools()).await;

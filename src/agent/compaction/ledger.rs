@@ -228,9 +228,13 @@ impl Agent {
         Ok(self.fixed_part(counter, system.or(recorded.as_deref())))
     }
 
-    /// The tool schemas and `system`, counted with `counter`.
+    /// The tool schemas and `system`, counted with `counter`. The schemas as
+    /// a turn's first request sends them under the agent's schema budget
+    /// (compact past it; a run's own budget may differ, which this ignores).
     pub(crate) fn fixed_part(&self, counter: &TokenCounter, system: Option<&str>) -> u64 {
-        let tools: u64 = self.tools().model_tools().map(|tool| counter.count(&tool.definition().to_string())).sum();
+        let registry = self.tools();
+        let offered: Vec<&crate::tools::Tool> = registry.model_tools().collect();
+        let tools = super::super::tool_budget::sent_tokens(&offered, self.inner.tool_schema_budget, counter);
         tools + system.map_or(0, |s| counter.count(s) + MESSAGE_OVERHEAD)
     }
 

@@ -41,7 +41,9 @@
 //! `startup`: `McpServers::apply` then `wait_ready` with 0, 1, 5 and 10
 //! servers of the fixture (in process): when `apply` returns (servers come
 //! up in the background) and when all are ready, the median of
-//! `BENCH_MCP_STARTS` starts, and `stop_all`.
+//! `BENCH_MCP_STARTS` starts, and `stop_all`; beside it, the same number of
+//! servers started at once by rmcp's own client (spawn, initialize,
+//! `tools/list`), what the servers themselves take.
 //!
 //! `gateway`: the real `bub gateway` (this profile's binary) on a config
 //! with a webhook channel and 0, 1, 5, 10 fixture servers, `required =
@@ -257,10 +259,7 @@ async fn calls(argv: &[String]) {
         "\nMCP call overhead: tool `echo` of tests/mcp/fixtures/server.py (python3, stdlib), {count} calls per path \
          after {warmup} warm-up, interleaved in blocks of {BLOCK}"
     );
-    println!(
-        "{:>9}  {:<38} {:>10} {:>10} {:>14} {:>7}",
-        "payload", "path", "median", "p99", "vs direct", "ratio"
-    );
+    println!("{:>9}  {:<38} {:>10} {:>10} {:>14} {:>7}", "payload", "path", "median", "p99", "vs direct", "ratio");
     for size in list_knob("BENCH_MCP_PAYLOADS", &[16, 65536]) {
         let text = "x".repeat(size);
         let arguments: JsonObject = json!({ "text": text }).as_object().cloned().unwrap();
@@ -332,9 +331,10 @@ async fn agent_turns(servers: &McpServers, mcp_tool: Tool, peer: rmcp::service::
     let turns = knob("BENCH_MCP_TURNS", 1000).max(1);
     let warmup = knob("BENCH_MCP_WARMUP", 200).min(turns);
     let arguments = json!({"text": "hello from the model"});
-    let local_tool = Tool::new("echo_local", "Echoes the text.", mcp_tool.parameters().clone(), |args: Value, _| async move {
-        Ok(Value::String(args["text"].as_str().unwrap_or_default().to_string()))
-    });
+    let local_tool =
+        Tool::new("echo_local", "Echoes the text.", mcp_tool.parameters().clone(), |args: Value, _| async move {
+            Ok(Value::String(args["text"].as_str().unwrap_or_default().to_string()))
+        });
     let through_mcp = agent(Some(("mcp_bench_echo", arguments.clone())), vec![mcp_tool]);
     let in_process = agent(Some(("echo_local", arguments.clone())), vec![local_tool]);
     let direct_arguments: JsonObject = arguments.as_object().cloned().unwrap();
@@ -360,7 +360,11 @@ async fn agent_turns(servers: &McpServers, mcp_tool: Tool, peer: rmcp::service::
             }),
             times: Vec::new(),
         },
-        Timed { name: "agent turn, in-process echo tool", call: Box::new(|| Box::pin(run(&in_process))), times: Vec::new() },
+        Timed {
+            name: "agent turn, in-process echo tool",
+            call: Box::new(|| Box::pin(run(&in_process))),
+            times: Vec::new(),
+        },
         Timed { name: "agent turn, mcp_bench_echo", call: Box::new(|| Box::pin(run(&through_mcp))), times: Vec::new() },
     ];
     measure(&mut paths, warmup, turns).await;
@@ -372,7 +376,12 @@ async fn agent_turns(servers: &McpServers, mcp_tool: Tool, peer: rmcp::service::
     );
     println!("{:<38} {:>10} {:>10}", "path", "median", "p99");
     for path in [direct, local, mcp] {
-        println!("{:<38} {:>10} {:>10}", path.name, us(percentile(&path.times, 0.5)), us(percentile(&path.times, 0.99)));
+        println!(
+            "{:<38} {:>10} {:>10}",
+            path.name,
+            us(percentile(&path.times, 0.5)),
+            us(percentile(&path.times, 0.99))
+        );
     }
     let in_turn = median(&mcp.times) - median(&local.times);
     println!(
@@ -395,18 +404,37 @@ fn median_of(mut values: Vec<Duration>) -> Duration {
     percentile(&values, 0.5)
 }
 
+/// `count` servers started by rmcp's own client at once (spawn, initialize,
+/// `tools/list`): what the servers themselves take to come up.
+async fn direct_start(argv: &[String], count: usize) -> Duration {
+    let started = Instant::now();
+    let clients = futures::future::join_all((0..count).map(|_| async {
+        let client = direct_client(argv).await;
+        let tools = client.peer().list_all_tools().await.expect("tools/list");
+        assert_eq!(tools.len(), 6);
+        client
+    }))
+    .await;
+    let elapsed = started.elapsed();
+    for client in clients {
+        let _ = client.cancel().await;
+    }
+    elapsed
+}
+
 async fn startup(argv: &[String]) {
     let starts = knob("BENCH_MCP_STARTS", 5).max(1);
     println!(
         "\nstart-up per configured server (in process: McpServers::apply, wait_ready, stop_all; median of {starts})"
     );
     println!(
-        "{:>7} {:>14} {:>14} {:>18} {:>12}",
-        "servers", "apply returns", "all ready", "added per server", "stop_all"
+        "{:>7} {:>14} {:>14} {:>18} {:>12} {:>22}",
+        "servers", "apply returns", "all ready", "added per server", "stop_all", "direct (rmcp) all up"
     );
     for count in list_knob("BENCH_MCP_SERVERS", &[0, 1, 5, 10]) {
-        let (mut applied, mut ready, mut stopped) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut applied, mut ready, mut stopped, mut direct) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for _ in 0..starts {
+            direct.push(direct_start(argv, count).await);
             let target = agent(None, vec![]);
             let servers = McpServers::new(target.clone(), lookup());
             let configs = config_with(argv, count, false);
@@ -425,11 +453,12 @@ async fn startup(argv: &[String]) {
         let ready = median_of(ready);
         let per_server = if count == 0 { "-".to_string() } else { ms(ready / count as u32) };
         println!(
-            "{count:>7} {:>14} {:>14} {:>18} {:>12}",
+            "{count:>7} {:>14} {:>14} {:>18} {:>12} {:>22}",
             us(median_of(applied)),
             ms(ready),
             per_server,
-            ms(median_of(stopped))
+            ms(median_of(stopped)),
+            ms(median_of(direct))
         );
     }
 }
@@ -530,7 +559,8 @@ async fn gateway(argv: &[String]) {
         "servers", "required", "first answer", "ready (200)", "up when ready", "all up", "stop"
     );
     let counts = list_knob("BENCH_MCP_SERVERS", &[0, 1, 5, 10]);
-    let variants = counts.iter().map(|&count| (count, false)).chain(counts.iter().filter(|&&c| c > 0).map(|&c| (c, true)));
+    let variants =
+        counts.iter().map(|&count| (count, false)).chain(counts.iter().filter(|&&c| c > 0).map(|&c| (c, true)));
     for (count, required) in variants {
         let mut runs = Vec::new();
         for _ in 0..starts {

@@ -156,21 +156,25 @@ struct Sniffer<R> {
     seen: NotJsonRpc,
 }
 
-impl<R> Sniffer<R> {
-    fn observe(&mut self, bytes: &[u8]) {
-        for &byte in bytes {
-            if byte == b'\n' {
-                let text = String::from_utf8_lossy(&self.line);
-                let text = text.trim();
-                if !text.is_empty() && !text.starts_with('{') && !text.starts_with('[') {
-                    *self.seen.0.lock() = Some(text.to_string());
-                }
-                self.line.clear();
-            } else if self.line.len() < SNIFFED {
-                self.line.push(byte);
-            }
+/// Notes in `seen` each complete line of `bytes` (its first [`SNIFFED`]
+/// bytes gathered in `line`) that does not start like JSON. Reads the
+/// bytes in place: a 64 KiB answer is scanned once, never copied.
+fn observe(line: &mut Vec<u8>, seen: &NotJsonRpc, mut bytes: &[u8]) {
+    let keep = |line: &mut Vec<u8>, part: &[u8]| {
+        let room = SNIFFED.saturating_sub(line.len());
+        line.extend_from_slice(&part[..part.len().min(room)]);
+    };
+    while let Some(end) = bytes.iter().position(|&byte| byte == b'\n') {
+        keep(line, &bytes[..end]);
+        let text = String::from_utf8_lossy(line);
+        let text = text.trim();
+        if !text.is_empty() && !text.starts_with('{') && !text.starts_with('[') {
+            *seen.0.lock() = Some(text.to_string());
         }
+        line.clear();
+        bytes = &bytes[end + 1..];
     }
+    keep(line, bytes);
 }
 
 impl<R: AsyncRead + Unpin> AsyncRead for Sniffer<R> {
@@ -183,8 +187,7 @@ impl<R: AsyncRead + Unpin> AsyncRead for Sniffer<R> {
         let before = buf.filled().len();
         let poll = std::pin::Pin::new(&mut this.inner).poll_read(cx, buf);
         if let std::task::Poll::Ready(Ok(())) = &poll {
-            let filled = buf.filled()[before..].to_vec();
-            this.observe(&filled);
+            observe(&mut this.line, &this.seen, &buf.filled()[before..]);
         }
         poll
     }
@@ -526,6 +529,19 @@ mod tests {
     use super::*;
     use rmcp::model::CallToolRequestParams;
     use std::path::Path;
+
+    /// Lines split across reads are judged whole; JSON lines are not noted.
+    #[test]
+    fn the_sniffer_notes_the_last_line_that_is_not_json() {
+        let (mut line, seen) = (Vec::new(), NotJsonRpc::default());
+        observe(&mut line, &seen, b"{\"jsonrpc\":\"2.0\"}\nWarn");
+        assert_eq!(*seen.0.lock(), None);
+        observe(&mut line, &seen, b"ing: npm is old\n{\"id\":1}\n");
+        assert_eq!(seen.0.lock().as_deref(), Some("Warning: npm is old"));
+        observe(&mut line, &seen, &[b'x'; 5000]);
+        observe(&mut line, &seen, b"\n");
+        assert_eq!(seen.0.lock().as_deref().map(str::len), Some(SNIFFED), "a long line is kept to its start");
+    }
 
     /// A plain process's pid as a kill handle, the way a caller with its
     /// own process type hands one in.

@@ -15,7 +15,7 @@
 use crate::environment::Environment;
 use crate::tools::{ToolContext, ToolError};
 use base64::Engine;
-use rmcp::model::CallToolResult;
+use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{Value, json};
 use std::sync::Arc;
 
@@ -56,12 +56,16 @@ fn extension(media_type: &str) -> &'static str {
 /// The result the model reads for `answer`, files written through `context`.
 pub async fn tool_result(server: &str, context: &ToolContext, answer: CallToolResult) -> Result<Value, ToolError> {
     let mut files = Files { server, call_id: &context.call_id, environment: context.environment().ok(), saved: 0 };
-    let blocks = serde_json::to_value(&answer.content).unwrap_or(Value::Null);
-    let mut parts = Vec::new();
-    for block in blocks.as_array().into_iter().flatten() {
-        parts.push(files.describe(block).await);
+    let mut parts = Vec::with_capacity(answer.content.len());
+    for block in answer.content {
+        // Text as it came (most answers are one text block: no copy); other blocks through their JSON.
+        let part = match block {
+            ContentBlock::Text(text) => text.text,
+            other => files.describe(&serde_json::to_value(&other).unwrap_or(Value::Null)).await,
+        };
+        parts.push(part);
     }
-    let mut text = parts.join("\n");
+    let mut text = if parts.len() == 1 { parts.pop().unwrap_or_default() } else { parts.join("\n") };
     if text.trim().is_empty()
         && let Some(structured) = &answer.structured_content
     {

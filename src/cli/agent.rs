@@ -69,11 +69,13 @@ pub(crate) async fn start_mcp(home: &BubHome, config: Option<PathBuf>, setup: &S
         if status.state != crate::mcp::ServerState::Ready {
             let why = status.last_error.map(|error| format!(": {error}")).unwrap_or_default();
             let scope = if status.scope == crate::config::McpScope::Session { " (one per session)" } else { "" };
-            eprintln!(
-                "warning: mcp server `{}`{scope} is {}{why}; its tools are missing",
-                status.name,
-                status.state.label()
-            );
+            let state = match status.state {
+                crate::mcp::ServerState::Starting => "is still starting",
+                crate::mcp::ServerState::Failed { .. } => "did not start",
+                crate::mcp::ServerState::Restarting { .. } => "went down",
+                _ => "is not running",
+            };
+            eprintln!("warning: mcp server `{}`{scope} {state}{why}; its tools are missing", status.name);
         }
     }
     Ok(Some(servers))

@@ -125,6 +125,7 @@ mod log_secrets;
 // workspace, `bub doctor`, on the real binary.
 mod cli_agent;
 mod cli_doctor;
+mod cli_mcp;
 mod cli_runtime;
 mod cli_workspace;
 

@@ -15,6 +15,9 @@
 //! - `model`: `GET /models` at each configured model's provider, with its key;
 //! - `sandbox`: the sandboxes the policies ask for, built and tried as the
 //!   gateway builds them at start; code mode's `python3`;
+//! - `mcp`: each MCP server of the config started as the gateway starts
+//!   it, its tools counted, and stopped (a `required` one that does not come
+//!   up fails; another warns);
 //! - `home`: the data directory's owner, mode and writability;
 //! - `clock`: the local clock against the `Date` of the model API's answer
 //!   (signed webhook requests are refused beyond the replay window).
@@ -29,6 +32,7 @@ mod channels;
 mod clock;
 mod config;
 mod home;
+mod mcp;
 mod model;
 mod sandbox;
 mod store;
@@ -120,13 +124,14 @@ pub(crate) async fn run_doctor(home: &BubHome, config: Option<PathBuf>, json: bo
     let (mut findings, gateway_config) = config::check(home, config_file.as_deref());
     let location = crate::setup::store_location(home, config_file.as_deref(), &vars);
     let config = gateway_config.as_ref();
-    let (database, disk, data_dir, channels, models, sandbox) = tokio::join!(
+    let (database, disk, data_dir, channels, models, sandbox, mcp) = tokio::join!(
         store::check_database(location),
         store::check_disk(home),
         home::check(home),
         channels::check(config),
         model::check(&vars, config.map(|checked| &checked.config)),
         sandbox::check(home, config_file.as_deref(), config),
+        mcp::check(config),
     );
     let (models, clock_source) = models;
     findings.push(database);
@@ -134,6 +139,7 @@ pub(crate) async fn run_doctor(home: &BubHome, config: Option<PathBuf>, json: bo
     findings.extend(channels);
     findings.extend(models);
     findings.extend(sandbox);
+    findings.extend(mcp);
     findings.extend(data_dir);
     findings.push(clock::check(clock_source));
     if json {

@@ -376,3 +376,39 @@ async fn a_home_on_a_full_disk_fails_the_disk_check() {
     assert_eq!(code, 1, "{findings:#?}");
     assert_fails(&findings, "disk", "free of 4 MiB", "move BUB_HOME to a larger one");
 }
+
+/// MCP servers started as the gateway starts them: one up with its tools,
+/// one that cannot start warns (the gateway runs without it), and fails the
+/// run once the config makes it required.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_servers_are_started_and_one_that_does_not_come_up_is_named() {
+    let setup = Setup::new().await;
+    let argv = crate::support::mcp_servers::fixture("normal", None);
+    let (command, args) = argv.split_first().unwrap();
+    let servers = |required: bool| {
+        format!(
+            "[mcp.fx]\ncommand = {}\nargs = {}\n\n[mcp.gone]\ncommand = \"/nonexistent/mcp-server\"\n\
+             start_timeout_seconds = 2\nrequired = {required}\n",
+            serde_json::json!(command),
+            serde_json::json!(args)
+        )
+    };
+    setup.config(&format!(
+        "[channels.hooks]\nkind = \"webhook\"\nsecrets = [\"{STRONG_SECRET}\"]\n\n{}",
+        servers(false)
+    ));
+    setup.migrate().await;
+    let (code, findings) = setup.doctor().await;
+    let up = finding(&findings, "mcp fx");
+    assert_eq!((up["status"].as_str(), up["detail"].as_str()), (Some("ok"), Some("up, 7 tools")), "{up:#}");
+    let gone = finding(&findings, "mcp gone");
+    assert_eq!(gone["status"], "warn", "{gone:#}");
+    assert!(gone["detail"].as_str().unwrap().contains("/nonexistent/mcp-server"), "{gone:#}");
+    assert_eq!(code, 0, "a warning does not fail: {findings:#?}");
+
+    setup
+        .config(&format!("[channels.hooks]\nkind = \"webhook\"\nsecrets = [\"{STRONG_SECRET}\"]\n\n{}", servers(true)));
+    let (code, findings) = setup.doctor().await;
+    assert_fails(&findings, "mcp gone", "required", "[mcp.gone]");
+    assert_eq!(code, 1);
+}

@@ -394,3 +394,29 @@ async fn a_reload_restarts_only_the_changed_server_and_a_removed_table_takes_its
     assert_eq!(pid(&a_pid), Some(first_a));
     assert!(gateway.stop().await);
 }
+
+/// `[agent] tool_schema_budget` reaches the gateway's turns: past it, the
+/// server's tools are offered with one line and `tools_describe` loads the
+/// schema of the one the model names, in full for the rest of the turn.
+#[tokio::test(flavor = "multi_thread")]
+async fn past_the_configured_schema_budget_mcp_tools_are_offered_compact() {
+    let home = tempfile::tempdir().unwrap();
+    let fake = FakeModel::start().await;
+    fake.push(Reply::tool_calls(vec![("tools_describe", json!({"names": ["mcp_everything_echo"]}))]))
+        .push(Reply::text("Described."));
+    let gateway =
+        start(home.path(), &fake, &config(&format!("[agent]\ntool_schema_budget = 1000\n{}", everything()))).await;
+    servers_ready(&gateway, &["everything"]).await;
+    assert_eq!(text(&say(&gateway, "c1", "u1", "what does echo take?").await), "Described.");
+    let definition = |index: usize, name: &str| {
+        let request = &fake.requests()[index];
+        let tools = request["tools"].as_array().cloned().unwrap_or_default();
+        tools.into_iter().find(|tool| tool["function"]["name"] == name)
+    };
+    let compact = definition(0, "mcp_everything_echo").expect("echo offered");
+    assert_eq!(compact["function"]["parameters"], json!({"type": "object", "properties": {}}), "{compact}");
+    assert!(definition(0, "tools_describe").is_some(), "{:?}", offered(&fake, 0));
+    assert!(last_result(&fake, 1).contains("message"), "the schema came back: {}", last_result(&fake, 1));
+    let full = definition(1, "mcp_everything_echo").expect("echo offered");
+    assert!(full["function"]["parameters"]["properties"]["message"].is_object(), "in full once described: {full}");
+}

@@ -92,13 +92,15 @@ pub struct ServerStatus {
     pub sessions: usize,
 }
 
-struct Counters {
-    tools: Vec<String>,
-    calls: u64,
-    errors: u64,
-    last_call_latency: Option<Duration>,
-    last_error: Option<String>,
-    pid: Option<u32>,
+/// A server's numbers for [`ServerStatus`] (a session-scoped one's too).
+#[derive(Default)]
+pub(super) struct Counters {
+    pub tools: Vec<String>,
+    pub calls: u64,
+    pub errors: u64,
+    pub last_call_latency: Option<Duration>,
+    pub last_error: Option<String>,
+    pub pid: Option<u32>,
 }
 
 /// What calls use while the server is up.
@@ -175,14 +177,7 @@ impl McpServer {
             name: name.to_string(),
             config,
             state: watch::channel(ServerState::Starting).0,
-            counters: Mutex::new(Counters {
-                tools: Vec::new(),
-                calls: 0,
-                errors: 0,
-                last_call_latency: None,
-                last_error: None,
-                pid: None,
-            }),
+            counters: Mutex::new(Counters::default()),
             live: Mutex::new(None),
             stop: CancellationToken::new(),
             stopped,

@@ -31,7 +31,7 @@
 
 use super::connect::{Connection, EnvLookup};
 use super::error::{McpError, McpErrorKind};
-use super::server::{Connector, McpServer, OnTools, ServerState, ServerStatus, backoff};
+use super::server::{Connector, Counters, McpServer, OnTools, ServerState, ServerStatus, backoff};
 use crate::config::mcp::{McpServerConfig, McpTransport};
 use crate::environment::{Environment, EnvironmentProvider, Program, SpawnOptions};
 use parking_lot::Mutex;
@@ -68,15 +68,6 @@ struct Instance {
     /// held its address cannot be another environment's.
     environment: Weak<dyn Environment>,
     server: McpServer,
-}
-
-#[derive(Default)]
-struct Counters {
-    tools: Vec<String>,
-    calls: u64,
-    errors: u64,
-    last_call_latency: Option<Duration>,
-    last_error: Option<String>,
 }
 
 struct Shared {

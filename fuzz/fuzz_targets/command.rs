@@ -4,7 +4,8 @@
 //! Invariants:
 //! - `parse_command` is `None` exactly when `is_command` says no;
 //! - a parsed line keeps the trimmed text after the prefix as `raw`, has a
-//!   non-empty name, identifier-like keys given once each, and reads back the
+//!   non-empty name, identifier-like keys (`-` allowed after the first
+//!   character) given once each, and reads back the
 //!   same when its words are quoted again and joined (shell-like quoting);
 //! - every error is one line (unless it quotes a line break the text had);
 //! - bound arguments hold one value per positional value and pair, under the
@@ -43,7 +44,10 @@ fn check(text: &str, prefix: &str) {
             assert_eq!(command.raw, text.trim()[prefix.len()..].trim());
             assert!(!command.name.is_empty());
             for (i, (key, _)) in command.named.iter().enumerate() {
-                assert!(!key.is_empty() && key.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '.'), "{key:?}");
+                // Letters, digits, `_`, `.`, and `-` after the first character (`max-rows=5`).
+                let first_ok = key.starts_with(|c: char| c.is_alphanumeric() || c == '_' || c == '.');
+                let all_ok = key.chars().all(|c| c.is_alphanumeric() || matches!(c, '_' | '.' | '-'));
+                assert!(first_ok && all_ok, "{key:?}");
                 assert!(command.named[..i].iter().all(|(seen, _)| seen != key), "{key:?} twice");
             }
             requote_reads_the_same(&command, prefix);

@@ -103,6 +103,31 @@ pub(super) struct Counters {
     pub pid: Option<u32>,
 }
 
+impl Counters {
+    /// The snapshot of a server named `name` in `state`, with these numbers.
+    pub(super) fn status(
+        &self,
+        name: &str,
+        state: ServerState,
+        config: &McpServerConfig,
+        sessions: usize,
+    ) -> ServerStatus {
+        ServerStatus {
+            name: name.to_string(),
+            state,
+            tools: self.tools.clone(),
+            calls: self.calls,
+            errors: self.errors,
+            last_call_latency: self.last_call_latency,
+            last_error: self.last_error.clone(),
+            pid: self.pid,
+            required: config.required,
+            scope: config.scope,
+            sessions,
+        }
+    }
+}
+
 /// What calls use while the server is up.
 #[derive(Clone)]
 struct Live {
@@ -203,20 +228,7 @@ impl McpServer {
 
     /// A snapshot: state, tools, counts, last error.
     pub fn status(&self) -> ServerStatus {
-        let counters = self.shared.counters.lock();
-        ServerStatus {
-            name: self.shared.name.clone(),
-            state: self.state(),
-            tools: counters.tools.clone(),
-            calls: counters.calls,
-            errors: counters.errors,
-            last_call_latency: counters.last_call_latency,
-            last_error: counters.last_error.clone(),
-            pid: counters.pid,
-            required: self.shared.config.required,
-            scope: self.shared.config.scope,
-            sessions: 0,
-        }
+        self.shared.counters.lock().status(&self.shared.name, self.state(), &self.shared.config, 0)
     }
 
     /// Records why the server is not what it should be (a refused tool set).

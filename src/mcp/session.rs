@@ -154,21 +154,8 @@ impl SessionServer {
     /// A snapshot: the probe's state, the tools, the calls of every session.
     pub fn status(&self) -> ServerStatus {
         let sessions = self.sessions();
-        let counters = self.shared.counters.lock();
-        let config = &self.shared.launch.config;
-        ServerStatus {
-            name: self.shared.launch.name.clone(),
-            state: self.state(),
-            tools: counters.tools.clone(),
-            calls: counters.calls,
-            errors: counters.errors,
-            last_call_latency: counters.last_call_latency,
-            last_error: counters.last_error.clone(),
-            pid: None,
-            required: config.required,
-            scope: config.scope,
-            sessions,
-        }
+        let launch = &self.shared.launch;
+        self.shared.counters.lock().status(&launch.name, self.state(), &launch.config, sessions)
     }
 
     /// Waits, at most `timeout`, until the probe listed the tools or failed

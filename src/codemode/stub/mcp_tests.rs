@@ -57,10 +57,9 @@ fn every_server_s_stub_is_valid_python() {
     let path = dir.path().join("all.pyi");
     fs::write(&path, render_stub(&all)).expect("write");
     files.push(path);
-    match python_check(&files) {
-        None => println!("note: python3 not found; only checked that rendering does not panic"),
-        Some(result) => result.expect("every stub parses (and runs on Python 3.11+)"),
-    }
+    // python3 is on every machine the suite runs on (.ci/run, the MCP fixtures need it): no skip.
+    let checked = python_check(&files).expect("python3 is needed to check the stubs parse");
+    checked.expect("every stub parses (and runs on Python 3.11+)");
 }
 
 #[test]

@@ -73,6 +73,9 @@
 //!   several replicas on one database (`gateway/replica/`);
 //!   `Gateway::builder`, which starts and stops it in the one safe order
 //!   (home lock, database, policy, config, sandboxes, channels, HTTP).
+//! - [`admin`]: the admin console at `/admin` (`admin::console`, a part of
+//!   the gateway's HTTP server): token login, session cookie and CSRF, the
+//!   JSON API under `/admin/api` with its OpenAPI document, the pages.
 //! - [`setup`]: the agent the `bub` binary runs, assembled from the `BUB_*`
 //!   variables it is given.
 //! - [`cli`]: the `bub` command line (`bub pairing`, `bub tape`, `bub db`, …),
@@ -134,9 +137,10 @@
 //! - `http` → `config`
 //! - `gateway` → `agent`, `command`, `config`, `db`, `environment`, `home`, `http`, `mcp`, `policy`,
 //!   `tape`, `telemetry`, `tools`
+//! - `admin` → `config`, `gateway`, `http`
 //! - `setup` → `agent`, `codemode`, `command`, `config`, `db`, `environment`, `home`, `model`,
 //!   `skills`, `tape`, `tools`
-//! - `cli` → `agent`, `command`, `config`, `db`, `environment`, `gateway`, `home`, `mcp`, `model`,
+//! - `cli` → `admin`, `agent`, `command`, `config`, `db`, `environment`, `gateway`, `home`, `mcp`, `model`,
 //!   `policy`, `setup`, `tape`, `telemetry`
 //!
 //! # Words
@@ -146,6 +150,7 @@
 //! subcommand ([`cli::BubSubcommand`]). Two modules speak HTTP: [`http`],
 //! the gateway's server, and the model clients' private `transport`.
 
+pub mod admin;
 pub mod agent;
 pub mod cli;
 pub mod codemode;

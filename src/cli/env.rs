@@ -80,3 +80,19 @@ pub(crate) fn durability() -> Result<Durability> {
         Some(other) => anyhow::bail!("BUB_SQLITE_SYNC={other:?}: must be full or normal"),
     }
 }
+
+/// `BUB_ADMIN_TOKEN`: admin tokens for the console besides `[admin]
+/// token_file`, one per line or separated by `,`, each `NAME TOKEN` or a
+/// bare TOKEN (named `admin`). A token too short is an error that names the
+/// variable, never its value.
+pub(crate) fn admin_tokens() -> anyhow::Result<Vec<crate::config::AdminToken>> {
+    let Some(value) = var("BUB_ADMIN_TOKEN") else { return Ok(Vec::new()) };
+    let lines = value.split(['\n', ',']).map(str::trim).filter(|line| !line.is_empty());
+    lines
+        .enumerate()
+        .map(|(n, line)| {
+            crate::config::AdminToken::parse_line(line)
+                .map_err(|why| anyhow::anyhow!("BUB_ADMIN_TOKEN, token {}: {why}", n + 1))
+        })
+        .collect()
+}

@@ -30,7 +30,8 @@ pub(crate) async fn run_gateway(home: &BubHome, config: Option<PathBuf>, listen:
         .durability(env::durability()?)
         .store(location)
         .on_notice(move |notice| print_notice(format, notice))
-        .mcp_variables(env::mcp_variable);
+        .mcp_variables(env::mcp_variable)
+        .http_part(crate::admin::console(env::admin_tokens()?));
     if let Some(addr) = listen {
         builder = builder.listen(addr);
     }

@@ -1,4 +1,4 @@
-//! The whole file ([`GatewayConfig`]): `[http]`, `[agent]`, `[telemetry]`, `[policy.defaults]`, `[mcp.NAME]` and one
+//! The whole file ([`GatewayConfig`]): `[http]`, `[agent]`, `[telemetry]`, `[policy.defaults]`, `[mcp.NAME]`, `[admin]` and one
 //! `[channels.NAME]` table per channel instance, each with an optional
 //! `[channels.NAME.policy]` and `[channels.NAME.chats."ID".policy]`.
 //!
@@ -12,6 +12,7 @@
 //! Secrets and tokens live in the file (mode 0600 is the admin's job); they
 //! are [`Secret`]s so they never show up in logs or `Debug` output.
 
+use super::admin::{AdminConfig, RawAdmin};
 use super::agent::AgentConfig;
 use super::channel::{ChannelConfig, ChannelKind, RawChannel, WebhookConfig, check_channel_name};
 use super::error::{ConfigError, Source, closest, friendly_message};
@@ -48,6 +49,8 @@ pub struct GatewayConfig {
     pub channels: IndexMap<String, ChannelConfig>,
     /// `[mcp.NAME]`: MCP servers whose tools the agent gets, by name, in file order.
     pub mcp: IndexMap<String, McpServerConfig>,
+    /// `[admin]`: the admin console; `None` (no section): off.
+    pub admin: Option<AdminConfig>,
     /// The file's text, for positions in later checks ([`GatewayConfig::validate_tools`]).
     source: Option<Arc<Source>>,
 }
@@ -82,6 +85,7 @@ struct RawConfig {
     channels: IndexMap<Spanned<String>, RawChannel>,
     #[serde(default)]
     mcp: IndexMap<Spanned<String>, RawMcpServer>,
+    admin: Option<RawAdmin>,
 }
 
 #[derive(Default, Deserialize)]
@@ -125,6 +129,7 @@ impl GatewayConfig {
             let server = server.into_config(&source, &name)?;
             mcp.insert(name.into_inner(), server);
         }
+        let admin = raw.admin.map(|admin| admin.into_config(&source)).transpose()?;
         let config = GatewayConfig {
             http: raw.http,
             agent: raw.agent,
@@ -134,6 +139,7 @@ impl GatewayConfig {
             defaults: raw.policy.defaults,
             channels,
             mcp,
+            admin,
             source: Some(source),
         };
         config.check_layers()?;
@@ -160,6 +166,7 @@ impl GatewayConfig {
             defaults: PolicyLayer::default(),
             channels: IndexMap::from([("webhook".to_string(), channel)]),
             mcp: IndexMap::new(),
+            admin: None,
             source: None,
         }
     }

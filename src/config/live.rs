@@ -279,6 +279,11 @@ fn needs_restart(old: &GatewayConfig, new: &GatewayConfig) -> Vec<String> {
     if old.store != new.store {
         sections.push("store".to_string());
     }
+    // The console's routes are mounted at start; its tokens follow reloads.
+    let mounted = |config: &GatewayConfig| config.admin.as_ref().map(|admin| admin.base_path.clone());
+    if mounted(old) != mounted(new) {
+        sections.push("admin".to_string());
+    }
     let names = old.channels.keys().chain(new.channels.keys().filter(|n| !old.channels.contains_key(*n)));
     for name in names {
         match (old.channels.get(name), new.channels.get(name)) {

@@ -9,6 +9,7 @@
 //! - [`sandbox`](mod@sandbox): `[sandbox]` ([`SandboxConfig`]): the sandbox's limits.
 //! - [`store`](mod@store): `[store]` ([`StoreConfig`]): SQLite or PostgreSQL.
 //! - [`telemetry`](mod@telemetry): `[telemetry]` ([`TelemetryConfig`]): OpenTelemetry traces.
+//! - [`admin`]: `[admin]` ([`AdminConfig`]): the admin console's tokens and path.
 //! - [`mcp`](mod@mcp): `[mcp.NAME]` ([`McpServerConfig`]): the MCP servers whose tools the agent gets.
 //! - [`channel`]: `[channels.NAME]` — one settings type per channel kind
 //!   ([`WebhookConfig`], [`TelegramConfig`], [`DiscordConfig`]), each kind in
@@ -42,6 +43,7 @@
 //!
 //! The example file `config/bub.example.toml` documents every key.
 
+pub mod admin;
 pub mod agent;
 pub mod channel;
 pub mod error;
@@ -57,6 +59,7 @@ pub mod store;
 pub mod telemetry;
 pub mod value;
 
+pub use admin::{AdminConfig, AdminToken};
 pub use agent::AgentConfig;
 pub use bub_channel::Secret;
 pub use channel::{ChannelConfig, ChannelKind, DiscordConfig, TelegramConfig, WebhookConfig};

@@ -120,6 +120,9 @@ pub enum StartError {
     /// Among replicas on PostgreSQL: this one could not register.
     #[error("{0}")]
     Replica(String),
+    /// A part of the HTTP server (the admin console) cannot start.
+    #[error("{0}")]
+    HttpPart(String),
 }
 
 /// How long a dead replica's leases outlive its last heartbeat, unless
@@ -144,7 +147,14 @@ pub struct GatewayBuilder {
     notices: NoticeSink,
     /// What MCP servers read of the gateway's environment.
     variables: crate::mcp::EnvLookup,
+    /// Parts of the HTTP server made once the gateway exists (the admin console).
+    http_parts: Vec<HttpPart>,
 }
+
+/// A part of the HTTP server that needs the gateway (the admin console,
+/// `crate::admin::console`): given the gateway and the address it listens
+/// on, its routes, none (the config leaves it off), or why it cannot start.
+pub type HttpPart = Arc<dyn Fn(&Gateway, SocketAddr) -> Result<Option<axum::Router>, String> + Send + Sync>;
 
 impl Gateway {
     /// A gateway keeping its files under `home` (see [`BubHome`] for the
@@ -157,6 +167,7 @@ impl Gateway {
             listen: None,
             notices: Arc::new(|_: &Notice| {}),
             variables: Arc::new(|_: &str| None),
+            http_parts: Vec::new(),
         }
     }
 }
@@ -188,6 +199,12 @@ impl GatewayBuilder {
     /// process's).
     pub fn mcp_variables(mut self, lookup: impl Fn(&str) -> Option<String> + Send + Sync + 'static) -> Self {
         self.variables = Arc::new(lookup);
+        self
+    }
+
+    /// Serves `part`'s routes beside the channels' (see [`HttpPart`]).
+    pub fn http_part(mut self, part: HttpPart) -> Self {
+        self.http_parts.push(part);
         self
     }
 
@@ -423,7 +440,11 @@ async fn start(
     let state = HttpState::new(Arc::new(gateway.clone()));
     // The server stops accepting when a stop begins; the gateway's stop then answers whoever still waits.
     let (stop_accepting, mut stopping) = tokio::sync::watch::channel(false);
-    let app = router(state.clone(), [gateway.routes()]);
+    let mut parts = vec![gateway.routes()];
+    for part in &settings.http_parts {
+        parts.extend(part(&gateway, local_addr).map_err(StartError::HttpPart)?);
+    }
+    let app = router(state.clone(), parts);
     let serving = crate::http::serve(listener, app, config.http.limits(), async move {
         let _ = stopping.wait_for(|stopping| *stopping).await;
     });

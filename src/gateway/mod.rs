@@ -73,7 +73,7 @@ use bub_channel::{
     Channel, ChannelError, Inbound, InboundField, InboundSink, InvalidInbound, Outcome, OutcomeStatus, Problem,
     ReplySink, SubmitError, Submitted,
 };
-pub use builder::{GatewayBuilder, Notice, OpenGateway, RunningGateway, StartError};
+pub use builder::{GatewayBuilder, HttpPart, Notice, OpenGateway, RunningGateway, StartError};
 use confinement::PolicyConfinement;
 use outbound::OutboundScheduler;
 use session::Sessions;
@@ -350,6 +350,31 @@ impl Gateway {
     /// The channels, by name.
     pub fn channel_names(&self) -> Vec<String> {
         self.inner.channels.keys().cloned().collect()
+    }
+
+    /// The config in force and its reload (the admin console edits it).
+    pub(crate) fn live_config(&self) -> &Arc<LiveConfig> {
+        &self.inner.config
+    }
+
+    /// The gateway's agent (its tools, tapes and sessions).
+    pub(crate) fn agent(&self) -> &Agent {
+        &self.inner.agent
+    }
+
+    /// Pairing requests and approvals.
+    pub(crate) fn pairing(&self) -> &pairing::PairingStore {
+        &self.inner.pairing
+    }
+
+    /// This replica's id among replicas on PostgreSQL; `None` alone on SQLite.
+    pub(crate) fn replica_id(&self) -> Option<String> {
+        self.inner.replica.get().map(|replica| replica.id.clone())
+    }
+
+    /// The policy in force in `chat` of `channel`.
+    pub(crate) fn chat_policy(&self, channel: &str, chat: &str) -> Arc<EffectivePolicy> {
+        self.inner.policy(channel, chat)
     }
 }
 

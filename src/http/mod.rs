@@ -3,13 +3,14 @@
 //!
 //! It knows nothing of the gateway: `/readyz` asks a [`Readiness`] (the
 //! gateway is one), and the routes of the parts that serve HTTP (the
-//! channels' webhooks, later an admin console) are merged in as given
+//! channels' webhooks, the admin console) are merged in as given
 //! ([`router`]). The gateway's builder mounts it.
 
 mod peers;
 mod serve;
 mod slots;
 
+pub(crate) use peers::key as address_key;
 pub use serve::{ServeLimits, serve};
 
 use axum::extract::State;
@@ -67,6 +68,11 @@ pub struct Dependency {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }
+
+/// The client address of the connection a request came on (a request
+/// extension [`serve`] adds): behind a reverse proxy, the proxy's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Peer(pub std::net::SocketAddr);
 
 /// Shared by the handlers.
 #[derive(Clone)]

@@ -58,7 +58,7 @@ impl Drop for PeerConnection {
 }
 
 /// What an address is counted as: itself (IPv4), its /64 (IPv6).
-fn key(address: IpAddr) -> IpAddr {
+pub(crate) fn key(address: IpAddr) -> IpAddr {
     match address {
         IpAddr::V4(v4) => IpAddr::V4(v4),
         IpAddr::V6(v6) => match v6.to_ipv4_mapped() {

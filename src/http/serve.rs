@@ -87,7 +87,7 @@ pub async fn serve(listener: TcpListener, app: Router, limits: ServeLimits, shut
                 (None, Some(Arc::new(reserve)))
             }
         };
-        let service = routed(&app, reserve, limits.read_timeout);
+        let service = routed(&app, reserve, limits.read_timeout, peer);
         let connection = graceful.watch(builder.serve_connection(TokioIo::new(stream), service));
         // Each connection in a span of its own, a child of the server's: what
         // its requests log names the peer, never another connection's.
@@ -104,7 +104,8 @@ pub async fn serve(listener: TcpListener, app: Router, limits: ServeLimits, shut
     graceful.shutdown().await;
 }
 
-/// `app` as one connection's service. On a reserve connection a request
+/// `app` as one connection's service; each request carries the
+/// connection's [`Peer`](super::Peer) address. On a reserve connection a request
 /// other than a probe first waits (up to `wait`) for a main slot, and gets
 /// [`busy`] when none frees; the reserve's slot is released with the
 /// service, that is when the connection closes.
@@ -112,6 +113,7 @@ fn routed(
     app: &Router,
     reserve: Option<Arc<ReserveSlot>>,
     wait: Duration,
+    peer: std::net::SocketAddr,
 ) -> impl Service<
     hyper::Request<Incoming>,
     Response = axum::response::Response,
@@ -119,7 +121,8 @@ fn routed(
     Future: Send + 'static,
 > + use<> {
     let app = TowerToHyperService::new(app.clone());
-    service_fn(move |request: hyper::Request<Incoming>| {
+    service_fn(move |mut request: hyper::Request<Incoming>| {
+        request.extensions_mut().insert(super::Peer(peer));
         let admitted = reserve.as_ref().and_then(|reserve| reserve.admit(request.uri().path(), wait));
         // Routing starts when this is first polled, after the admission.
         let response = app.call(request);

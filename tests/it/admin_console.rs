@@ -1,0 +1,179 @@
+//! The admin console's front door, on the real binary: off unless `[admin]`;
+//! token login with a session cookie (HttpOnly, SameSite=Strict, no `Secure`
+//! on loopback); CSRF on changes; bearer tokens for scripts; failed attempts
+//! limited per address; a path prefix for reverse proxies.
+
+use crate::support::gateway::{GatewayProcess, refused_start};
+use std::path::Path;
+
+const ALICE: &str = "alice-0123456789abcdef";
+const BOB: &str = "bob-fedcba9876543210";
+
+fn config(admin: &str) -> String {
+    format!("[channels.hooks]\nkind = \"webhook\"\nsecrets = [\"s3cret\"]\n{admin}")
+}
+
+/// A gateway whose console has alice's and bob's tokens in `admin.tokens`.
+async fn console(home: &Path, extra: &str) -> GatewayProcess {
+    std::fs::write(home.join("admin.tokens"), format!("alice {ALICE}\nbob {BOB}\n")).unwrap();
+    let text = config(&format!("[admin]\ntoken_file = \"admin.tokens\"\n{extra}"));
+    GatewayProcess::start_with_config(home, &[], &text).await
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder().no_proxy().redirect(reqwest::redirect::Policy::none()).build().unwrap()
+}
+
+/// Logs in with `token`; the response.
+async fn login(base: &str, token: &str) -> reqwest::Response {
+    client().post(format!("{base}/login")).form(&[("token", token)]).send().await.unwrap()
+}
+
+/// The `bub_admin=…` pair of a login's `Set-Cookie`, and the whole header.
+fn session_cookie(response: &reqwest::Response) -> (String, String) {
+    let header = response.headers()["set-cookie"].to_str().unwrap().to_string();
+    (header.split(';').next().unwrap().to_string(), header)
+}
+
+async fn session(base: &str, cookie: &str) -> (u16, serde_json::Value) {
+    let response = client().get(format!("{base}/api/session")).header("cookie", cookie).send().await.unwrap();
+    (response.status().as_u16(), response.json().await.unwrap_or_default())
+}
+
+#[tokio::test]
+async fn without_an_admin_section_every_console_route_is_not_found() {
+    let home = tempfile::tempdir().unwrap();
+    let gateway = GatewayProcess::start_with_config(home.path(), &[], &config("")).await;
+    let base = gateway.base_url();
+    for path in ["/admin", "/admin/", "/admin/api/session", "/admin/api/openapi.json", "/admin/assets/app.js"] {
+        let status = client().get(format!("{base}{path}")).send().await.unwrap().status();
+        assert_eq!(status, 404, "{path}");
+    }
+    let status = client().post(format!("{base}/admin/login")).form(&[("token", ALICE)]).send().await.unwrap().status();
+    assert_eq!(status, 404);
+}
+
+#[tokio::test]
+async fn a_console_without_any_token_refuses_to_start() {
+    let home = tempfile::tempdir().unwrap();
+    let stderr = refused_start(home.path(), &config("[admin]\n"));
+    assert!(stderr.contains("[admin] is configured but no admin token is: add `token_file`"), "{stderr}");
+}
+
+#[tokio::test]
+async fn a_right_token_logs_in_with_a_strict_cookie_and_a_wrong_one_is_refused() {
+    let home = tempfile::tempdir().unwrap();
+    let gateway = console(home.path(), "").await;
+    let base = format!("{}/admin", gateway.base_url());
+
+    let page = client().get(format!("{base}/")).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    assert!(page.headers()["content-security-policy"].to_str().unwrap().contains("frame-ancestors 'none'"));
+    assert!(page.text().await.unwrap().contains("Admin token"), "the login form, before a login");
+
+    let wrong = login(&base, "alice-0123456789abcdeX").await;
+    assert_eq!(wrong.status(), 401);
+    assert!(wrong.headers().get("set-cookie").is_none());
+    assert!(wrong.text().await.unwrap().contains("That is not an admin token."));
+
+    let right = login(&base, ALICE).await;
+    assert_eq!(right.status(), 303);
+    assert_eq!(right.headers()["location"], "/admin/");
+    let (cookie, header) = session_cookie(&right);
+    assert!(header.contains("HttpOnly") && header.contains("SameSite=Strict") && header.contains("Path=/admin"));
+    assert!(!header.contains("Secure"), "on loopback the cookie is not Secure: {header}");
+    let (status, me) = session(&base, &cookie).await;
+    assert_eq!(status, 200);
+    assert_eq!(me["admin"], "alice", "the audit's name comes from the token file");
+    assert_eq!(me["via"], "session");
+    assert_eq!(me["replica"], "single");
+    let app = client().get(format!("{base}/")).header("cookie", &cookie).send().await.unwrap();
+    assert!(app.text().await.unwrap().contains("assets/app.js"), "the console itself once logged in");
+
+    let forged = cookie.replace("alice", "bob");
+    assert_eq!(session(&base, &forged).await.0, 401, "a cookie names the admin its MAC was made for");
+    assert_eq!(session(&base, "bub_admin=1.2.alice").await.0, 401);
+}
+
+#[tokio::test]
+async fn a_change_needs_the_csrf_header_and_must_not_come_from_another_site() {
+    let home = tempfile::tempdir().unwrap();
+    let gateway = console(home.path(), "").await;
+    let base = format!("{}/admin", gateway.base_url());
+    let (cookie, _) = session_cookie(&login(&base, BOB).await);
+    let (_, me) = session(&base, &cookie).await;
+    let csrf = me["csrf"].as_str().unwrap().to_string();
+
+    let logout = |csrf: Option<String>, origin: Option<&'static str>| {
+        let mut request = client().post(format!("{base}/logout")).header("cookie", &cookie);
+        if let Some(csrf) = csrf {
+            request = request.header("x-bub-csrf", csrf);
+        }
+        if let Some(origin) = origin {
+            request = request.header("origin", origin).header("sec-fetch-site", "cross-site");
+        }
+        async move { request.send().await.unwrap().status().as_u16() }
+    };
+    assert_eq!(logout(None, None).await, 403, "no CSRF header");
+    assert_eq!(logout(Some("0".repeat(64)), None).await, 403, "a wrong CSRF header");
+    assert_eq!(logout(Some(csrf.clone()), Some("https://evil.example")).await, 403, "cross-site");
+    assert_eq!(session(&base, &cookie).await.0, 200, "none of those logged bob out");
+    assert_eq!(logout(Some(csrf), None).await, 204);
+    assert_eq!(session(&base, &cookie).await.0, 401, "a logged-out cookie is refused");
+
+    let cross_site_login = client()
+        .post(format!("{base}/login"))
+        .header("origin", "https://evil.example")
+        .form(&[("token", BOB)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cross_site_login.status(), 403);
+}
+
+#[tokio::test]
+async fn scripts_use_bearer_tokens_and_guessing_is_stopped_per_address() {
+    let home = tempfile::tempdir().unwrap();
+    let env = [("BUB_ADMIN_TOKEN".to_string(), format!("carol carol-00112233445566778899"))];
+    std::fs::write(home.path().join("admin.tokens"), format!("alice {ALICE}\n")).unwrap();
+    let text = config("[admin]\ntoken_file = \"admin.tokens\"\n");
+    let gateway = GatewayProcess::start_with_config(home.path(), &env, &text).await;
+    let base = format!("{}/admin", gateway.base_url());
+    let bearer = |token: &str| client().get(format!("{base}/api/session")).bearer_auth(token).send();
+
+    let me: serde_json::Value = bearer("carol-00112233445566778899").await.unwrap().json().await.unwrap();
+    assert_eq!(me["admin"], "carol", "BUB_ADMIN_TOKEN's admin");
+    assert_eq!(me["via"], "bearer");
+    assert!(me.get("csrf").is_none());
+
+    for _ in 0..5 {
+        assert_eq!(bearer("not-a-token-of-anyone").await.unwrap().status(), 401);
+    }
+    let limited = bearer(ALICE).await.unwrap();
+    assert_eq!(limited.status(), 429, "after 5 failures even a right token waits");
+    let wait: u64 = limited.headers()["retry-after"].to_str().unwrap().parse().unwrap();
+    assert!((1..=60).contains(&wait), "{wait}");
+    let body: serde_json::Value = limited.json().await.unwrap();
+    assert_eq!(body["error"]["kind"], "too_many_attempts");
+    assert_eq!(login(&base, ALICE).await.status(), 429, "the login form too");
+}
+
+#[tokio::test]
+async fn behind_a_proxy_the_console_lives_under_its_base_path() {
+    let home = tempfile::tempdir().unwrap();
+    let gateway = console(home.path(), "base_path = \"/tools/bub\"\n").await;
+    let prefixed = format!("{}/tools/bub/admin", gateway.base_url());
+    let page = client().get(format!("{prefixed}/")).send().await.unwrap().text().await.unwrap();
+    assert!(page.contains("<base href=\"/tools/bub/admin/\">"), "{page}");
+    let right = login(&prefixed, ALICE).await;
+    assert_eq!(right.headers()["location"], "/tools/bub/admin/");
+    let (cookie, header) = session_cookie(&right);
+    assert!(header.contains("Path=/tools/bub/admin;"), "{header}");
+    // A proxy that strips the prefix reaches the same console at /admin.
+    let (status, me) = session(&format!("{}/admin", gateway.base_url()), &cookie).await;
+    assert_eq!((status, me["base"].as_str()), (200, Some("/tools/bub/admin")));
+    let document: serde_json::Value =
+        client().get(format!("{prefixed}/api/openapi.json")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(document["servers"][0]["url"], "/tools/bub/admin/api");
+    assert_eq!(document["openapi"], "3.1.0");
+}

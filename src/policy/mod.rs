@@ -32,7 +32,7 @@ pub mod privacy;
 pub mod provenance;
 pub mod warnings;
 
-pub use command::policy_tool;
+pub use command::{Explanation, policy_tool};
 pub use effective::{
     Admission, Denial, EffectivePolicy, PairingSubject, READ_ONLY_COMMANDS, SHARED_CHAT_GUARDED, Sourced, Verdict,
 };

@@ -235,7 +235,8 @@ pub(super) fn rates(scene: &Scene, delta: &mut Delta) {
     let per_second = |rate: Option<Rate>| {
         rate.map_or(f64::INFINITY, |rate| f64::from(rate.count) / rate.period.as_secs_f64().max(f64::MIN_POSITIVE))
     };
-    let keys: [(&str, fn(&EffectivePolicy) -> Option<Rate>); 3] = [
+    type Limit = fn(&EffectivePolicy) -> Option<Rate>;
+    let keys: [(&str, Limit); 3] = [
         ("inbound_per_user", |p| p.inbound_per_user.value),
         ("outbound_per_chat", |p| p.outbound_per_chat.value),
         ("outbound_per_channel", |p| p.outbound_per_channel.value),

@@ -2,10 +2,10 @@
 //! console's preview, which an admin reads before saving a new file.
 //!
 //! Every verdict is the one the gateway would reach: each file resolves the
-//! subject's [`EffectivePolicy`] and its own rules decide (`tool_verdict`,
-//! `admission`, `provenance`, `untrusted_context_verdict`); this module only
-//! compares the two answers and words the difference ([`facets`],
-//! [`wording`]).
+//! subject's [`EffectivePolicy`](super::EffectivePolicy) and its own rules
+//! decide (`tool_verdict`, `admission`, `provenance`,
+//! `untrusted_context_verdict`); this module only compares the two answers
+//! (`facets.rs`) and words the difference (`wording.rs`).
 //!
 //! # Subjects, in this order
 //! 1. Each channel (the new file's order, then the removed ones): its chats
@@ -272,6 +272,5 @@ fn union<'a>(first: impl Iterator<Item = &'a String>, second: impl Iterator<Item
     all
 }
 
-/// The tests' configs are a telegram bot's.
-#[cfg(all(test, feature = "telegram"))]
+#[cfg(test)]
 mod tests;

@@ -1,5 +1,7 @@
 //! The preview against realistic edits of one file (`BASE`): a telegram bot
-//! with an operator, a listed group and a configured group, and a webhook.
+//! with an operator, a listed group and a configured group, and a webhook
+//! (so the tests need the `telegram` feature).
+#![cfg(feature = "telegram")]
 
 use super::*;
 use crate::tools::Capability;

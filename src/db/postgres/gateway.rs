@@ -14,8 +14,8 @@
 
 use super::{PgDb, pairing};
 use crate::db::gateway::{
-    GatewayTables, InboxRow, LiveRow, NewFile, NewInbound, NewReply, OutboxRow, PairingApproval, PairingRequest,
-    PairingRequested, PairingRow, ReplyState,
+    ChatRow, GatewayTables, InboxRow, LiveRow, NewFile, NewInbound, NewReply, OutboxRow, PairingApproval,
+    PairingRequest, PairingRequested, PairingRow, ReplyState,
 };
 use crate::db::{DbError, Flush};
 use async_trait::async_trait;
@@ -73,6 +73,29 @@ SELECT inbound FROM gateway_inbox WHERE seq IN (
     GROUP BY message #>> '{chat,id}', message #>> '{chat,thread_id}'
 )
 ORDER BY seq DESC LIMIT $3";
+
+/// [`GatewayTables::chats`]: the distinct sessions walked one probe of
+/// `gateway_inbox_sessions` each (a loose index scan, which PostgreSQL's
+/// planner does not do by itself), each session's newest row found by one
+/// more probe, the newest `$2` of channel `$1` (all when NULL) kept, and
+/// only those counted (`MATERIALIZED` keeps the counts out of the sort).
+const CHATS_SQL: &str = "\
+WITH RECURSIVE sessions (session) AS (
+    SELECT min(session) FROM gateway_inbox
+    UNION ALL
+    SELECT (SELECT min(session) FROM gateway_inbox n WHERE n.session > s.session)
+    FROM sessions s WHERE s.session IS NOT NULL
+), latest AS MATERIALIZED (
+    SELECT s.session, i.seq, i.channel, i.inbound, i.received_at
+    FROM sessions s
+    JOIN gateway_inbox i ON i.seq = (SELECT max(seq) FROM gateway_inbox l WHERE l.session = s.session)
+    WHERE s.session IS NOT NULL AND ($1::text IS NULL OR i.channel = $1)
+    ORDER BY i.seq DESC LIMIT $2
+)
+SELECT channel, session, inbound, received_at,
+    (SELECT count(*) FROM gateway_inbox c WHERE c.session = latest.session),
+    (SELECT count(*) FROM gateway_inbox u WHERE u.session = latest.session AND u.state <> 'done')
+FROM latest ORDER BY seq DESC";
 
 #[async_trait]
 impl GatewayTables for PgDb {
@@ -294,6 +317,25 @@ impl GatewayTables for PgDb {
             .bind(limit)
             .fetch_all(self.pool())
             .await?)
+    }
+
+    async fn chats(&self, channel: Option<&str>, limit: i64) -> Result<Vec<ChatRow>, DbError> {
+        let rows = query_as::<Postgres, (String, String, String, String, i64, i64)>(CHATS_SQL)
+            .bind(channel)
+            .bind(limit)
+            .fetch_all(self.pool())
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(channel, session, inbound, last_received_at, messages, unfinished)| ChatRow {
+                channel,
+                session,
+                inbound,
+                last_received_at,
+                messages,
+                unfinished,
+            })
+            .collect())
     }
 
     async fn unfinished(&self) -> Result<Vec<InboxRow>, DbError> {

@@ -65,6 +65,11 @@ const MIGRATIONS: &[Migration] = &[
         description: "pairing requested by",
         sql: include_str!("../../../migrations/sqlite/0008_pairing_requested_by.sql"),
     },
+    Migration {
+        version: 10,
+        description: "inbox sessions",
+        sql: include_str!("../../../migrations/sqlite/0010_inbox_sessions.sql"),
+    },
 ];
 
 impl Migration {

@@ -73,6 +73,8 @@
 //!   several replicas on one database (`gateway/replica/`);
 //!   `Gateway::builder`, which starts and stops it in the one safe order
 //!   (home lock, database, policy, config, sandboxes, channels, HTTP).
+//! - [`admin`]: the admin console's data — a tape's pages, anchors, search
+//!   and export (`admin::tape_view`).
 //! - [`setup`]: the agent the `bub` binary runs, assembled from the `BUB_*`
 //!   variables it is given.
 //! - [`cli`]: the `bub` command line (`bub pairing`, `bub tape`, `bub db`, …),
@@ -134,6 +136,7 @@
 //! - `http` → `config`
 //! - `gateway` → `agent`, `command`, `config`, `db`, `environment`, `home`, `http`, `mcp`, `policy`,
 //!   `tape`, `telemetry`, `tools`
+//! - `admin` → `agent`, `http`, `tape`
 //! - `setup` → `agent`, `codemode`, `command`, `config`, `db`, `environment`, `home`, `model`,
 //!   `skills`, `tape`, `tools`
 //! - `cli` → `agent`, `command`, `config`, `db`, `environment`, `gateway`, `home`, `mcp`, `model`,
@@ -146,6 +149,7 @@
 //! subcommand ([`cli::BubSubcommand`]). Two modules speak HTTP: [`http`],
 //! the gateway's server, and the model clients' private `transport`.
 
+pub mod admin;
 pub mod agent;
 pub mod cli;
 pub mod codemode;

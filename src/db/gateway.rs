@@ -263,10 +263,10 @@ pub trait GatewayTables: Send + Sync {
     /// The sessions of `channel` (or of every channel) that have stored
     /// messages, the one with the newest message first, at most `limit`:
     /// each with its newest message, its message count and its unfinished
-    /// count. Costs one index probe per session of the inbox plus the
-    /// counted rows of the sessions returned, not a read of the whole inbox
-    /// (`migrations/*/…_inbox_sessions.sql`). Rows stored without a session
-    /// (none since sessions are stored with the message) are left out.
+    /// count. Reads an index, never the whole inbox's rows
+    /// (`migrations/*/…_inbox_sessions.sql` say how each backend does it).
+    /// Rows stored without a session (none since sessions are stored with
+    /// the message) are left out.
     async fn chats(&self, channel: Option<&str>, limit: i64) -> Result<Vec<ChatRow>, DbError>;
 
     /// Messages without an outcome, oldest first.

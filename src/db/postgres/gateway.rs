@@ -74,28 +74,30 @@ SELECT inbound FROM gateway_inbox WHERE seq IN (
 )
 ORDER BY seq DESC LIMIT $3";
 
-/// [`GatewayTables::chats`]: the distinct sessions walked one probe of
-/// `gateway_inbox_sessions` each (a loose index scan, which PostgreSQL's
-/// planner does not do by itself), each session's newest row found by one
-/// more probe, the newest `$2` of channel `$1` (all when NULL) kept, and
-/// only those counted (`MATERIALIZED` keeps the counts out of the sort).
-const CHATS_SQL: &str = "\
-WITH RECURSIVE sessions (session) AS (
-    SELECT min(session) FROM gateway_inbox
-    UNION ALL
-    SELECT (SELECT min(session) FROM gateway_inbox n WHERE n.session > s.session)
-    FROM sessions s WHERE s.session IS NOT NULL
-), latest AS MATERIALIZED (
-    SELECT s.session, i.seq, i.channel, i.inbound, i.received_at
-    FROM sessions s
-    JOIN gateway_inbox i ON i.seq = (SELECT max(seq) FROM gateway_inbox l WHERE l.session = s.session)
-    WHERE s.session IS NOT NULL AND ($1::text IS NULL OR i.channel = $1)
-    ORDER BY i.seq DESC LIMIT $2
+/// [`GatewayTables::chats`], of every channel or (`CHATS_OF_CHANNEL_SQL`)
+/// of channel `$2`: each session's newest seq and row count from an
+/// index-only scan of `gateway_inbox_sessions` (channel, session, seq), the
+/// newest `$1` kept, and only their rows read and their unfinished counted
+/// (`MATERIALIZED` keeps that out of the aggregate). Why not SQLite's loose
+/// index scan: migrations/postgres/0005_inbox_sessions.sql.
+macro_rules! chats_sql {
+    ($filter:literal) => {
+        concat!(
+            "WITH latest AS MATERIALIZED (
+    SELECT channel, session, max(seq) AS seq, count(*) AS messages
+    FROM gateway_inbox WHERE session IS NOT NULL",
+            $filter,
+            "
+    GROUP BY channel, session ORDER BY max(seq) DESC LIMIT $1
 )
-SELECT channel, session, inbound, received_at,
-    (SELECT count(*) FROM gateway_inbox c WHERE c.session = latest.session),
-    (SELECT count(*) FROM gateway_inbox u WHERE u.session = latest.session AND u.state <> 'done')
-FROM latest ORDER BY seq DESC";
+SELECT l.channel, l.session, i.inbound, i.received_at, l.messages,
+    (SELECT count(*) FROM gateway_inbox u WHERE u.session = l.session AND u.state <> 'done')
+FROM latest l JOIN gateway_inbox i ON i.seq = l.seq ORDER BY l.seq DESC"
+        )
+    };
+}
+const CHATS_SQL: &str = chats_sql!("");
+const CHATS_OF_CHANNEL_SQL: &str = chats_sql!(" AND channel = $2");
 
 #[async_trait]
 impl GatewayTables for PgDb {
@@ -320,11 +322,11 @@ impl GatewayTables for PgDb {
     }
 
     async fn chats(&self, channel: Option<&str>, limit: i64) -> Result<Vec<ChatRow>, DbError> {
-        let rows = query_as::<Postgres, (String, String, String, String, i64, i64)>(CHATS_SQL)
-            .bind(channel)
-            .bind(limit)
-            .fetch_all(self.pool())
-            .await?;
+        let statement = match channel {
+            None => query_as::<Postgres, (String, String, String, String, i64, i64)>(CHATS_SQL).bind(limit),
+            Some(channel) => query_as(CHATS_OF_CHANNEL_SQL).bind(limit).bind(channel),
+        };
+        let rows = statement.fetch_all(self.pool()).await?;
         Ok(rows
             .into_iter()
             .map(|(channel, session, inbound, last_received_at, messages, unfinished)| ChatRow {

@@ -74,7 +74,8 @@
 //!   `Gateway::builder`, which starts and stops it in the one safe order
 //!   (home lock, database, policy, config, sandboxes, channels, HTTP).
 //! - [`admin`]: the admin console's data — a tape's pages, anchors, search
-//!   and export (`admin::tape_view`).
+//!   and export (`admin::tape_view`), live samples of the `/metrics`
+//!   numbers (`admin::live`).
 //! - [`setup`]: the agent the `bub` binary runs, assembled from the `BUB_*`
 //!   variables it is given.
 //! - [`cli`]: the `bub` command line (`bub pairing`, `bub tape`, `bub db`, …),

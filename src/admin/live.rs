@@ -201,9 +201,12 @@ pub fn sampler(interval: Duration) -> impl Stream<Item = Rates> + Send + 'static
     Sampler::new().every(interval)
 }
 
+/// A sample line's labels, as (name, value).
+type Labels = Vec<(String, String)>;
+
 /// One sample line: `name{label="value",…} value [timestamp]`; `None` for
 /// comments, blank lines and anything malformed.
-fn parse_line(line: &str) -> Option<(&str, Vec<(String, String)>, f64)> {
+fn parse_line(line: &str) -> Option<(&str, Labels, f64)> {
     let line = line.trim();
     if line.is_empty() || line.starts_with('#') {
         return None;
@@ -222,7 +225,7 @@ fn parse_line(line: &str) -> Option<(&str, Vec<(String, String)>, f64)> {
 
 /// The labels after `{`, and the text after the closing `}`. Values are
 /// quoted, with `\"`, `\\` and `\n` escaped.
-fn parse_labels(mut text: &str) -> Option<(Vec<(String, String)>, &str)> {
+fn parse_labels(mut text: &str) -> Option<(Labels, &str)> {
     let mut labels = Vec::new();
     loop {
         text = text.trim_start_matches([',', ' ']);

@@ -137,7 +137,7 @@
 //! - `http` → `config`
 //! - `gateway` → `agent`, `command`, `config`, `db`, `environment`, `home`, `http`, `mcp`, `policy`,
 //!   `tape`, `telemetry`, `tools`
-//! - `admin` → `agent`, `http`, `tape`
+//! - `admin` → `agent`, `db`, `http`, `tape`
 //! - `setup` → `agent`, `codemode`, `command`, `config`, `db`, `environment`, `home`, `model`,
 //!   `skills`, `tape`, `tools`
 //! - `cli` → `agent`, `command`, `config`, `db`, `environment`, `gateway`, `home`, `mcp`, `model`,

@@ -82,6 +82,11 @@ function showRestart(needsRestart) {
   show("policy-restart", "Applied, but these need a restart of the gateway to take effect: ", (needsRestart ?? []).join(", "));
 }
 
+let path = "";
+function showFile(running) {
+  show("policy-file", `${path} · on disk: version ${baseVersion}`, running ? ` · running: version ${running}` : "");
+}
+
 /// Loads the file on disk into the editor (the admin asked, or nothing is there yet).
 async function load() {
   status("Loading…");
@@ -92,8 +97,8 @@ async function load() {
     dirty = false;
     theirs = null;
     $("policy-conflict").hidden = true;
-    show("policy-file", `${config.path} · on disk: version ${config.on_disk.version}`,
-      config.running.version !== config.on_disk.version ? ` · running: version ${config.running.version}` : "");
+    path = config.path;
+    showFile(config.running.version !== config.on_disk.version ? config.running.version : null);
     showBroken(config.on_disk);
     showRestart(config.needs_restart);
     clearResults();
@@ -152,6 +157,7 @@ async function apply() {
     const answer = await api("config/apply", { text: sent, version: baseVersion });
     baseVersion = answer.version;
     dirty = text().value !== sent;
+    showFile(null);
     clearResults();
     showBroken(null);
     showRestart(answer.outcome?.needs_restart);
@@ -171,8 +177,8 @@ async function apply() {
 
 function conflict(detail) {
   theirs = detail;
-  show("policy-theirs-diff", h("details", {}, h("summary", {}, `Their version (${detail.version})`),
-    h("code", {}, detail.text ?? "")));
+  show("policy-theirs", h("details", {}, h("summary", {}, `Their text (version ${detail.version})`),
+    h("pre", { class: "theirs" }, detail.text ?? "")));
   $("policy-conflict").hidden = false;
   status("Not applied: changed by someone else meanwhile.", "error");
   $("policy-load-theirs").focus();

@@ -9,6 +9,7 @@
 //!
 //! Command-only: the model never sees it.
 
+use super::effective::{EffectivePolicy, Verdict};
 use super::enforce::SessionPolicy;
 use crate::tools::{Capability, Tool, ToolContext, ToolError};
 use schemars::JsonSchema;
@@ -61,37 +62,90 @@ fn explain(session: &SessionPolicy, ctx: &ToolContext, tool: &str, user: &str, u
         catalogue.get(tool).map(|t| (t.name().to_string(), t.capabilities()))
     });
     let (tool, capabilities) = found.unwrap_or((tool.to_string(), crate::tools::Capabilities::ALL));
-    let shared = session.chat_kind.is_shared();
-    let policy = &session.policy;
-    let kind = if shared { "group" } else { "direct" };
-    let as_model = policy.tool_verdict(&tool, capabilities, Some(user), shared, false);
-    let as_command = policy.tool_verdict(&tool, capabilities, Some(user), shared, true);
-    let word = |allowed: bool| if allowed { "allowed" } else { "denied" };
-    let untrusted = match (policy.untrusted_context_verdict(&tool, capabilities), untrusted) {
-        (Some(rule), now) if as_model.allowed => {
-            let now = match now {
-                Some(reason) if !rule.allowed => format!(
-                    "the context holds {reason}, so the model's calls of {tool} are denied now, until an \
-                     operator writes an anchor (`,tape.handoff`; an anchor the model writes keeps the origin)"
-                ),
-                Some(reason) => format!("the context holds {reason}"),
-                None => "nothing untrusted since the last anchor".to_string(),
-            };
-            format!(
-                "\n  model call with untrusted text in the context: {} — {}\n  context now: {now}",
-                word(rule.allowed),
-                rule.rule
-            )
+    Explanation::of(&session.policy, &tool, capabilities, user, session.chat_kind.is_shared()).describe(Some(untrusted))
+}
+
+/// Whether a tool may run for a user in a chat, as a model call and as a
+/// comma command, and (for a tool the provenance rule guards) with
+/// untrusted text in the context: what `,policy explain` says, and what
+/// the admin console's explain form shows for any chat.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Explanation {
+    pub tool: String,
+    pub capabilities: crate::tools::Capabilities,
+    pub user: String,
+    pub channel: String,
+    pub chat_id: String,
+    /// A group chat or thread (rule 4 applies).
+    pub shared: bool,
+    pub model_call: Verdict,
+    pub command: Verdict,
+    /// For tools that can exec, write or reach the network: a model call
+    /// while untrusted text is in the context.
+    pub with_untrusted_context: Option<Verdict>,
+}
+
+impl Explanation {
+    /// The verdicts of `policy` for `tool` (with `capabilities`) and `user`.
+    pub fn of(
+        policy: &EffectivePolicy,
+        tool: &str,
+        capabilities: crate::tools::Capabilities,
+        user: &str,
+        shared: bool,
+    ) -> Explanation {
+        let model_call = policy.tool_verdict(tool, capabilities, Some(user), shared, false);
+        let command = policy.tool_verdict(tool, capabilities, Some(user), shared, true);
+        let with_untrusted_context =
+            policy.untrusted_context_verdict(tool, capabilities).filter(|_| model_call.allowed);
+        Explanation {
+            tool: tool.to_string(),
+            capabilities,
+            user: user.to_string(),
+            channel: policy.channel.clone(),
+            chat_id: policy.chat_id.clone(),
+            shared,
+            model_call,
+            command,
+            with_untrusted_context,
         }
-        _ => String::new(),
-    };
-    format!(
-        "{tool} ({capabilities}) for {user} in this {kind} chat ({}/{}):\n  model call: {} — {}{untrusted}\n  command: {} — {}",
-        policy.channel,
-        policy.chat_id,
-        word(as_model.allowed),
-        as_model.rule,
-        word(as_command.allowed),
-        as_command.rule
-    )
+    }
+
+    /// As `,policy explain` words it. `context`: what a session's context
+    /// holds now — `Some(Some(why))` untrusted text, `Some(None)` nothing
+    /// untrusted; `None`: no session looked at (the admin console), so
+    /// nothing is said about it.
+    pub fn describe(&self, context: Option<Option<&str>>) -> String {
+        let Explanation { tool, capabilities, user, channel, chat_id, .. } = self;
+        let kind = if self.shared { "group" } else { "direct" };
+        let word = |allowed: bool| if allowed { "allowed" } else { "denied" };
+        let untrusted = match (&self.with_untrusted_context, context) {
+            (Some(rule), None) => {
+                format!("\n  model call with untrusted text in the context: {} — {}", word(rule.allowed), rule.rule)
+            }
+            (Some(rule), Some(now)) => {
+                let now = match now {
+                    Some(reason) if !rule.allowed => format!(
+                        "the context holds {reason}, so the model's calls of {tool} are denied now, until an \
+                         operator writes an anchor (`,tape.handoff`; an anchor the model writes keeps the origin)"
+                    ),
+                    Some(reason) => format!("the context holds {reason}"),
+                    None => "nothing untrusted since the last anchor".to_string(),
+                };
+                format!(
+                    "\n  model call with untrusted text in the context: {} — {}\n  context now: {now}",
+                    word(rule.allowed),
+                    rule.rule
+                )
+            }
+            (None, _) => String::new(),
+        };
+        format!(
+            "{tool} ({capabilities}) for {user} in this {kind} chat ({channel}/{chat_id}):\n  model call: {} — {}{untrusted}\n  command: {} — {}",
+            word(self.model_call.allowed),
+            self.model_call.rule,
+            word(self.command.allowed),
+            self.command.rule
+        )
+    }
 }

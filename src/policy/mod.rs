@@ -7,6 +7,8 @@
 //!   which layer set it.
 //! - [`enforce`](mod@enforce): [`SessionPolicy`] in a run's turn state and the one
 //!   `BeforeToolCall` handler that enforces it ([`enforce()`]).
+//! - [`diff`]: who gains or loses what when a new config replaces the
+//!   running one ([`access_diff`]), for the admin console's preview.
 //! - [`command`]: the `,policy show` / `,policy explain` command ([`policy_tool`]).
 //! - [`menu`]: the commands a user may run in a chat, as a platform's
 //!   command menu and `/help` list them (`EffectivePolicy::command_menu`).
@@ -25,6 +27,7 @@
 
 pub mod carried;
 pub mod command;
+pub mod diff;
 pub mod effective;
 pub mod enforce;
 pub mod menu;
@@ -32,7 +35,8 @@ pub mod privacy;
 pub mod provenance;
 pub mod warnings;
 
-pub use command::policy_tool;
+pub use command::{Explanation, policy_tool};
+pub use diff::{AccessChange, AccessDiff, Subject, access_diff};
 pub use effective::{
     Admission, Denial, EffectivePolicy, PairingSubject, READ_ONLY_COMMANDS, SHARED_CHAT_GUARDED, Sourced, Verdict,
 };

@@ -177,3 +177,50 @@ async fn behind_a_proxy_the_console_lives_under_its_base_path() {
     assert_eq!(document["servers"][0]["url"], "/tools/bub/admin/api");
     assert_eq!(document["openapi"], "3.1.0");
 }
+
+/// `POST` `body` to `api/{path}` with alice's bearer token: status and JSON.
+async fn post(base: &str, path: &str, body: serde_json::Value) -> (u16, serde_json::Value) {
+    let response = client().post(format!("{base}/api/{path}")).bearer_auth(ALICE).json(&body).send().await.unwrap();
+    (response.status().as_u16(), response.json().await.unwrap_or_default())
+}
+
+#[tokio::test]
+async fn explain_answers_for_any_chat_as_the_chat_command_would() {
+    let home = tempfile::tempdir().unwrap();
+    let gateway = console(home.path(), "").await;
+    let base = format!("{}/admin", gateway.base_url());
+    let ask = |kind: &str, tool: &str| serde_json::json!({"channel": "hooks", "chat": "room-1", "kind": kind, "tool": tool, "user": "hooks:dana"});
+    let (status, direct) = post(&base, "explain", ask("direct", "bash")).await;
+    assert_eq!(status, 200, "{direct}");
+    assert_eq!(direct["tool"], "bash");
+    assert_eq!(direct["model_call"]["allowed"], true);
+    assert_eq!(direct["command"]["allowed"], false, "no operators named: {direct}");
+    let (_, group) = post(&base, "explain", ask("group", "bash")).await;
+    assert_eq!(group["model_call"]["allowed"], false, "rule 4 keeps the shell out of groups: {group}");
+    assert!(group["text"].as_str().unwrap().contains("bash (exec) for hooks:dana in this group chat (hooks/room-1)"));
+    let (status, unknown) = post(&base, "explain", ask("direct", "bsh")).await;
+    assert_eq!(status, 422);
+    assert!(unknown["error"]["message"].as_str().unwrap().contains("did you mean bash"), "{unknown}");
+    let (status, _) = post(&base, "explain", serde_json::json!({"channel": "hooks"})).await;
+    assert_eq!(status, 422, "a body missing fields");
+    let raw = client().post(format!("{base}/api/explain")).bearer_auth(ALICE).body("{").send().await.unwrap();
+    assert_eq!(raw.status(), 415, "not sent as JSON");
+}
+
+#[tokio::test]
+async fn pairing_codes_that_do_not_exist_are_not_found_and_refusing_nothing_removes_nothing() {
+    let home = tempfile::tempdir().unwrap();
+    let gateway = console(home.path(), "").await;
+    let base = format!("{}/admin", gateway.base_url());
+    let listed: serde_json::Value =
+        client().get(format!("{base}/api/pairing")).bearer_auth(BOB).send().await.unwrap().json().await.unwrap();
+    assert_eq!(listed["requests"], serde_json::json!([]));
+    let (status, body) =
+        post(&base, "pairing/approve", serde_json::json!({"channel": "hooks", "code": "ABCD-EFGH"})).await;
+    assert_eq!(status, 404, "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("no pending pairing code ABCD-EFGH"), "{body}");
+    let (status, body) = post(&base, "pairing/refuse", serde_json::json!({"channel": "hooks", "id": "42"})).await;
+    assert_eq!((status, body["removed"].as_u64()), (200, Some(0)));
+    let (status, _) = post(&base, "pairing/refuse", serde_json::json!({"channel": "nope", "id": "42"})).await;
+    assert_eq!(status, 422);
+}

@@ -5,8 +5,12 @@
 //!
 //! One module per concern; each has `routes(prefix)` and `document(&mut Document)`.
 //! - [`session`]: who is logged in, the CSRF token, the replica.
+//! - [`explain`]: `,policy explain` for any chat.
+//! - [`pairing`]: pairing codes to approve or refuse.
 
+pub(crate) mod explain;
 pub(crate) mod openapi;
+pub(crate) mod pairing;
 pub(crate) mod session;
 
 use super::AdminState;
@@ -28,6 +32,8 @@ pub(crate) fn routes(prefix: &str) -> Router<AdminState> {
     Router::new()
         .route(&format!("{prefix}/openapi.json"), get(openapi_json))
         .merge(session::routes(prefix))
+        .merge(explain::routes(prefix))
+        .merge(pairing::routes(prefix))
         .route(&format!("{prefix}/{{*rest}}"), axum::routing::any(unknown))
 }
 
@@ -39,6 +45,8 @@ pub(crate) fn document(server: &str) -> serde_json::Value {
         .stream(200, "application/json", "The OpenAPI document.")
         .add();
     session::document(&mut doc);
+    explain::document(&mut doc);
+    pairing::document(&mut doc);
     doc.finish(server)
 }
 

@@ -160,7 +160,7 @@ impl Op<'_> {
     }
 
     /// A JSON response of type `T` with `status`.
-    pub(crate) fn json<T: JsonSchema>(mut self, status: u16, description: &str) -> Self {
+    pub(crate) fn json<T: JsonSchema>(self, status: u16, description: &str) -> Self {
         let schema = self.doc.responses.subschema_for::<T>();
         self.response(status, description, Some(("application/json", schema.to_value())))
     }

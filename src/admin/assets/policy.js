@@ -68,8 +68,7 @@ function clearResults() {
   $("policy-preview-box").hidden = true;
 }
 
-function showBroken(onDisk) {
-  const error = onDisk?.error;
+function showBroken(error) {
   $("policy-broken").hidden = !error;
   if (!error) return;
   show("policy-broken",
@@ -82,6 +81,17 @@ function showRestart(needsRestart) {
   show("policy-restart", "Applied, but these need a restart of the gateway to take effect: ", (needsRestart ?? []).join(", "));
 }
 
+// The API's answers, read in one place.
+const problems = (answer) => answer?.problems ?? answer?.errors ?? [];
+const readConfig = (config) => ({
+  path: config.path,
+  text: config.on_disk?.text ?? config.text,
+  version: config.on_disk?.version ?? config.version,
+  problem: config.on_disk?.error ?? config.problem ?? null,
+  running: config.running?.version ?? config.running,
+  needsRestart: config.needs_restart ?? [],
+});
+
 let path = "";
 function showFile(running) {
   show("policy-file", `${path} · on disk: version ${baseVersion}`, running ? ` · running: version ${running}` : "");
@@ -91,18 +101,18 @@ function showFile(running) {
 async function load() {
   status("Loading…");
   try {
-    const config = await api("config");
-    text().value = config.on_disk.text;
-    baseVersion = config.on_disk.version;
+    const config = readConfig(await api("config"));
+    text().value = config.text;
+    baseVersion = config.version;
     dirty = false;
     theirs = null;
     $("policy-conflict").hidden = true;
     path = config.path;
-    showFile(config.running.version !== config.on_disk.version ? config.running.version : null);
-    showBroken(config.on_disk);
-    showRestart(config.needs_restart);
+    showFile(config.running !== config.version ? config.running : null);
+    showBroken(config.problem);
+    showRestart(config.needsRestart);
     clearResults();
-    if (config.on_disk.error) showErrors([config.on_disk.error]);
+    if (config.problem) showErrors([config.problem]);
     loaded = true;
     status("");
   } catch (error) {
@@ -115,12 +125,21 @@ async function check() {
   try {
     const answer = await api("config/check", { text: text().value });
     clearResults();
-    showErrors(answer.errors);
+    showErrors(problems(answer));
     showWarnings(answer.warnings);
-    status(answer.ok ? "No errors." : `${answer.errors.length} error(s).`, answer.ok ? "good" : "error");
+    status(answer.ok ? "No errors." : `${problems(answer).length} error(s).`, answer.ok ? "good" : "error");
   } catch (error) {
     status(describe(error), "error");
   }
+}
+
+/// Whom a change affects, in words.
+function subjectLabel(subject) {
+  if (subject.label) return subject.label;
+  if (subject.kind === "chat") return `chat ${subject.chat} on ${subject.channel}`;
+  if (subject.kind === "channel") return `channel ${subject.channel} (its other chats)`;
+  if (subject.kind === "user") return `user ${subject.user}`;
+  return JSON.stringify(subject);
 }
 
 function showChanges(changes) {
@@ -128,18 +147,20 @@ function showChanges(changes) {
   $("policy-changes").hidden = changes.length === 0;
   const list = (items) => items.length ? h("ul", {}, items.map((item) => h("li", {}, item))) : "—";
   show($("policy-changes").tBodies[0], changes.map((change) => h("tr", { class: change.widens ? "widens" : "" },
-    h("th", { scope: "row" }, change.subject.label,
+    h("th", { scope: "row" }, subjectLabel(change.subject),
       change.widens ? h("span", { class: "badge bad", title: "this change widens access" }, "widens") : ""),
     h("td", { class: "gains" }, list(change.gains ?? [])),
-    h("td", { class: "loses" }, list(change.loses ?? [])))));
+    h("td", { class: "loses" }, list(change.loses ?? [])),
+    h("td", { class: "other" }, list(change.other ?? [])))));
 }
 
 async function preview() {
   try {
     const answer = await api("config/preview", { text: text().value });
     clearResults();
-    showErrors(answer.errors);
-    if (!answer.ok) return status(`${answer.errors.length} error(s): nothing to preview.`, "error");
+    showErrors(problems(answer));
+    showWarnings(answer.warnings);
+    if (!answer.ok) return status(`${problems(answer).length} error(s): nothing to preview.`, "error");
     showChanges(answer.changes ?? []);
     show("policy-diff", answer.diff ? diffLines(answer.diff) : "No difference from the running config.");
     $("policy-preview-box").hidden = false;
@@ -160,16 +181,16 @@ async function apply() {
     showFile(null);
     clearResults();
     showBroken(null);
-    showRestart(answer.outcome?.needs_restart);
-    const outcome = answer.outcome ?? {};
+    const outcome = answer.outcome ?? answer;
+    showRestart(outcome.needs_restart);
     if (outcome.applied) status(`Applied: now version ${answer.version}.`, "good");
     else status(`Written (version ${answer.version}) but not applied: ${outcome.error ?? "see the gateway's log"}.`, "error");
   } catch (error) {
     if (error.status === 409 && error.detail) return conflict(error.detail);
-    if (error.status === 422 && error.detail?.errors) {
+    if (error.status === 422 && problems(error.detail).length) {
       clearResults();
-      showErrors(error.detail.errors);
-      return status(`Not applied: ${error.detail.errors.length} error(s). Nothing was written.`, "error");
+      showErrors(problems(error.detail));
+      return status(`Not applied: ${problems(error.detail).length} error(s). Nothing was written.`, "error");
     }
     status(`Not applied: ${describe(error)}`, "error");
   }

@@ -31,7 +31,10 @@ export const explain = {
       busy(form.querySelector("button[type=submit]"), async () => {
         try {
           const answer = await api("explain", fields);
-          show("explain-out", h("ul", { class: "verdicts" }, verdict("model call", answer.model_call), verdict("command", answer.command)),
+          show("explain-out", h("p", {}, h("code", {}, answer.tool ?? fields.tool),
+            answer.capabilities?.length ? ` can ${answer.capabilities.join(", ")}` : ""),
+            h("ul", { class: "verdicts" }, verdict("model call", answer.model_call), verdict("command", answer.command),
+              verdict("model call with untrusted text in the context", answer.with_untrusted_context)),
             h("pre", { class: "explain" }, answer.text));
         } catch (error) {
           show("explain-out", failure(error));
@@ -173,19 +176,20 @@ async function listPairing() {
 }
 
 function pairingRow(request) {
-  const who = request.display ? `${request.display} (${request.subject})` : request.subject;
+  const who = request.display ? `${request.display} (${request.id})` : request.id;
   const decided = request.approved_at ? `${when(request.approved_at)} by ${request.approved_by ?? "?"}` : "";
-  let actions = "";
+  const refuse = (label) => h("button", { type: "button", class: "quiet", onclick: (event) => decide(event.currentTarget,
+    "refuse", { channel: request.channel, id: request.id }, who) }, label);
+  let actions = refuse("Revoke");
   if (request.state === "pending") {
-    const code = h("input", { "aria-label": `Pairing code of ${who}`, size: 8, value: request.code ?? "", class: "code" });
+    const code = h("input", { "aria-label": `Pairing code of ${who}`, size: 10, value: request.code ?? "", class: "code" });
     actions = h("div", { class: "inline" }, code,
       h("button", { type: "button", onclick: (event) => decide(event.currentTarget, "approve",
         { channel: request.channel, code: code.value.trim() }, who) }, "Approve"),
-      h("button", { type: "button", class: "quiet", onclick: (event) => decide(event.currentTarget, "refuse",
-        { channel: request.channel, id: request.id }, who) }, "Refuse"));
+      refuse("Refuse"));
   }
   return h("tr", { "data-id": request.id },
-    h("td", {}, request.channel), h("td", {}, who), h("td", {}, request.state),
+    h("td", {}, request.channel), h("td", {}, who, h("span", { class: "hint" }, ` ${request.subject}`)), h("td", {}, request.state),
     h("td", {}, when(request.requested_at), request.requested_by ? ` by ${request.requested_by}` : ""),
     h("td", {}, decided), h("td", {}, actions));
 }
@@ -194,7 +198,7 @@ function decide(button, action, body, who) {
   return busy(button, async () => {
     try {
       await api(`pairing/${action}`, body);
-      show("pairing-status", h("p", { class: "good" }, `${action === "approve" ? "Approved" : "Refused"}: ${who}.`));
+      show("pairing-status", h("p", { class: "good" }, `${action === "approve" ? "Approved" : "Refused or revoked"}: ${who}.`));
       await listPairing();
     } catch (error) {
       show("pairing-status", failure(error));
@@ -212,9 +216,11 @@ async function listAudit(more) {
   try {
     const { entries } = await api(`audit?${query}`);
     const rows = entries.map((entry) => h("li", { class: "audit" },
-      h("p", {}, h("strong", {}, `#${entry.seq} ${entry.action}`), ` by ${entry.admin} · ${when(entry.at)} · `,
-        `version ${entry.version_before ?? "—"} → ${entry.version_after ?? "—"} · `,
-        typeof entry.outcome === "string" ? entry.outcome : JSON.stringify(entry.outcome)),
+      h("p", {}, h("strong", {}, `#${entry.seq} ${entry.action}`), entry.target ? ` ${entry.target}` : "",
+        ` by ${entry.admin} · ${when(entry.at)} · `,
+        h("span", { class: entry.outcome === "rejected" ? "bad" : entry.outcome === "applied" ? "good" : "warn" }, entry.outcome),
+        entry.detail ? `: ${entry.detail}` : "",
+        entry.version_before || entry.version_after ? ` · version ${entry.version_before ?? "—"} → ${entry.version_after ?? "—"}` : ""),
       entry.diff ? h("details", {}, h("summary", {}, "Diff"), h("pre", { class: "diff" }, diffLines(entry.diff))) : ""));
     auditBefore = entries.length ? entries[entries.length - 1].seq : auditBefore;
     $("audit-older").hidden = entries.length < 50;

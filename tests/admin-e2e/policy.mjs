@@ -59,4 +59,13 @@ await scenario("policy", async (browser) => {
   await page.reload();
   await page.waitForFunction((text) => document.getElementById("policy-text").value === text, original + DENYING);
   console.log("applied");
+
+  // The audit log names the apply, who made it and its diff.
+  await page.getByRole("link", { name: "Audit" }).click();
+  const entry = page.locator("#audit-out li.audit", { hasText: "config.apply" }).first();
+  await entry.waitFor();
+  check((await entry.textContent()).includes("by alice") && (await entry.textContent()).includes("applied"), `the audit entry: ${await entry.textContent()}`);
+  await entry.getByText("Diff").click();
+  check(await entry.locator(".diff .add", { hasText: "tape.info" }).count() > 0, "the audit entry's diff");
+  await step(page, "audit");
 });

@@ -81,16 +81,8 @@ function showRestart(needsRestart) {
   show("policy-restart", "Applied, but these need a restart of the gateway to take effect: ", (needsRestart ?? []).join(", "));
 }
 
-// The API's answers, read in one place.
-const problems = (answer) => answer?.problems ?? answer?.errors ?? [];
-const readConfig = (config) => ({
-  path: config.path,
-  text: config.on_disk?.text ?? config.text,
-  version: config.on_disk?.version ?? config.version,
-  problem: config.on_disk?.error ?? config.problem ?? null,
-  running: config.running?.version ?? config.running,
-  needsRestart: config.needs_restart ?? [],
-});
+// A check's, a preview's or a refused apply's problems (a config is checked until its first error).
+const problems = (answer) => answer?.problems ?? [];
 
 let path = "";
 function showFile(running) {
@@ -101,7 +93,8 @@ function showFile(running) {
 async function load() {
   status("Loading…");
   try {
-    const config = readConfig(await api("config"));
+    // The file on disk: its text, version and problem (then the last good config still runs).
+    const config = await api("config");
     text().value = config.text;
     baseVersion = config.version;
     dirty = false;
@@ -110,7 +103,7 @@ async function load() {
     path = config.path;
     showFile(config.running !== config.version ? config.running : null);
     showBroken(config.problem);
-    showRestart(config.needsRestart);
+    showRestart([]);
     clearResults();
     if (config.problem) showErrors([config.problem]);
     loaded = true;
@@ -135,7 +128,6 @@ async function check() {
 
 /// Whom a change affects, in words.
 function subjectLabel(subject) {
-  if (subject.label) return subject.label;
   if (subject.kind === "chat") return `chat ${subject.chat} on ${subject.channel}`;
   if (subject.kind === "channel") return `channel ${subject.channel} (its other chats)`;
   if (subject.kind === "user") return `user ${subject.user}`;
@@ -181,10 +173,9 @@ async function apply() {
     showFile(null);
     clearResults();
     showBroken(null);
-    const outcome = answer.outcome ?? answer;
-    showRestart(outcome.needs_restart);
-    if (outcome.applied) status(`Applied: now version ${answer.version}.`, "good");
-    else status(`Written (version ${answer.version}) but not applied: ${outcome.error ?? "see the gateway's log"}.`, "error");
+    showRestart(answer.needs_restart);
+    if (answer.applied) status(`Applied: now version ${answer.version}.`, "good");
+    else status(`Written (version ${answer.version}) but not applied: ${answer.error ?? "see the gateway's log"}.`, "error");
   } catch (error) {
     if (error.status === 409 && error.detail) return conflict(error.detail);
     if (error.status === 422 && problems(error.detail).length) {

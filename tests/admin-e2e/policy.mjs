@@ -60,6 +60,20 @@ await scenario("policy", async (browser) => {
   await page.waitForFunction((text) => document.getElementById("policy-text").value === text, original + DENYING);
   console.log("applied");
 
+  // The explain form agrees: tape.info is denied in the channel now.
+  await page.getByRole("link", { name: "Explain" }).click();
+  const form = page.locator("#view-explain");
+  await form.getByLabel("Channel").fill("webhook");
+  await form.getByLabel("Chat", { exact: true }).fill("room");
+  await form.getByLabel("Kind").selectOption("group");
+  await form.getByLabel("Tool").fill("tape.info");
+  await form.getByLabel("User").fill("webhook:alice");
+  await form.getByRole("button", { name: "Explain" }).click();
+  const verdicts = page.locator("#explain-out .verdicts");
+  await verdicts.waitFor();
+  check(/command: denied/.test(await verdicts.textContent()), `the explanation: ${await verdicts.textContent()}`);
+  await step(page, "explain");
+
   // The audit log names the apply, who made it and its diff.
   await page.getByRole("link", { name: "Audit" }).click();
   const entry = page.locator("#audit-out li.audit", { hasText: "config.apply" }).first();

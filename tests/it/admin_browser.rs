@@ -158,7 +158,8 @@ async fn a_long_tape_opens_at_its_newest_page_and_pages_jumps_searches_and_expor
 async fn a_stranger_s_pairing_request_is_approved_in_the_console_and_then_answered() {
     let home = tempfile::tempdir().unwrap();
     let (fake, receiver) = (FakeModel::start_answering("hi").await, CallbackReceiver::start().await);
-    let text_config = config(&receiver.url(), "").replace("[policy.defaults]\n", "[policy.defaults]\ndm_policy = \"pairing\"\n");
+    let text_config =
+        config(&receiver.url(), "").replace("[policy.defaults]\n", "[policy.defaults]\ndm_policy = \"pairing\"\n");
     let gateway = console(home.path(), &fake, &text_config).await;
     let asked = text(&say(&gateway, "m0", "mallory-dm", "mallory", "hello?", false).await);
     let code = asked

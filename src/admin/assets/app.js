@@ -9,7 +9,9 @@ import live from "./live.js";
 const views = { policy, explain, chats, tape, pairing, live, audit };
 let current = null;
 
-function route() {
+/// Shows the section the hash names; `moved`: the admin went there (the
+/// section's heading then takes the focus, so the keyboard starts there).
+function route(moved) {
   const hash = decodeURIComponent(location.hash.slice(1));
   const [name, ...rest] = hash.split("/");
   const view = Object.hasOwn(views, name) ? name : "policy";
@@ -24,6 +26,7 @@ function route() {
   current = { name: view, arg };
   document.body.dataset.view = view;
   if (!same) views[view].enter(arg);
+  if (moved === true) document.querySelector(`#view-${view} h1`)?.focus({ preventScroll: true });
 }
 
 async function start() {
@@ -49,8 +52,8 @@ async function start() {
     if (link.id === "skip") return $("main").focus();
     location.hash = link.getAttribute("href");
   });
-  window.addEventListener("hashchange", route);
-  route();
+  window.addEventListener("hashchange", () => route(true));
+  route(false);
 }
 
 start();

@@ -1,6 +1,6 @@
 // A long tape (BUB_TAPE, BUB_TAPE_TOTAL entries, anchors every so often,
-// one entry holding the word BUB_NEEDLE): the newest page first, Older and
-// Newer, an anchor jumped to, a search, the export.
+// one entry holding the word BUB_NEEDLE, far back): the newest page first,
+// Older and Newer, an anchor jumped to, a search (further back), the export.
 import { check, equal, login, need, newPage, scenario, step } from "./lib.mjs";
 
 const name = need("BUB_TAPE");
@@ -45,12 +45,21 @@ await scenario("tape", async (browser) => {
 
   await page.getByLabel("Search this tape").fill(needle);
   await page.getByRole("button", { name: "Search" }).click();
-  await page.locator("#tape-out tbody tr", { hasText: needle }).first().waitFor();
+  // A search reads a window of the tape per call: further back until the needle shows.
+  const hit = page.locator("#tape-out tbody tr", { hasText: needle }).first();
+  for (let round = 0; round < 10 && !(await hit.isVisible()); round += 1) {
+    const further = page.getByRole("button", { name: "Search further back" });
+    await Promise.race([hit.waitFor(), further.waitFor()]);
+    if (await hit.isVisible()) break;
+    await further.click();
+    console.log("searched further back");
+  }
+  await hit.waitFor();
   check((await page.locator("#tape-info").textContent()).includes(needle), "the search is named");
   await step(page, "search");
 
   const href = await page.getByRole("link", { name: /Export/ }).getAttribute("href");
-  check(href.endsWith(`api/tapes/${encodeURIComponent(name)}/export`), `the export link: ${href}`);
+  check(href.endsWith(`api/tape/export?${new URLSearchParams({ name })}`), `the export link: ${href}`);
   const exported = await page.request.get(new URL(href, page.url()).href);
   equal(exported.status(), 200, "the export's status");
   const lines = (await exported.text()).split("\n").filter(Boolean);

@@ -126,7 +126,7 @@ async fn two_admins_at_once_the_second_is_told_and_a_config_broken_on_disk_is_re
 async fn a_long_tape_opens_at_its_newest_page_and_pages_jumps_searches_and_exports() {
     use bub::db::SqliteTapeStore;
     use bub::tape::{NewEntry, TapeName, TapeStore};
-    const TOTAL: usize = 20_000;
+    const TOTAL: usize = 30_000;
     let home = tempfile::tempdir().unwrap();
     {
         let store = SqliteTapeStore::open(home.path().join("bub.db")).await.unwrap();
@@ -135,11 +135,11 @@ async fn a_long_tape_opens_at_its_newest_page_and_pages_jumps_searches_and_expor
         for n in 1..=TOTAL {
             entries.push(match n {
                 n if n % 5_000 == 1 => NewEntry::anchor(format!("chapter-{}", n / 5_000 + 1), json!({})),
-                12_345 => NewEntry::chat("user", "the needle-in-the-haystack message"),
+                4_321 => NewEntry::chat("user", "the needle-in-the-haystack message"),
                 n => NewEntry::chat(if n % 2 == 0 { "user" } else { "assistant" }, format!("message number {n}")),
             });
         }
-        for batch in entries.chunks(2_000) {
+        for batch in entries.chunks(5_000) {
             store.append(&name, batch.to_vec()).await.unwrap();
         }
     }
@@ -152,6 +152,7 @@ async fn a_long_tape_opens_at_its_newest_page_and_pages_jumps_searches_and_expor
     ];
     let output = browser::run("tape", &url(&gateway), ALICE, &env).await;
     assert!(output.contains(&format!("exported {TOTAL} lines")), "{output}");
+    assert!(output.contains("searched further back"), "the needle is older than one search window: {output}");
 }
 
 #[tokio::test]

@@ -4,13 +4,16 @@
 import { $, h, show } from "./lib.js";
 
 const KEEP = 120;
+// Each chart's lines: a field of the sample, or a number made from it.
+const field = (key) => (sample) => sample[key];
 const CHARTS = [
-  { id: "turns", title: "Turns/s", series: ["turns_per_s"] },
-  { id: "replies", title: "Replies/s", series: ["replies_per_s"] },
-  { id: "errors", title: "Errors/s", series: ["errors_per_s"] },
-  { id: "queues", title: "Queues (inbound, outbound)", series: ["inbound_queue", "outbound_queue"] },
-  { id: "latency", title: "Model latency (ms)", series: ["model_latency_ms"] },
-  { id: "tokens", title: "Tokens/s", series: ["tokens_per_s"] },
+  { id: "turns", title: "Turns/s", series: [field("turns_per_s")] },
+  { id: "replies", title: "Replies/s", series: [field("replies_per_s")] },
+  { id: "errors", title: "Errors/s", series: [field("errors_per_s")] },
+  { id: "queues", title: "Queues (inbound, outbound)", series: [field("inbound_queue"), field("outbound_queue")] },
+  // A second without a model call has no latency: the line holds at 0 there.
+  { id: "latency", title: "Model latency (ms)", series: [(sample) => (sample.model_latency_s ?? 0) * 1000] },
+  { id: "tokens", title: "Tokens/s (in, out)", series: [field("tokens_in_per_s"), field("tokens_out_per_s")] },
 ];
 const WIDTH = 300;
 const HEIGHT = 80;
@@ -30,7 +33,7 @@ function build() {
     const drawing = svg("svg", { viewBox: `0 0 ${WIDTH} ${HEIGHT}`, role: "img", "aria-labelledby": `chart-${chart.id}-title`,
       preserveAspectRatio: "none", class: "chart" });
     drawing.append(svg("line", { x1: 0, y1: HEIGHT - 0.5, x2: WIDTH, y2: HEIGHT - 0.5, class: "axis" }));
-    chart.series.forEach((key, index) => drawing.append(svg("polyline", { points: "", class: `series s${index}`, "data-key": key })));
+    chart.series.forEach((_, index) => drawing.append(svg("polyline", { points: "", class: `series s${index}` })));
     return h("figure", { id: `chart-${chart.id}`, class: "chart-box" },
       h("figcaption", { id: `chart-${chart.id}-title` }, chart.title, ": ", h("output", { class: "now" }, "—"),
         h("span", { class: "hint max" }, "")),
@@ -43,7 +46,7 @@ const number = (value) => (Number.isFinite(value) ? (Math.abs(value) >= 100 ? va
 function draw() {
   for (const chart of CHARTS) {
     const figure = $(`chart-${chart.id}`);
-    const values = chart.series.map((key) => samples.map((sample) => Number(sample[key] ?? 0)));
+    const values = chart.series.map((value) => samples.map((sample) => Number(value(sample) ?? 0)));
     const max = Math.max(1e-9, ...values.flat());
     values.forEach((series, index) => {
       const step = WIDTH / (KEEP - 1);

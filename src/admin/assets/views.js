@@ -1,16 +1,16 @@
 // The read-mostly views: explain, chats, a tape, pairing, the audit log.
 import { $, api, busy, diffLines, failure, h, show, when } from "./lib.js";
 
-/// Fills the channel suggestions (explain, chats) once.
-let channelsLoaded = false;
+/// The channels (suggested in the explain and chats forms, listed with their policies in Chats), read once.
+let channels = null;
 async function loadChannels() {
-  if (channelsLoaded) return;
-  channelsLoaded = true;
+  if (channels) return channels;
   try {
-    const { channels } = await api("channels");
-    show("explain-channels", channels.map((channel) => h("option", { value: channel.name }, `${channel.name} (${channel.kind})`)));
-  } catch {
-    channelsLoaded = false;
+    channels = await api("channels");
+    show("explain-channels", channels.channels.map((channel) => h("option", { value: channel.name }, `${channel.name} (${channel.kind})`)));
+    return channels;
+  } catch (error) {
+    return { error };
   }
 }
 
@@ -52,21 +52,49 @@ async function listChats() {
     const { chats: rows } = await api(`chats?${query}`);
     if (!rows.length) return show("chats-out", h("p", { class: "hint" }, "No chats yet."));
     show("chats-out", h("table", {},
-      h("thead", {}, h("tr", {}, ["Channel", "Chat", "Kind", "Title", "Last activity", "Messages", "Unfinished", "Tape"]
+      h("thead", {}, h("tr", {}, ["Channel", "Chat", "Kind", "Last activity", "Messages", "State", "Tape"]
         .map((title) => h("th", { scope: "col" }, title)))),
-      h("tbody", {}, rows.map((chat) => h("tr", {},
-        h("td", {}, chat.channel), h("td", {}, h("code", {}, chat.chat_id)), h("td", {}, chat.chat_kind),
-        h("td", {}, chat.title ?? ""), h("td", {}, when(chat.last_activity)), h("td", { class: "number" }, chat.messages),
-        h("td", { class: "number" }, chat.unfinished),
-        h("td", {}, chat.tape ? h("a", { href: `#tape/${encodeURIComponent(chat.tape)}` }, chat.tape) : ""))))));
+      h("tbody", {}, rows.map(chatRow))));
   } catch (error) {
     show("chats-out", failure(error));
   }
 }
 
+function chatRow(chat) {
+  const name = [chat.title, chat.thread ? `thread ${chat.thread}` : ""].filter(Boolean).join(" · ");
+  const policy = h("details", { class: "policy" }, h("summary", {}, "policy"));
+  policy.addEventListener("toggle", async () => {
+    if (!policy.open || policy.dataset.loaded) return;
+    policy.dataset.loaded = "1";
+    try {
+      const query = new URLSearchParams({ channel: chat.channel, chat: chat.chat_id });
+      policy.append(h("pre", {}, (await api(`chats/policy?${query}`)).policy));
+    } catch (error) {
+      policy.append(failure(error));
+    }
+  }, { once: false });
+  return h("tr", {},
+    h("td", {}, chat.channel),
+    h("td", {}, h("code", {}, chat.chat_id), name ? h("div", { class: "hint" }, name) : "", policy),
+    h("td", {}, chat.chat_kind),
+    h("td", {}, when(chat.last_activity), chat.last_sender ? h("div", { class: "hint" }, `from ${chat.last_sender}`) : ""),
+    h("td", { class: "number" }, chat.messages),
+    h("td", {}, chat.state ?? (chat.unfinished ? "busy" : "idle"), chat.unfinished ? ` (${chat.unfinished} unfinished)` : ""),
+    h("td", {}, h("a", { href: `#tape/${encodeURIComponent(chat.tape)}` }, "open")));
+}
+
+async function listChannels() {
+  const known = await loadChannels();
+  if (known.error) return show("channels-out", failure(known.error));
+  show("channels-out", known.channels.map((channel) => h("details", { class: "channel" },
+    h("summary", {}, h("strong", {}, channel.name), ` (${channel.kind}) · ${channel.chats.length} chat(s) configured`),
+    h("pre", {}, channel.policy),
+    channel.chats.map((chat) => h("details", {}, h("summary", {}, "chat ", h("code", {}, chat.chat_id)), h("pre", {}, chat.policy))))),
+  known.warnings?.length ? h("ul", { class: "warn" }, known.warnings.map((warning) => h("li", {}, warning))) : "");
+}
+
 export const chats = {
   enter() {
-    loadChannels();
     const form = $("chats-form");
     if (!form.dataset.wired) {
       form.dataset.wired = "1";
@@ -75,13 +103,20 @@ export const chats = {
         listChats();
       });
     }
+    listChannels();
     listChats();
   },
 };
 
 // A tape: newest page first, Older/Newer, anchors to jump to, search, export.
+// The tape is named in the query (`name=`): tape names hold `:` and `/`.
 const PAGE = 50;
-const tapeState = { name: "", page: null, search: "" };
+const tapeState = { name: "", page: null };
+const tapeQuery = (extra = {}) => {
+  const query = new URLSearchParams({ name: tapeState.name });
+  for (const [key, value] of Object.entries(extra)) if (value !== undefined && value !== null) query.set(key, String(value));
+  return query;
+};
 
 function entryRow(entry, highlight) {
   return h("tr", { id: `entry-${entry.id}`, class: highlight === entry.id ? "highlight" : "" },
@@ -91,25 +126,21 @@ function entryRow(entry, highlight) {
       h("pre", {}, JSON.stringify(entry.payload, null, 2)))));
 }
 
+function entryTable(entries, highlight) {
+  return h("table", { class: "tape" },
+    h("thead", {}, h("tr", {}, ["Id", "Kind", "Date", "Name", "Summary"].map((title) => h("th", { scope: "col" }, title)))),
+    h("tbody", {}, entries.map((entry) => entryRow(entry, highlight))));
+}
+
 async function tapePage(before, highlight) {
-  const { name, search } = tapeState;
-  const query = new URLSearchParams({ limit: String(PAGE) });
-  if (before) query.set("before", String(before));
-  if (search) query.set("q", search);
-  const path = `tapes/${encodeURIComponent(name)}${search ? "/search" : ""}?${query}`;
   try {
-    const page = await api(path);
+    const page = await api(`tape?${tapeQuery({ before, limit: PAGE })}`);
     tapeState.page = page;
     const entries = [...page.entries].sort((a, b) => a.id - b.id);
-    show("tape-info", search ? `Entries matching “${search}” · ` : "",
-      `${page.total} entries`, entries.length ? ` · showing ${page.first_id}–${page.last_id}` : "");
+    show("tape-info", `${page.total} entries`, entries.length ? ` · showing ${page.first_id}–${page.last_id}` : "");
     $("tape-older").disabled = !page.has_older;
     $("tape-newer").disabled = !page.has_newer;
-    show("tape-out", entries.length
-      ? h("table", { class: "tape" },
-          h("thead", {}, h("tr", {}, ["Id", "Kind", "Date", "Name", "Summary"].map((title) => h("th", { scope: "col" }, title)))),
-          h("tbody", {}, entries.map((entry) => entryRow(entry, highlight))))
-      : h("p", { class: "hint" }, search ? "Nothing matches." : "The tape is empty."));
+    show("tape-out", entries.length ? entryTable(entries, highlight) : h("p", { class: "hint" }, "The tape is empty."));
     if (highlight) document.getElementById(`entry-${highlight}`)?.scrollIntoView({ block: "center" });
   } catch (error) {
     $("tape-older").disabled = $("tape-newer").disabled = true;
@@ -117,15 +148,43 @@ async function tapePage(before, highlight) {
   }
 }
 
-async function tapeAnchors() {
+/// Hits of `q`, newest first, a window of the tape per call; `more` goes on further back.
+async function tapeSearch(q, before, more) {
+  try {
+    const found = await api(`tape/search?${tapeQuery({ q, before })}`);
+    const hits = [...found.hits];
+    const table = more ? $("tape-out").querySelector("tbody") : null;
+    if (table) table.append(...hits.map((entry) => entryRow(entry)));
+    else show("tape-out", hits.length ? entryTable(hits) : h("p", { class: "hint" }, "No match yet."));
+    const searched = found.searched_to ? ` (searched back to entry ${found.searched_from})` : "";
+    show("tape-info", `Entries matching “${q}”`, searched);
+    if (found.next_before) {
+      $("tape-out").append(h("button", { type: "button", class: "more", onclick: (event) => {
+        event.currentTarget.remove();
+        tapeSearch(q, found.next_before, Boolean($("tape-out").querySelector("tbody")));
+      } }, "Search further back"));
+    }
+    $("tape-older").disabled = $("tape-newer").disabled = true;
+  } catch (error) {
+    show("tape-out", failure(error));
+  }
+}
+
+async function tapeAnchors(before) {
   const list = $("tape-anchors").querySelector("ul");
   try {
-    const { anchors } = await api(`tapes/${encodeURIComponent(tapeState.name)}/anchors`);
-    show(list, anchors.length ? anchors.map((anchor) => h("li", {},
+    const { anchors, next_before: next } = await api(`tape/anchors?${tapeQuery({ before })}`);
+    const items = anchors.map((anchor) => h("li", {},
       h("button", { type: "button", class: "link", title: anchor.summary ?? "",
-        onclick: () => { tapeState.search = ""; tapePage(anchor.id + PAGE, anchor.id); } },
-        anchor.name, h("span", { class: "hint" }, ` #${anchor.id} · ${when(anchor.date)}`))))
-      : h("li", { class: "hint" }, "No anchors."));
+        onclick: () => tapePage(anchor.id + PAGE, anchor.id) },
+        anchor.name, h("span", { class: "hint" }, ` #${anchor.id} · ${when(anchor.date)}`,
+          anchor.compaction ? " · compaction" : ""))));
+    if (!before) show(list, items.length ? items : h("li", { class: "hint" }, "No anchors."));
+    else list.append(...items);
+    if (next) list.append(h("li", {}, h("button", { type: "button", class: "quiet", onclick: (event) => {
+      event.currentTarget.closest("li").remove();
+      tapeAnchors(next);
+    } }, "Older anchors")));
   } catch (error) {
     show(list, h("li", {}, failure(error)));
   }
@@ -140,8 +199,9 @@ function wireTape() {
     busy(event.currentTarget, () => tapePage(tapeState.page ? tapeState.page.last_id + 1 + PAGE : undefined)));
   $("tape-search").addEventListener("submit", (event) => {
     event.preventDefault();
-    tapeState.search = $("tape-q").value.trim();
-    tapePage();
+    const q = $("tape-q").value.trim();
+    if (q) tapeSearch(q);
+    else tapePage();
   });
 }
 
@@ -151,11 +211,11 @@ export const tape = {
       $("tape-search").dataset.wired = "1";
       wireTape();
     }
-    Object.assign(tapeState, { name, page: null, search: "" });
+    Object.assign(tapeState, { name, page: null });
     $("tape-q").value = "";
     show("tape-title", "Tape ", h("code", {}, name));
-    $("tape-export").href = `api/tapes/${encodeURIComponent(name)}/export`;
-    $("tape-export").setAttribute("download", `${name}.jsonl`);
+    $("tape-export").href = `api/tape/export?${tapeQuery()}`;
+    $("tape-export").setAttribute("download", `${name.replace(/[^\w.-]+/g, "_")}.jsonl`);
     show("tape-out", h("p", { class: "hint" }, "Loading…"));
     tapePage();
     tapeAnchors();

@@ -1,5 +1,6 @@
 // The live charts while the test sends a load of messages: samples arrive
-// every second, the replica is named, the turns chart rises above zero.
+// every second, the replica is named, the turns chart rises above zero;
+// then the load's chats are listed and one opens at its tape.
 import { check, equal, login, newPage, scenario, step } from "./lib.mjs";
 
 await scenario("live", async (browser) => {
@@ -19,7 +20,14 @@ await scenario("live", async (browser) => {
   const turns = await page.locator("#chart-turns .now").textContent();
   console.log(`turns/s now ${turns}`);
   await step(page, "moving");
-  // Leaving the view closes the stream.
-  await page.getByRole("link", { name: "Audit" }).click();
-  await page.locator("#view-audit").waitFor({ state: "visible" });
+  // The load's chats are listed; one opens at its tape.
+  await page.getByRole("link", { name: "Chats" }).click();
+  const row = page.locator("#chats-out tbody tr", { hasText: "load-" }).first();
+  await row.waitFor();
+  check(Number(await row.locator("td.number").textContent()) > 0, `the chat has messages: ${await row.textContent()}`);
+  await step(page, "chats");
+  await row.getByRole("link", { name: "open" }).click();
+  await page.locator("#tape-out tbody tr").first().waitFor();
+  check((await page.locator("#tape-out").textContent()).includes("hello"), "the chat's tape holds its messages");
+  await step(page, "chat-tape");
 });

@@ -286,6 +286,14 @@ async fn the_editor_checks_at_the_line_previews_who_gains_and_applies_with_an_au
     );
     assert!(row["diff"].as_str().unwrap().contains("+allowed_tools = [\"*\", \"bash\"]"), "{row}");
     assert_eq!(audit["entries"].as_array().unwrap().len(), 1, "refused edits are not applied changes");
+
+    let (_, channels) = get(&base, "channels").await;
+    assert_eq!(
+        (channels["channels"][0]["name"].as_str(), channels["channels"][0]["kind"].as_str()),
+        (Some("hooks"), Some("webhook"))
+    );
+    let policy = channels["channels"][0]["policy"].as_str().unwrap();
+    assert!(policy.contains("channels.hooks.policy"), "each value with its layer: {policy}");
 }
 
 #[tokio::test]

@@ -26,7 +26,7 @@ await scenario("live", async (browser) => {
   await row.waitFor();
   check(Number(await row.locator("td.number").textContent()) > 0, `the chat has messages: ${await row.textContent()}`);
   await step(page, "chats");
-  await row.getByRole("link", { name: "open" }).click();
+  await row.getByRole("link", { name: /^Open the tape of load-/ }).click();
   await page.locator("#tape-out tbody tr").first().waitFor();
   check((await page.locator("#tape-out").textContent()).includes("hello"), "the chat's tape holds its messages");
   await step(page, "chat-tape");

@@ -80,7 +80,7 @@ function chatRow(chat) {
     h("td", {}, when(chat.last_activity), chat.last_sender ? h("div", { class: "hint" }, `from ${chat.last_sender}`) : ""),
     h("td", { class: "number" }, chat.messages),
     h("td", {}, chat.state ?? (chat.unfinished ? "busy" : "idle"), chat.unfinished ? ` (${chat.unfinished} unfinished)` : ""),
-    h("td", {}, h("a", { href: `#tape/${encodeURIComponent(chat.tape)}` }, "open")));
+    h("td", {}, h("a", { href: `#tape/${encodeURIComponent(chat.tape)}`, "aria-label": `Open the tape of ${chat.chat_id}` }, "open")));
 }
 
 async function listChannels() {

@@ -18,6 +18,17 @@ await scenario("policy", async (browser) => {
   equal(await page.locator("#policy-gutter").textContent().then((text) => text.split("\n").length), lines, "the gutter's numbers");
   await step(page, "loaded");
 
+  // The gutter follows a long text's lines and its scrolling.
+  await editor.fill(`${original}${"# padding\n".repeat(300)}`);
+  await page.locator("#policy-text").evaluate((area) => { area.scrollTop = area.scrollHeight; });
+  await page.waitForFunction(() => {
+    const [area, gutter] = ["policy-text", "policy-gutter"].map((id) => document.getElementById(id));
+    return area.scrollTop > 0 && Math.abs(gutter.scrollTop - area.scrollTop) < 1;
+  });
+  equal(await page.locator("#policy-gutter").textContent().then((text) => text.split("\n").length), lines + 300, "the gutter after typing");
+  await step(page, "gutter-scrolled");
+  await editor.fill(original);
+
   // An error, typed at the end: listed at its line, a click moves the caret there.
   await editor.focus();
   await page.keyboard.press("Control+End");

@@ -230,6 +230,10 @@ function wire() {
     if (dirty && !window.confirm("Drop your edit and load the file on disk?")) return;
     busy(event.currentTarget, load);
   });
+  // Leaving the page with an edit not applied asks first.
+  window.addEventListener("beforeunload", (event) => {
+    if (dirty) event.preventDefault();
+  });
   $("policy-load-theirs").addEventListener("click", chooseTheirs);
   $("policy-keep-mine").addEventListener("click", keepMine);
 }

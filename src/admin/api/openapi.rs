@@ -7,7 +7,7 @@
 //!
 //! The error responses every operation can give are added by [`Op::add`]:
 //! 401 and 429 (authenticated operations), 403 (changes: CSRF), 404, and
-//! 400/413/415/422 where a query, path or body is read. `schemathesis`
+//! 400/413/415/422 where a query or body is read. `schemathesis`
 //! checks the served API against this document (`.ci/run`).
 
 use super::ErrorBody;
@@ -139,17 +139,6 @@ impl Op<'_> {
         self
     }
 
-    /// A path parameter (a string).
-    pub(crate) fn path_param(mut self, name: &str, description: &str) -> Self {
-        self.reads_input = true;
-        let parameter = json!({
-            "name": name, "in": "path", "required": true, "description": description,
-            "schema": {"type": "string", "minLength": 1}
-        });
-        self.parameters().push(parameter);
-        self
-    }
-
     /// A JSON body of type `T`.
     pub(crate) fn body<T: JsonSchema>(mut self) -> Self {
         self.reads_input = true;
@@ -191,7 +180,7 @@ impl Op<'_> {
     /// Puts the operation in the document, with the error responses it can give.
     pub(crate) fn add(mut self) {
         let errors: &[(u16, &str, bool)] = &[
-            (400, "The query, path or body is malformed.", self.reads_input),
+            (400, "The query or body is malformed.", self.reads_input),
             (401, "No admin token or session, or a wrong one.", !self.public),
             (403, "A change without the CSRF header, or from another site.", self.change),
             (404, "Not found (or the console is off).", true),

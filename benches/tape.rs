@@ -4,6 +4,10 @@
 //!   1,000,000 entries whose last anchor is 50 entries back. Target: the long
 //!   tape costs at most 2x the short one (anchor-scoped reads must not depend
 //!   on the tape's length).
+//! - `console_page/{newest,middle}/{100,1000000}`: what the admin console
+//!   reads to show a page of 100 entries of a tape (`GET /admin/api/tape`:
+//!   the tape's stats, then one id range), the newest page and one in the
+//!   middle. Target: a 1,000,000-entry tape opens as fast as a short one.
 //! - `append/{full,normal}/{1_writer,8_writers}`: appends of one entry per
 //!   call, each awaited; criterion reports entries/s. Target: at least 5,000/s
 //!   from one writer with `Durability::Full` (the default). Eight writers run as
@@ -32,7 +36,7 @@ mod support;
 mod postgres;
 
 use bub::db::{Durability, PgTapeStore, SqliteTapeStore};
-use bub::tape::{NewEntry, Tape, TapeName, TapeStore};
+use bub::tape::{NewEntry, Tape, TapeName, TapeQuery, TapeStore};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use std::hint::black_box;
 use std::sync::Arc;
@@ -55,6 +59,34 @@ fn context_build(c: &mut Criterion) {
         group.bench_with_input(BenchmarkId::from_parameter(len), &tape, |b, tape| {
             b.to_async(&rt).iter(|| async { black_box(tape.context().await.expect("context")) });
         });
+    }
+    group.finish();
+}
+
+/// The two reads of the console's tape page (`admin::tape_view::page`):
+/// stats, then the ids `[end - 100, end)`.
+async fn console_page(tape: &Tape, middle: bool) -> usize {
+    let store = tape.store();
+    let total = store.stats(tape.name()).await.expect("stats").last_id;
+    let end = if middle { total / 2 } else { total + 1 };
+    let start = end.saturating_sub(100).max(1);
+    let query = TapeQuery::all().after_id(start - 1).before_id(end).limit((end - start) as usize);
+    store.read(tape.name(), &query).await.expect("a page").len()
+}
+
+fn console_pages(c: &mut Criterion) {
+    let rt = runtime();
+    let mut group = c.benchmark_group("console_page");
+    group.sample_size(50).measurement_time(Duration::from_secs(5));
+    for len in [100, 1_000_000] {
+        let tape = rt.block_on(support::cached_tape(len));
+        for (which, middle) in [("newest", false), ("middle", true)] {
+            let read = rt.block_on(console_page(&tape, middle));
+            assert!(read >= 49, "a page of entries: {read}");
+            group.bench_with_input(BenchmarkId::new(which, len), &tape, |b, tape| {
+                b.to_async(&rt).iter(|| async { black_box(console_page(tape, middle).await) });
+            });
+        }
     }
     group.finish();
 }
@@ -125,5 +157,5 @@ fn append_postgres(c: &mut Criterion) {
     cluster.stop();
 }
 
-criterion_group!(benches, context_build, append, append_postgres);
+criterion_group!(benches, context_build, console_pages, append, append_postgres);
 criterion_main!(benches);

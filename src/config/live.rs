@@ -432,6 +432,12 @@ mod tests {
         let new = GatewayConfig::parse(&shown, "bub.toml").unwrap();
         assert_eq!(new.sandbox.read_only, [std::path::PathBuf::from("/opt/mcp")]);
         assert_eq!(needs_restart(&old, &new), ["sandbox"], "what the sandbox shows is fixed at start");
+        let console = GatewayConfig::parse(&format!("{BASE}[admin]\n"), "bub.toml").unwrap();
+        assert_eq!(needs_restart(&old, &console), ["admin"], "the console's routes are mounted at start");
+        let moved = GatewayConfig::parse(&format!("{BASE}[admin]\nbase_path = \"/bub\"\n"), "bub.toml").unwrap();
+        assert_eq!(needs_restart(&console, &moved), ["admin"], "so is its path");
+        let longer = GatewayConfig::parse(&format!("{BASE}[admin]\nsession_hours = 2\n"), "bub.toml").unwrap();
+        assert!(needs_restart(&console, &longer).is_empty(), "the rest of [admin] follows reloads");
         let relative = format!("[sandbox]\nread_only = [\"opt/mcp\"]\n{BASE}");
         let error = GatewayConfig::parse(&relative, "bub.toml").unwrap_err().to_string();
         assert!(error.contains("`opt/mcp` is not an absolute path"), "{error}");

@@ -42,7 +42,7 @@ pub(crate) fn document(server: &str) -> serde_json::Value {
     let mut doc = openapi::Document::new();
     doc.op("get", "/openapi.json", "openapi", "This document.")
         .public()
-        .stream(200, "application/json", "The OpenAPI document.")
+        .json::<serde_json::Map<String, serde_json::Value>>(200, "The OpenAPI document.")
         .add();
     session::document(&mut doc);
     explain::document(&mut doc);
@@ -137,7 +137,9 @@ impl ApiError {
         ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message)
     }
 
-    /// 422: well-formed, but not something bub can take (an invalid config).
+    /// 422: fits the document, but not something bub can take (an unknown
+    /// channel or tool, an invalid config). A body that does not fit the
+    /// document is a 400 ([`ApiJson`]).
     pub(crate) fn invalid(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid", message)
     }
@@ -190,8 +192,10 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
                 "unsupported_media_type",
                 "send the body as `Content-Type: application/json`",
             )),
+            // 400, as a body that is no JSON: it does not fit the document. 422
+            // is kept for a body that fits it but names what bub does not have.
             Err(JsonRejection::JsonDataError(error)) => {
-                Err(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_body", error.body_text()))
+                Err(ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", error.body_text()))
             }
             Err(JsonRejection::BytesRejection(error)) if error.status() == StatusCode::PAYLOAD_TOO_LARGE => {
                 Err(ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", error.body_text()))

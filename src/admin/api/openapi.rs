@@ -7,8 +7,11 @@
 //!
 //! The error responses every operation can give are added by [`Op::add`]:
 //! 401 and 429 (authenticated operations), 403 (changes: CSRF), 404, and
-//! 400/413/415/422 where a query, path or body is read. `schemathesis`
-//! checks the served API against this document (`.ci/run`).
+//! 400/413/415/422 where a query, path or body is read: 400 when it does
+//! not fit the document, 422 when it fits but bub cannot take it.
+//! `schemathesis` checks the served API against this document
+//! (`tests/it/admin_api_schema.rs`): a request that fits must not get a
+//! 400, one that does not must get a 4xx, every answer must be documented.
 
 use super::ErrorBody;
 use schemars::generate::{Contract, SchemaSettings};
@@ -191,13 +194,17 @@ impl Op<'_> {
     /// Puts the operation in the document, with the error responses it can give.
     pub(crate) fn add(mut self) {
         let errors: &[(u16, &str, bool)] = &[
-            (400, "The query, path or body is malformed.", self.reads_input),
+            (400, "The query, path or body is malformed or does not fit this document.", self.reads_input),
             (401, "No admin token or session, or a wrong one.", !self.public),
             (403, "A change without the CSRF header, or from another site.", self.change),
             (404, "Not found (or the console is off).", true),
             (413, "The body is too large.", self.op.contains_key("requestBody")),
             (415, "The body is not `application/json`.", self.op.contains_key("requestBody")),
-            (422, "The body does not fit the schema.", self.op.contains_key("requestBody")),
+            (
+                422,
+                "The body fits this document but names what bub does not have (a channel, a tool), or is an invalid config.",
+                self.op.contains_key("requestBody"),
+            ),
             (429, "Too many failed attempts from this address: wait the `Retry-After` seconds.", !self.public),
         ];
         for (status, description, applies) in errors {

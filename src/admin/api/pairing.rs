@@ -83,6 +83,7 @@ impl From<PairingRecord> for PairingView {
 /// A code to approve.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(example = serde_json::json!({"channel": "hooks", "code": "ABCD-EFGH"}))]
 pub(crate) struct ApproveRequest {
     pub channel: String,
     /// As the sender was given it (any case, with or without the dash).
@@ -92,6 +93,7 @@ pub(crate) struct ApproveRequest {
 /// A user or chat whose code or approval goes.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(example = serde_json::json!({"channel": "hooks", "id": "42"}))]
 pub(crate) struct RefuseRequest {
     pub channel: String,
     /// The platform's user or chat id.

@@ -35,7 +35,8 @@
 //! - [`config`]: the gateway config file — parsing with `FILE:LINE:COL`
 //!   errors, `[http]`, one settings type per channel kind
 //!   (`config/channel/<kind>.rs`), the `[policy]` tables as written, hot
-//!   reload. It needs only `tools::capability` and `model::ModelSpec`, to
+//!   reload, and edits of the running file (`config/edit.rs`: versioned,
+//!   checked as a reload is, written atomically). It needs only `tools::capability` and `model::ModelSpec`, to
 //!   parse tool patterns and model names at load.
 //! - [`codemode`]: everything of code mode — the `,code_mode` switch and
 //!   `run_code` tools, stubs, the child and its protocol, the seam the agent

@@ -19,6 +19,12 @@
 //!   consistent config for as long as they hold it (a turn keeps the policy
 //!   it started with).
 //!
+//! Edits from the admin console go through the same checks and the same
+//! installation ([`LiveConfig::check_text`], [`LiveConfig::replace`] in
+//! `edit.rs`): one lock orders them with the watcher's reloads, so a file the
+//! console wrote is not reloaded a second time when the watcher sees it (its
+//! text is the running one by then).
+//!
 //! Policy takes effect live, and so do a webhook channel's `secrets` and
 //! `callback_secret` (the adapter reads them from the config in force on
 //! every request). The new file is served whole, but the gateway reads
@@ -45,7 +51,8 @@ use tracing::Instrument;
 const COALESCE: Duration = Duration::from_millis(200);
 
 /// What a reload did.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
 pub enum ReloadOutcome {
     /// The new config is in force. `needs_restart` names the sections whose
     /// changes the running gateway does not pick up (`http`, `channels.NAME`).
@@ -59,10 +66,17 @@ pub struct LiveConfig {
     current: RwLock<Arc<GatewayConfig>>,
     /// The config the gateway started with: its channels are the ones running.
     started: Arc<GatewayConfig>,
-    path: Option<PathBuf>,
+    pub(super) path: Option<PathBuf>,
     known_tools: Vec<String>,
     /// The text of the config in force, to skip reloads that change nothing.
-    text: Mutex<Option<String>>,
+    pub(super) text: Mutex<Option<String>>,
+    /// Held by a reload and by an edit from start to end: one at a time, so
+    /// the watcher never reads a file an edit is writing, nor an edit a
+    /// version a reload is replacing.
+    pub(super) changing: Mutex<()>,
+    /// Where outcomes are reported (the receiver [`LiveConfig::watch`]
+    /// returns): the watcher's reloads and the edits both.
+    reports: Option<mpsc::Sender<ReloadOutcome>>,
 }
 
 impl std::fmt::Debug for LiveConfig {
@@ -81,6 +95,8 @@ impl LiveConfig {
             path: None,
             known_tools: Vec::new(),
             text: Mutex::new(None),
+            changing: Mutex::new(()),
+            reports: None,
         })
     }
 
@@ -104,12 +120,15 @@ impl LiveConfig {
         config.validate_tools(&known_tools)?;
         require_channels(&config)?;
         let config = Arc::new(config);
+        let (outcomes_tx, outcomes_rx) = mpsc::channel(16);
         let live = Arc::new(LiveConfig {
             current: RwLock::new(config.clone()),
             started: config,
             path: Some(path.clone()),
             known_tools,
             text: Mutex::new(Some(text)),
+            changing: Mutex::new(()),
+            reports: Some(outcomes_tx),
         });
 
         let (events_tx, events_rx) = mpsc::unbounded_channel();
@@ -146,49 +165,60 @@ impl LiveConfig {
                 None
             }
         };
-        let (outcomes_tx, outcomes_rx) = mpsc::channel(16);
-        let reloading = reload_loop(Arc::downgrade(&live), watcher, hangup, events_rx, outcomes_tx);
+        let reloading = reload_loop(Arc::downgrade(&live), watcher, hangup, events_rx);
         tokio::spawn(reloading.instrument(tracing::info_span!("config.watch")));
         Ok((live, outcomes_rx))
     }
 
     /// Reads the file again now and applies it if valid (SIGHUP does this;
-    /// an admin API can too). A config without a file is rejected.
+    /// an admin API can too), and reports the outcome as the watcher's
+    /// reloads are. A config without a file is rejected. Blocking: it reads
+    /// the file.
     pub fn reload(&self) -> ReloadOutcome {
-        self.reload_if_changed(true).unwrap_or(ReloadOutcome::Applied { needs_restart: Vec::new() })
+        let outcome = self.reload_if_changed(true).unwrap_or(ReloadOutcome::Applied { needs_restart: Vec::new() });
+        self.report(outcome.clone());
+        outcome
+    }
+
+    /// Checks a config text exactly as a reload does, without applying it:
+    /// it parses and passes every check of `bub policy check` (the file's
+    /// checks and the tool names the agent knows; a file without channels
+    /// fails), plus the reload's own rule — no running channel removed or
+    /// given another kind (those need a restart).
+    /// Errors name the config file and, where they point into the text, its
+    /// line and column. A config without a file has nothing to check
+    /// against: refused.
+    pub fn check_text(&self, text: &str) -> Result<GatewayConfig, ConfigError> {
+        let Some(path) = &self.path else {
+            return Err(ConfigError::Invalid {
+                path: PathBuf::from("(built-in config)"),
+                location: None,
+                message: NO_FILE.to_string(),
+            });
+        };
+        let config = GatewayConfig::parse(text, path)?;
+        config.validate_tools(&self.known_tools)?;
+        keeps_running_channels(&self.started, text, &config, path)?;
+        Ok(config)
     }
 
     /// `None` when not forced and the text is what is already in force.
     fn reload_if_changed(&self, forced: bool) -> Option<ReloadOutcome> {
         let Some(path) = &self.path else {
-            return Some(ReloadOutcome::Rejected("this gateway runs without a config file".to_string()));
+            return Some(ReloadOutcome::Rejected(NO_FILE.to_string()));
         };
+        let _changing = self.changing.lock();
         let checked = read(path).and_then(|text| {
             let unchanged = self.text.lock().as_deref() == Some(text.as_str());
             if unchanged && !forced {
                 return Ok(None);
             }
-            let config = GatewayConfig::parse(&text, path)?;
-            config.validate_tools(&self.known_tools)?;
-            keeps_running_channels(&self.started, &text, &config, path)?;
+            let config = self.check_text(&text)?;
             Ok(Some((text, config)))
         });
         let outcome = match checked {
             Ok(None) => return None,
-            Ok(Some((text, config))) => {
-                let needs_restart = needs_restart(&self.started, &config);
-                *self.current.write() = Arc::new(config);
-                *self.text.lock() = Some(text);
-                tracing::info!(path = %path.display(), "config reloaded");
-                if !needs_restart.is_empty() {
-                    tracing::warn!(
-                        path = %path.display(),
-                        sections = %needs_restart.join(", "),
-                        "config changes outside policy need a restart; policies are applied now"
-                    );
-                }
-                ReloadOutcome::Applied { needs_restart }
-            }
+            Ok(Some((text, config))) => self.install(text, config),
             Err(error) => {
                 tracing::warn!(error = %error, "config reload rejected; the running config stays");
                 ReloadOutcome::Rejected(error.to_string())
@@ -196,7 +226,39 @@ impl LiveConfig {
         };
         Some(outcome)
     }
+
+    /// Puts a checked config (and its text) in force; the caller holds
+    /// `changing`.
+    pub(super) fn install(&self, text: String, config: GatewayConfig) -> ReloadOutcome {
+        let needs_restart = needs_restart(&self.started, &config);
+        *self.current.write() = Arc::new(config);
+        *self.text.lock() = Some(text);
+        let path = self.path.as_deref().unwrap_or(Path::new(""));
+        tracing::info!(path = %path.display(), "config reloaded");
+        if !needs_restart.is_empty() {
+            tracing::warn!(
+                path = %path.display(),
+                sections = %needs_restart.join(", "),
+                "config changes outside policy need a restart; policies are applied now"
+            );
+        }
+        ReloadOutcome::Applied { needs_restart }
+    }
+
+    /// Hands an outcome to whoever follows reloads (the gateway's reporter:
+    /// command menus, MCP servers, operators' notices); dropped, with a
+    /// debug line, when nobody keeps up.
+    pub(super) fn report(&self, outcome: ReloadOutcome) {
+        if let Some(reports) = &self.reports
+            && reports.try_send(outcome).is_err()
+        {
+            tracing::debug!("reload outcome not delivered: nobody is listening");
+        }
+    }
 }
+
+/// Why a config without a file cannot be reloaded or edited.
+const NO_FILE: &str = "this gateway runs without a config file";
 
 /// A config file names at least one channel: without one the gateway has
 /// nothing to serve, and an empty file is more likely a save cut short than
@@ -311,7 +373,6 @@ async fn reload_loop(
     watcher: notify::RecommendedWatcher,
     mut hangup: Option<tokio::signal::unix::Signal>,
     mut events: mpsc::UnboundedReceiver<()>,
-    outcomes: mpsc::Sender<ReloadOutcome>,
 ) {
     let _watcher = watcher;
     loop {
@@ -328,12 +389,14 @@ async fn reload_loop(
         let Some(config) = live.upgrade() else { return };
         // What the reload logs ("config reloaded", a rejection) stays in this task's span.
         let span = tracing::Span::current();
-        let outcome = tokio::task::spawn_blocking(move || span.in_scope(|| config.reload_if_changed(forced))).await;
-        if let Ok(Some(outcome)) = outcome
-            && outcomes.try_send(outcome).is_err()
-        {
-            tracing::debug!("reload outcome not delivered: nobody is listening");
-        }
+        let _ = tokio::task::spawn_blocking(move || {
+            span.in_scope(|| {
+                if let Some(outcome) = config.reload_if_changed(forced) {
+                    config.report(outcome);
+                }
+            })
+        })
+        .await;
     }
 }
 

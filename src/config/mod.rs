@@ -21,6 +21,10 @@
 //!   [`ToolPattern`] (`fs.*`, `cap:write`).
 //! - [`error`](mod@error): [`ConfigError`], said as `FILE:LINE:COL: message`.
 //! - [`live`]: hot reload ([`LiveConfig`]).
+//! - [`edit`](mod@edit): the file edited while it runs (the admin console's
+//!   policy editor): its version ([`ConfigVersion`]), what is on disk
+//!   ([`OnDisk`]), a checked, atomic replacement ([`LiveConfig::replace`]),
+//!   and [`unified_diff`].
 //!
 //! # Why the `[policy]` layer types are here
 //! A policy layer is a table of the file: its keys, their types and the
@@ -46,6 +50,7 @@
 pub mod admin;
 pub mod agent;
 pub mod channel;
+pub mod edit;
 pub mod error;
 pub mod file;
 pub mod http;
@@ -63,6 +68,7 @@ pub use admin::{AdminConfig, AdminToken};
 pub use agent::AgentConfig;
 pub use bub_channel::Secret;
 pub use channel::{ChannelConfig, ChannelKind, DiscordConfig, TelegramConfig, WebhookConfig};
+pub use edit::{ConfigProblem, ConfigText, ConfigVersion, EditError, OnDisk, unified_diff};
 pub use error::ConfigError;
 pub use file::{ChatConfig, GatewayConfig};
 pub use http::{HttpConfig, ServeLimits};

@@ -1,6 +1,7 @@
 //! What the gateway's stores need from a database: the inbox, the outbox (of
-//! replies, and of files sent by tools), the live messages and the pairing table, as one trait each backend implements
-//! ([`GatewayTables`]).
+//! replies, and of files sent by tools), the live messages, the pairing
+//! table and the admin console's audit log, as one trait each backend
+//! implements ([`GatewayTables`]).
 //!
 //! The statements are the backend's (SQLite's `json_extract`, PostgreSQL's
 //! `FOR UPDATE SKIP LOCKED` are not the same SQL); what the rows mean, and the
@@ -12,6 +13,8 @@
 
 use super::{DbError, Flush};
 use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::Serialize;
 
 /// An inbound message to store (see [`GatewayTables::insert_inbound`]).
 #[derive(Debug, Clone)]
@@ -164,6 +167,57 @@ pub struct PairingRow {
     pub approved_by: Option<String>,
 }
 
+/// A change an admin applied from the console, for the audit log (see
+/// [`GatewayTables::record_audit`]). The values are the console's: this
+/// layer stores them as given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewAudit {
+    /// When, RFC 3339.
+    pub at: String,
+    /// The admin's name (the name of the token they logged in with).
+    pub admin: String,
+    /// `config.apply`, `pairing.approve`, `pairing.refuse`.
+    pub action: String,
+    /// What the action was on, where the action alone does not say (a
+    /// pairing's channel and code).
+    pub target: Option<String>,
+    /// `config.apply`: the unified diff from the running config to the text applied.
+    pub diff: Option<String>,
+    /// `config.apply`: the config file's version before the change.
+    pub version_before: Option<String>,
+    /// `config.apply`: the version of the text applied.
+    pub version_after: Option<String>,
+    /// `applied`, `needs_restart` or `rejected`.
+    pub outcome: String,
+    /// `needs_restart`: the sections; `rejected`: the error.
+    pub detail: Option<String>,
+}
+
+/// One row of the audit log: a [`NewAudit`] as stored, with its sequence
+/// number (insertion order; a page of the log ends at one).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct AuditRow {
+    pub seq: i64,
+    /// When, RFC 3339.
+    pub at: String,
+    /// The admin's name.
+    pub admin: String,
+    /// `config.apply`, `pairing.approve`, `pairing.refuse`.
+    pub action: String,
+    /// What the action was on (a pairing's channel and code), if said.
+    pub target: Option<String>,
+    /// `config.apply`: the unified diff applied.
+    pub diff: Option<String>,
+    /// `config.apply`: the config file's version before.
+    pub version_before: Option<String>,
+    /// `config.apply`: the config file's version after.
+    pub version_after: Option<String>,
+    /// `applied`, `needs_restart` or `rejected`.
+    pub outcome: String,
+    /// `needs_restart`: the sections; `rejected`: the error.
+    pub detail: Option<String>,
+}
+
 /// The gateway's tables in one database. Every method is one transaction
 /// (or one consistent read); `Ok` means committed. Implemented by
 /// [`SqliteDb`](super::SqliteDb) and [`PgDb`](super::PgDb).
@@ -282,4 +336,13 @@ pub trait GatewayTables: Send + Sync {
     /// Approved rows and pending ones requested after `expired_before`, of
     /// one channel or all, oldest first.
     async fn list_pairing(&self, channel: Option<&str>, expired_before: &str) -> Result<Vec<PairingRow>, DbError>;
+
+    /// Adds `row` to the admin audit log; its sequence number (greater than
+    /// every one before it).
+    async fn record_audit(&self, row: NewAudit) -> Result<i64, DbError>;
+
+    /// The audit log newest first, at most `limit` rows: the newest ones, or
+    /// with `before_seq` those before it (the next page starts below the
+    /// last `seq` shown). A negative `limit` reads nothing.
+    async fn audit(&self, before_seq: Option<i64>, limit: i64) -> Result<Vec<AuditRow>, DbError>;
 }

@@ -371,11 +371,6 @@ impl Gateway {
     pub(crate) fn replica_id(&self) -> Option<String> {
         self.inner.replica.get().map(|replica| replica.id.clone())
     }
-
-    /// The policy in force in `chat` of `channel`.
-    pub(crate) fn chat_policy(&self, channel: &str, chat: &str) -> Arc<EffectivePolicy> {
-        self.inner.policy(channel, chat)
-    }
 }
 
 #[async_trait::async_trait]

@@ -180,6 +180,11 @@ impl GatewayStore {
         GatewayStore { tables: db.into() }
     }
 
+    /// The database's tables (the admin console reads its audit log and chats here).
+    pub(crate) fn tables(&self) -> &Arc<dyn GatewayTables> {
+        &self.tables
+    }
+
     /// The pairing table of the same database.
     pub fn pairing(&self) -> super::pairing::PairingStore {
         super::pairing::PairingStore::new(self.tables.clone())

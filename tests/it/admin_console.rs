@@ -224,3 +224,103 @@ async fn pairing_codes_that_do_not_exist_are_not_found_and_refusing_nothing_remo
     let (status, _) = post(&base, "pairing/refuse", serde_json::json!({"channel": "nope", "id": "42"})).await;
     assert_eq!(status, 422);
 }
+
+async fn get(base: &str, path: &str) -> (u16, serde_json::Value) {
+    let response = client().get(format!("{base}/api/{path}")).bearer_auth(ALICE).send().await.unwrap();
+    (response.status().as_u16(), response.json().await.unwrap_or_default())
+}
+
+/// The console's config with `[channels.hooks.policy]` set to `policy`.
+fn with_policy(policy: &str) -> String {
+    config(&format!("[admin]\ntoken_file = \"admin.tokens\"\n[channels.hooks.policy]\n{policy}"))
+}
+
+#[tokio::test]
+async fn the_editor_checks_at_the_line_previews_who_gains_and_applies_with_an_audit_row() {
+    let home = tempfile::tempdir().unwrap();
+    let gateway = console(home.path(), "[channels.hooks.policy]\ndenied_tools = [\"bash\"]\n").await;
+    let base = format!("{}/admin", gateway.base_url());
+    let (status, file) = get(&base, "config").await;
+    assert_eq!(status, 200, "{file}");
+    assert!(file["problem"].is_null());
+    assert_eq!(file["version"], file["running"]);
+    let version = file["version"].as_str().unwrap().to_string();
+
+    let broken = with_policy("denied_tools = [\"bash\"]\nbusy = \"sometimes\"\n");
+    let (status, checked) = post(&base, "config/check", serde_json::json!({"text": broken})).await;
+    assert_eq!(status, 200);
+    assert_eq!(checked["ok"], false);
+    assert_eq!(
+        (checked["problems"][0]["line"].as_u64(), checked["problems"][0]["column"].as_u64()),
+        (Some(8), Some(8))
+    );
+    assert!(checked["problems"][0]["message"].as_str().unwrap().contains("sometimes"), "{checked}");
+
+    let wider = with_policy("allowed_tools = [\"*\", \"bash\"]\n");
+    let (status, preview) = post(&base, "config/preview", serde_json::json!({"text": wider})).await;
+    assert_eq!(status, 200, "{preview}");
+    assert_eq!(preview["widens"], true);
+    assert!(preview["diff"].as_str().unwrap().contains("-denied_tools = [\"bash\"]"), "{preview}");
+    let gains = preview["changes"][0]["gains"].to_string();
+    assert!(gains.contains("`bash` (exec) as a model call in direct and group chats"), "{preview}");
+
+    let (status, invalid) = post(&base, "config/apply", serde_json::json!({"text": broken, "version": version})).await;
+    assert_eq!(status, 422, "{invalid}");
+    assert_eq!(invalid["error"]["detail"]["problems"][0]["line"], 8);
+    let (status, applied) = post(&base, "config/apply", serde_json::json!({"text": wider, "version": version})).await;
+    assert_eq!(status, 200, "{applied}");
+    assert_eq!(applied["applied"], true);
+    assert_eq!(std::fs::read_to_string(home.path().join("bub.toml")).unwrap(), wider);
+    let ask = serde_json::json!({"channel": "hooks", "chat": "g", "kind": "group", "tool": "bash", "user": "hooks:x"});
+    assert_eq!(post(&base, "explain", ask).await.1["model_call"]["allowed"], true, "the new policy is in force");
+
+    let (status, stale) = post(&base, "config/apply", serde_json::json!({"text": broken, "version": version})).await;
+    assert_eq!(status, 409, "an edit of the old version: {stale}");
+    assert_eq!(stale["error"]["detail"]["text"], wider.as_str(), "the conflict carries what the file holds now");
+
+    let (_, audit) = get(&base, "audit").await;
+    let row = &audit["entries"][0];
+    assert_eq!(
+        (row["admin"].as_str(), row["action"].as_str(), row["outcome"].as_str()),
+        (Some("alice"), Some("config.apply"), Some("applied"))
+    );
+    assert!(row["diff"].as_str().unwrap().contains("+allowed_tools = [\"*\", \"bash\"]"), "{row}");
+    assert_eq!(audit["entries"].as_array().unwrap().len(), 1, "refused edits are not applied changes");
+
+    let (_, channels) = get(&base, "channels").await;
+    assert_eq!(
+        (channels["channels"][0]["name"].as_str(), channels["channels"][0]["kind"].as_str()),
+        (Some("hooks"), Some("webhook"))
+    );
+    let policy = channels["channels"][0]["policy"].as_str().unwrap();
+    assert!(policy.contains("channels.hooks.policy"), "each value with its layer: {policy}");
+}
+
+#[tokio::test]
+async fn a_config_broken_on_disk_is_shown_with_its_error_and_repaired_from_the_console() {
+    let home = tempfile::tempdir().unwrap();
+    let gateway = console(home.path(), "").await;
+    let base = format!("{}/admin", gateway.base_url());
+    let path = home.path().join("bub.toml");
+    let good = std::fs::read_to_string(&path).unwrap();
+    let broken = format!("{good}[channels.hooks.policy\n");
+    std::fs::write(&path, &broken).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let file = loop {
+        let (_, file) = get(&base, "config").await;
+        if !file["problem"].is_null() || std::time::Instant::now() > deadline {
+            break file;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert_eq!(file["text"], broken.as_str(), "the editor holds the file as it is on disk");
+    assert_eq!(file["problem"]["line"], 6, "{file}");
+    assert_ne!(file["version"], file["running"], "the old config still runs");
+    let repaired = format!("{good}[channels.hooks.policy]\nbusy = \"drop\"\n");
+    let body = serde_json::json!({"text": repaired, "version": file["version"]});
+    let (status, applied) = post(&base, "config/apply", body).await;
+    assert_eq!(status, 200, "{applied}");
+    let (_, file) = get(&base, "config").await;
+    assert!(file["problem"].is_null());
+    assert_eq!(file["version"], file["running"]);
+}

@@ -6,7 +6,7 @@
 
 use crate::support;
 
-use bub::db::gateway::{PairingApproval, PairingRequest, PairingRequested};
+use bub::db::gateway::{AuditRow, NewAudit, PairingApproval, PairingRequest, PairingRequested};
 use bub::db::{GatewayTables, PgTapeStore, SqliteTapeStore};
 use bub::gateway::outbound::{LiveMessage, LiveMessages};
 use bub::gateway::pairing::Requested;
@@ -472,6 +472,72 @@ async fn concurrent_requests_never_pass_the_caps(db: Db) {
     assert_eq!(listed.len(), 7, "5 on tg, 2 on dc");
 }
 
+fn audit_entry(n: usize) -> NewAudit {
+    NewAudit {
+        at: format!("2026-01-01T00:00:{n:02}Z"),
+        admin: if n.is_multiple_of(2) { "ann" } else { "bob" }.into(),
+        action: "config.apply".into(),
+        target: None,
+        diff: Some(format!("--- running\n+++ edited\n@@ -1 +1 @@\n-busy = \"queue\"\n+busy = \"steer\" # {n}\n")),
+        version_before: Some(format!("{n:016x}")),
+        version_after: Some(format!("{:016x}", n + 1)),
+        outcome: "applied".into(),
+        detail: None,
+    }
+}
+
+/// What a stored row should read back as.
+fn as_row(seq: i64, entry: NewAudit) -> AuditRow {
+    let NewAudit { at, admin, action, target, diff, version_before, version_after, outcome, detail } = entry;
+    AuditRow { seq, at, admin, action, target, diff, version_before, version_after, outcome, detail }
+}
+
+async fn audit_rows_are_recorded_and_listed_newest_first(db: Db) {
+    assert_eq!(db.tables.audit(None, 10).await.unwrap(), [], "an empty log");
+    let applied = audit_entry(1);
+    let first = db.tables.record_audit(applied.clone()).await.unwrap();
+    let refused = NewAudit {
+        action: "pairing.refuse".into(),
+        target: Some("tg ABCD2345".into()),
+        diff: None,
+        version_before: None,
+        version_after: None,
+        outcome: "rejected".into(),
+        detail: Some("no pending code ABCD2345 on tg".into()),
+        ..audit_entry(2)
+    };
+    let second = db.tables.record_audit(refused.clone()).await.unwrap();
+    let restart =
+        NewAudit { outcome: "needs_restart".into(), detail: Some("http, channels.more".into()), ..audit_entry(3) };
+    let third = db.tables.record_audit(restart.clone()).await.unwrap();
+    assert!(first < second && second < third, "{first} {second} {third}");
+    assert_eq!(
+        db.tables.audit(None, 10).await.unwrap(),
+        [as_row(third, restart), as_row(second, refused), as_row(first, applied)]
+    );
+}
+
+async fn the_audit_log_is_read_a_page_at_a_time(db: Db) {
+    let mut seqs = Vec::new();
+    for n in 0..7 {
+        seqs.push(db.tables.record_audit(audit_entry(n)).await.unwrap());
+    }
+    let mut pages = Vec::new();
+    let mut before = None;
+    loop {
+        let page = db.tables.audit(before, 3).await.unwrap();
+        let Some(last) = page.last() else { break };
+        before = Some(last.seq);
+        pages.push(page.iter().map(|row| row.seq).collect::<Vec<_>>());
+    }
+    seqs.reverse();
+    let expected: Vec<Vec<i64>> = seqs.chunks(3).map(<[i64]>::to_vec).collect();
+    assert_eq!(pages, expected, "pages of 3, newest first, none twice");
+    assert_eq!(db.tables.audit(Some(seqs[5]), 10).await.unwrap().len(), 1, "only the oldest is before the second");
+    assert_eq!(db.tables.audit(None, 0).await.unwrap(), [], "a limit of 0 reads nothing");
+    assert_eq!(db.tables.audit(None, -1).await.unwrap(), [], "nor does a negative one");
+}
+
 on_every_database!(
     a_message_is_stored_once_per_channel_and_id_and_a_duplicate_reports_the_first_outcome,
     the_same_message_received_at_once_by_many_tasks_is_stored_once,
@@ -487,4 +553,6 @@ on_every_database!(
     a_full_channel_refuses_new_codes_until_one_expires,
     a_code_another_row_holds_is_drawn_again_and_never_shared,
     concurrent_requests_never_pass_the_caps,
+    audit_rows_are_recorded_and_listed_newest_first,
+    the_audit_log_is_read_a_page_at_a_time,
 );

@@ -8,7 +8,8 @@
 //! The modules run in one process: what one sets for the whole process
 //! (a signal, an environment variable, the current directory) reaches the
 //! others. None sets a variable or changes directory; `policy_reload` sends
-//! SIGHUP to the process, which only a `LiveConfig` watching its file hears;
+//! SIGHUP to the process, which only a `LiveConfig` watching its file hears
+//! (`config_edit`'s watchers hear it too, and count on no outcome);
 //! `gateway_spans` installs the process's tracing subscriber (the only one
 //! that may), keeping only the lines of its own chats.
 //!
@@ -71,7 +72,9 @@ mod builtin_tools;
 mod environment;
 mod sandbox;
 
-// The gateway config: errors, policy enforcement, hot reload.
+// The gateway config: errors, policy enforcement, hot reload, edits of the
+// running file.
+mod config_edit;
 mod policy_config;
 mod policy_reload;
 

@@ -2,7 +2,8 @@
 //! rejected and the running config stays, SIGHUP forces a reload.
 //! (It sends SIGHUP to the whole test process, which the other modules of
 //! `tests/it` share: only a `LiveConfig` watching a file listens for it, and
-//! no other test in the process makes one; see `tests/it/main.rs`.)
+//! the only others in the process, `config_edit`'s, count on no outcome; see
+//! `tests/it/main.rs`.)
 
 use bub::config::{BusyRule, LiveConfig, ReloadOutcome};
 use std::path::Path;

@@ -5,9 +5,15 @@
 //!
 //! One module per concern; each has `routes(prefix)` and `document(&mut Document)`.
 //! - [`session`]: who is logged in, the CSRF token, the replica.
+//! - [`config`]: the policy editor: the file, check, preview, apply.
+//! - [`audit`]: the changes admins applied.
+//! - [`channels`]: the channels and their policies.
 //! - [`explain`]: `,policy explain` for any chat.
 //! - [`pairing`]: pairing codes to approve or refuse.
 
+pub(crate) mod audit;
+pub(crate) mod channels;
+pub(crate) mod config;
 pub(crate) mod explain;
 pub(crate) mod openapi;
 pub(crate) mod pairing;
@@ -32,6 +38,9 @@ pub(crate) fn routes(prefix: &str) -> Router<AdminState> {
     Router::new()
         .route(&format!("{prefix}/openapi.json"), get(openapi_json))
         .merge(session::routes(prefix))
+        .merge(config::routes(prefix))
+        .merge(audit::routes(prefix))
+        .merge(channels::routes(prefix))
         .merge(explain::routes(prefix))
         .merge(pairing::routes(prefix))
         .route(&format!("{prefix}/{{*rest}}"), axum::routing::any(unknown))
@@ -45,6 +54,9 @@ pub(crate) fn document(server: &str) -> serde_json::Value {
         .json::<serde_json::Map<String, serde_json::Value>>(200, "The OpenAPI document.")
         .add();
     session::document(&mut doc);
+    config::document(&mut doc);
+    audit::document(&mut doc);
+    channels::document(&mut doc);
     explain::document(&mut doc);
     pairing::document(&mut doc);
     doc.finish(server)

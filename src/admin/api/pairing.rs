@@ -8,7 +8,7 @@ use super::{ApiError, ApiJson};
 use crate::admin::AdminState;
 use crate::admin::auth::{Admin, Change};
 use crate::gateway::pairing::PairingRecord;
-use crate::gateway::pairing::store::ApproveError;
+use crate::gateway::pairing::store::{ApproveError, subject_name};
 use axum::extract::State;
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -126,6 +126,9 @@ async fn approve(
         Err(ApproveError::Store(error)) => return Err(ApiError::internal(error)),
     };
     tracing::info!(admin = %admin.name, channel = %request.channel, id = %approved.id, "pairing approved from the console");
+    let target =
+        format!("{} {} {} (code {})", request.channel, subject_name(approved.subject), approved.id, request.code);
+    super::audit::record(&state, &admin.name, "pairing.approve", target).await?;
     let rows = state.gateway().pairing().list(Some(&request.channel)).await.map_err(ApiError::internal)?;
     let row = rows.into_iter().find(|row| row.id == approved.id && row.state == "approved");
     row.map(|row| Json(PairingView::from(row))).ok_or_else(|| ApiError::internal("the approval is not listed"))
@@ -139,6 +142,10 @@ async fn refuse(
     known_channel(&state, &request.channel)?;
     let removed = state.gateway().pairing().revoke(&request.channel, &request.id).await.map_err(ApiError::internal)?;
     tracing::info!(admin = %admin.name, channel = %request.channel, id = %request.id, removed, "pairing refused from the console");
+    if removed > 0 {
+        super::audit::record(&state, &admin.name, "pairing.refuse", format!("{} {}", request.channel, request.id))
+            .await?;
+    }
     Ok(Json(Refused { removed }))
 }
 

@@ -1,6 +1,7 @@
 //! The gateway's inbox, outbox, files and live messages in PostgreSQL:
-//! [`GatewayTables`] for [`PgDb`]. The pairing statements are in `pairing`;
-//! the rows' meaning and the pipeline's guarantees are `gateway::store`'s.
+//! [`GatewayTables`] for [`PgDb`]. The pairing statements are in `pairing`,
+//! the audit log's in `audit`; the rows' meaning and the pipeline's
+//! guarantees are `gateway::store`'s.
 //!
 //! A method that only writes is one statement, atomic on its own (a
 //! statement with data-modifying `WITH` parts commits them together), so a
@@ -12,10 +13,10 @@
 //! [`Durability`](crate::db::Durability) the pool was opened with
 //! ([`PgDb::connect`]). There is no group commit here to defer a sync to.
 
-use super::{PgDb, pairing};
+use super::{PgDb, audit, pairing};
 use crate::db::gateway::{
-    GatewayTables, InboxRow, LiveRow, NewFile, NewInbound, NewReply, OutboxRow, PairingApproval, PairingRequest,
-    PairingRequested, PairingRow, ReplyState,
+    AuditRow, GatewayTables, InboxRow, LiveRow, NewAudit, NewFile, NewInbound, NewReply, OutboxRow, PairingApproval,
+    PairingRequest, PairingRequested, PairingRow, ReplyState,
 };
 use crate::db::{DbError, Flush};
 use async_trait::async_trait;
@@ -350,6 +351,14 @@ impl GatewayTables for PgDb {
 
     async fn list_pairing(&self, channel: Option<&str>, expired_before: &str) -> Result<Vec<PairingRow>, DbError> {
         pairing::list(self, channel, expired_before).await
+    }
+
+    async fn record_audit(&self, row: NewAudit) -> Result<i64, DbError> {
+        audit::record(self, row).await
+    }
+
+    async fn audit(&self, before_seq: Option<i64>, limit: i64) -> Result<Vec<AuditRow>, DbError> {
+        audit::list(self, before_seq, limit).await
     }
 }
 

@@ -8,7 +8,7 @@
 //!   their tape's row: one statement locks it, numbers the batch after its
 //!   last id and inserts it.
 //! - the gateway's tables ([`GatewayTables`] for [`PgDb`]: `gateway`, with
-//!   the pairing table in `pairing`), the same tables and guarantees as
+//!   the pairing table in `pairing` and the admin audit log in `audit`), the same tables and guarantees as
 //!   SQLite's, for any number of processes at once: a message or a reply
 //!   key is stored once whoever stores it, and a channel's pairing requests
 //!   take turns so no replica passes its caps.
@@ -17,6 +17,7 @@
 //! would bring `sqlx-sqlite`, whose SQLite cannot be linked beside
 //! rusqlite's). The SQL of reads is shared with SQLite (`db::sql`).
 
+mod audit;
 mod gateway;
 mod migrate;
 mod pairing;

@@ -1,13 +1,14 @@
 //! The gateway's inbox and outbox in SQLite: [`GatewayTables`] for
-//! [`SqliteDb`]. The pairing statements are in `pairing`; the rows'
-//! meaning and the pipeline's guarantees are `gateway::store`'s.
+//! [`SqliteDb`]. The pairing statements are in `pairing`, the audit log's in
+//! `audit`; the rows' meaning and the pipeline's guarantees are
+//! `gateway::store`'s.
 
 use super::SqliteDb;
-use super::pairing;
 use super::writer::Work;
+use super::{audit, pairing};
 use crate::db::gateway::{
-    GatewayTables, InboxRow, LiveRow, NewFile, NewInbound, NewReply, OutboxRow, PairingApproval, PairingRequest,
-    PairingRequested, PairingRow, ReplyState,
+    AuditRow, GatewayTables, InboxRow, LiveRow, NewAudit, NewFile, NewInbound, NewReply, OutboxRow, PairingApproval,
+    PairingRequest, PairingRequested, PairingRow, ReplyState,
 };
 use crate::db::{DbError, Flush};
 use async_trait::async_trait;
@@ -298,5 +299,13 @@ impl GatewayTables for SqliteDb {
 
     async fn list_pairing(&self, channel: Option<&str>, expired_before: &str) -> Result<Vec<PairingRow>, DbError> {
         pairing::list(self, channel, expired_before).await
+    }
+
+    async fn record_audit(&self, row: NewAudit) -> Result<i64, DbError> {
+        audit::record(self, row).await
+    }
+
+    async fn audit(&self, before_seq: Option<i64>, limit: i64) -> Result<Vec<AuditRow>, DbError> {
+        audit::list(self, before_seq, limit).await
     }
 }

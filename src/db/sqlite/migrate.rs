@@ -65,6 +65,11 @@ const MIGRATIONS: &[Migration] = &[
         description: "pairing requested by",
         sql: include_str!("../../../migrations/sqlite/0008_pairing_requested_by.sql"),
     },
+    Migration {
+        version: 9,
+        description: "admin audit",
+        sql: include_str!("../../../migrations/sqlite/0009_admin_audit.sql"),
+    },
 ];
 
 impl Migration {

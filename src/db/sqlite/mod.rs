@@ -16,9 +16,10 @@
 //! embedded migrations.
 //!
 //! [`SqliteDb`] is the open database; the tape store (`tapes`, with its
-//! statements in `select`) and the gateway's tables (`gateway`, `pairing`)
-//! are built on it and share its writer, so they never contend.
+//! statements in `select`) and the gateway's tables (`gateway`, `pairing`,
+//! `audit`) are built on it and share its writer, so they never contend.
 
+mod audit;
 mod checkpoint;
 mod gateway;
 mod migrate;

@@ -21,7 +21,7 @@ const STATEMENT_CACHE: usize = 64;
 
 /// The tables of bub's schema (all migrations applied), and the one that
 /// records them. A database holding any other table is somebody else's.
-const OUR_TABLES: [&str; 8] = [
+const OUR_TABLES: [&str; 9] = [
     migrate::HISTORY,
     "tapes",
     "tape_entries",
@@ -30,6 +30,7 @@ const OUR_TABLES: [&str; 8] = [
     "gateway_pairing",
     "gateway_files",
     "gateway_live",
+    "admin_audit",
 ];
 
 /// Checks the file, creates or migrates its schema; the error says what to

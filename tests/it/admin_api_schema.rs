@@ -155,6 +155,9 @@ async fn the_admin_api_answers_as_its_openapi_document_says() {
     let api = format!("{}/admin/api", gateway.base_url());
     let document: Value = client().get(format!("{api}/openapi.json")).send().await.unwrap().json().await.unwrap();
     let operations = operations(&document);
+    let pairing: Value =
+        client().get(format!("{api}/pairing")).bearer_auth(TOKEN).send().await.unwrap().json().await.unwrap();
+    assert_eq!(pairing["requests"][0]["state"], "pending", "mallory's code is listed: {pairing}");
     let reports = home.path().to_path_buf();
 
     let (url, dir) = (api.clone(), reports.clone());
@@ -214,6 +217,13 @@ async fn the_admin_api_answers_as_its_openapi_document_says() {
         }
     }
     assert!(refused > 0, "no request without a token reached an operation:\n{}", without_token.output);
+
+    // A method a path does not take: JSON like every answer, and `Allow`.
+    let wrong_method = client().delete(format!("{api}/session")).bearer_auth(TOKEN).send().await.unwrap();
+    assert_eq!(wrong_method.status(), 405);
+    assert_eq!(wrong_method.headers()["allow"], "GET,HEAD");
+    let body: Value = wrong_method.json().await.unwrap();
+    assert_eq!(body["error"]["kind"], "method_not_allowed", "{body}");
     gateway.stop().await;
 }
 

@@ -44,6 +44,7 @@ pub(crate) fn routes(prefix: &str) -> Router<AdminState> {
         .merge(explain::routes(prefix))
         .merge(pairing::routes(prefix))
         .route(&format!("{prefix}/{{*rest}}"), axum::routing::any(unknown))
+        .method_not_allowed_fallback(method_not_allowed)
 }
 
 /// The OpenAPI document of every operation, served at `server`.
@@ -86,6 +87,16 @@ async fn unknown() -> ApiError {
     ApiError::not_found("no such API route: see openapi.json")
 }
 
+/// A method the path does not take: a JSON 405 like every other answer
+/// (axum adds the `Allow` header).
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "this path does not take that method: see openapi.json",
+    )
+}
+
 /// Every error the API answers, as JSON.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub(crate) struct ErrorBody {
@@ -96,7 +107,8 @@ pub(crate) struct ErrorBody {
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub(crate) struct ErrorDetail {
     /// A word a script can match: `unauthorized`, `forbidden`, `not_found`,
-    /// `bad_request`, `invalid`, `conflict`, `too_many_attempts`, `internal`…
+    /// `bad_request`, `invalid_body`, `invalid`, `conflict`, `method_not_allowed`,
+    /// `too_many_attempts`, `internal`…
     pub kind: String,
     /// What to do about it, for a person.
     pub message: String,

@@ -76,7 +76,9 @@
 //!   (home lock, database, policy, config, sandboxes, channels, HTTP).
 //! - [`admin`]: the admin console at `/admin` (`admin::console`, a part of
 //!   the gateway's HTTP server): token login, session cookie and CSRF, the
-//!   JSON API under `/admin/api` with its OpenAPI document, the pages.
+//!   JSON API under `/admin/api` with its OpenAPI document, the pages; its
+//!   data: a tape's pages, anchors, search and export (`admin::tape_view`),
+//!   live samples of the `/metrics` numbers (`admin::live`).
 //! - [`setup`]: the agent the `bub` binary runs, assembled from the `BUB_*`
 //!   variables it is given.
 //! - [`cli`]: the `bub` command line (`bub pairing`, `bub tape`, `bub db`, …),
@@ -138,7 +140,7 @@
 //! - `http` → `config`
 //! - `gateway` → `agent`, `command`, `config`, `db`, `environment`, `home`, `http`, `mcp`, `policy`,
 //!   `tape`, `telemetry`, `tools`
-//! - `admin` → `config`, `gateway`, `http`
+//! - `admin` → `agent`, `config`, `db`, `gateway`, `http`, `policy`, `tape`, `tools`
 //! - `setup` → `agent`, `codemode`, `command`, `config`, `db`, `environment`, `home`, `model`,
 //!   `skills`, `tape`, `tools`
 //! - `cli` → `admin`, `agent`, `command`, `config`, `db`, `environment`, `gateway`, `home`, `mcp`, `model`,

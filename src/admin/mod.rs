@@ -10,6 +10,10 @@
 //!   in the binary (no build step, nothing fetched from elsewhere).
 //! - [`api`]: the JSON API and its OpenAPI document
 //!   (`/admin/api/openapi.json`).
+//! - [`tape_view`]: a tape's pages by id range, its anchors, search and
+//!   JSON-lines export, as fast on a million entries as on ten.
+//! - [`live`]: samples of the numbers `/metrics` exports and the rates
+//!   between two of them, for the live charts.
 //!
 //! Behind a reverse proxy under a path prefix (`[admin] base_path = "/bub"`)
 //! the console is served both at `/admin` and at `/bub/admin`, so a proxy
@@ -19,8 +23,10 @@
 mod api;
 mod auth;
 mod limit;
+pub mod live;
 mod pages;
 mod state;
+pub mod tape_view;
 
 pub(crate) use api::ApiError;
 pub(crate) use state::AdminState;

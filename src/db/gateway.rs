@@ -38,6 +38,23 @@ pub struct InboxRow {
     pub session: Option<String>,
 }
 
+/// One session as the chat list shows it (see [`GatewayTables::chats`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChatRow {
+    /// The channel of the session's newest message.
+    pub channel: String,
+    /// The session id (`gateway::admission::session_id`), which names its tape.
+    pub session: String,
+    /// The session's newest stored message (an edit included), as JSON.
+    pub inbound: String,
+    /// When that message was stored (RFC 3339, as stored).
+    pub last_received_at: String,
+    /// Messages stored for the session (each edit counts as one).
+    pub messages: i64,
+    /// Those without an outcome yet (queued or running).
+    pub unfinished: i64,
+}
+
 /// A reply to queue in the outbox.
 #[derive(Debug, Clone)]
 pub struct NewReply {
@@ -296,6 +313,15 @@ pub trait GatewayTables: Send + Sync {
     /// chat apart) received at or after `since`, newest first, at most
     /// `limit`; edits (`$.edit` set) do not count.
     async fn latest_per_chat(&self, channel: &str, since: &str, limit: i64) -> Result<Vec<String>, DbError>;
+
+    /// The sessions of `channel` (or of every channel) that have stored
+    /// messages, the one with the newest message first, at most `limit`:
+    /// each with its newest message, its message count and its unfinished
+    /// count. Reads an index, never the whole inbox's rows
+    /// (`migrations/*/…_inbox_sessions.sql` say how each backend does it).
+    /// Rows stored without a session (none since sessions are stored with
+    /// the message) are left out.
+    async fn chats(&self, channel: Option<&str>, limit: i64) -> Result<Vec<ChatRow>, DbError>;
 
     /// Messages without an outcome, oldest first.
     async fn unfinished(&self) -> Result<Vec<InboxRow>, DbError>;

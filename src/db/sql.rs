@@ -98,6 +98,9 @@ pub(crate) fn select_entries(
         // Ids are stored as signed 64-bit: one past the largest is no entry.
         select.push(" AND entry_id > ").bind(i64::try_from(after).unwrap_or(i64::MAX));
     }
+    if let Some(before) = query.before_id {
+        select.push(" AND entry_id < ").bind(i64::try_from(before).unwrap_or(i64::MAX));
+    }
     if !query.kinds.is_empty() {
         select.push(" AND kind IN (").push(&kind_list(&query.kinds)).push(")");
     }

@@ -35,6 +35,8 @@
 //! - `files`: the files a turn's tools send to its chat (`chat.send_file`),
 //!   through the scheduler, recorded so a rerun after a crash sends none twice.
 //! - [`split`]: splitting long replies under a platform's limit.
+//! - [`chats`]: the sessions of the inbox as the admin console lists them
+//!   (channel, chat, thread, activity, and the tape each one opens).
 //! - [`attachments`]: files people send, saved into the session's workspace when
 //!   their turn runs (within the chat's `max_attachment_bytes`) and named to
 //!   the model; images shown to models that read them.
@@ -47,6 +49,7 @@ pub mod admission;
 pub mod attachments;
 mod builder;
 pub mod channels;
+pub mod chats;
 pub mod confinement;
 mod edit;
 mod files;

@@ -9,23 +9,30 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// Entries read per page, so an export never holds the whole tape in memory.
-const PAGE: usize = 1000;
+pub const PAGE: usize = 1000;
 
-/// A tape as JSON lines, a page of entries at a time, oldest first.
-struct JsonlPages<'a> {
-    tape: &'a Tape,
+/// A tape as JSON lines, a page of entries at a time, oldest first (each
+/// page one read by id range). Owns its handle, so a stream of pages (the
+/// admin console's export) can outlive the request that started it.
+pub struct JsonlPages {
+    tape: Tape,
     after: u64,
     done: bool,
     written: u64,
 }
 
-impl<'a> JsonlPages<'a> {
-    fn new(tape: &'a Tape) -> JsonlPages<'a> {
-        JsonlPages { tape, after: 0, done: false, written: 0 }
+impl JsonlPages {
+    pub fn new(tape: &Tape) -> JsonlPages {
+        JsonlPages { tape: tape.clone(), after: 0, done: false, written: 0 }
+    }
+
+    /// Entries in the pages returned so far.
+    pub fn written(&self) -> u64 {
+        self.written
     }
 
     /// The next page's lines; `None` after the last entry.
-    async fn next(&mut self) -> TapeResult<Option<Vec<u8>>> {
+    pub async fn next(&mut self) -> TapeResult<Option<Vec<u8>>> {
         if self.done {
             return Ok(None);
         }

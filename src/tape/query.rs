@@ -41,6 +41,8 @@ pub struct TapeQuery {
     pub scope: Scope,
     /// Only entries with a greater id (paging, tailing).
     pub after_id: Option<u64>,
+    /// Only entries with a smaller id (paging back from the newest).
+    pub before_id: Option<u64>,
     /// Entries dated at or after this instant.
     pub since: Option<DateTime<Utc>>,
     /// Entries dated before this instant.
@@ -104,6 +106,12 @@ impl TapeQuery {
     /// Only entries after this id.
     pub fn after_id(mut self, id: u64) -> TapeQuery {
         self.after_id = Some(id);
+        self
+    }
+
+    /// Only entries before this id.
+    pub fn before_id(mut self, id: u64) -> TapeQuery {
+        self.before_id = Some(id);
         self
     }
 
@@ -235,6 +243,7 @@ impl TapeQuery {
     pub fn keeps(&self, entry: &Entry) -> bool {
         (self.kinds.is_empty() || self.kinds.contains(&entry.kind))
             && self.after_id.is_none_or(|id| entry.id > id)
+            && self.before_id.is_none_or(|id| entry.id < id)
             && self.since.is_none_or(|since| entry.date >= since)
             && self.until.is_none_or(|until| entry.date < until)
             && self.name.as_deref().is_none_or(|name| entry.name() == Some(name))

@@ -269,6 +269,54 @@ async fn latest_per_chat_lists_each_chats_newest_message_newest_first_without_ed
     assert!(later.is_empty(), "nothing received since");
 }
 
+async fn chats_lists_each_session_with_its_newest_message_and_counts_newest_first(db: Db) {
+    let receive = |message: Inbound, session: &'static str| {
+        let store = &db.store;
+        async move {
+            match store.receive(&message, session).await.unwrap() {
+                Received::New(seq) => seq,
+                other => panic!("{} was stored before: {other:?}", message.key()),
+            }
+        }
+    };
+    let a1 = receive(inbound_in("tg", chat("A", None), "1", "first in A"), "tg:A").await;
+    receive(inbound_in("tg", chat("B", None), "2", "in B"), "tg:B").await;
+    receive(inbound_in("tg", chat("A", Some("t")), "3", "A's thread"), "tg:A:t").await;
+    receive(inbound_in("dc", chat("C", None), "4", "another channel"), "dc:C").await;
+    let a5 = receive(inbound_in("tg", chat("A", None), "5", "newest in A"), "tg:A").await;
+    db.store.finish(&[a1], &outcome("done"), &[]).await.unwrap();
+    db.store.start_turn(&[a5], "tg:A", "turn-1").await.unwrap();
+
+    let listed: Vec<_> = db
+        .tables
+        .chats(None, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|row| {
+            let message: Inbound = serde_json::from_str(&row.inbound).unwrap();
+            (row.channel, row.session, message.message_id, row.messages, row.unfinished)
+        })
+        .collect();
+    let expected = |rows: &[(&str, &str, &str, i64, i64)]| -> Vec<(String, String, String, i64, i64)> {
+        rows.iter().map(|&(c, s, m, n, u)| (c.into(), s.into(), m.into(), n, u)).collect()
+    };
+    assert_eq!(
+        listed,
+        expected(&[
+            ("tg", "tg:A", "5", 2, 1),
+            ("dc", "dc:C", "4", 1, 1),
+            ("tg", "tg:A:t", "3", 1, 1),
+            ("tg", "tg:B", "2", 1, 1),
+        ])
+    );
+    let tg: Vec<_> = db.tables.chats(Some("tg"), 2).await.unwrap().into_iter().map(|row| row.session).collect();
+    assert_eq!(tg, vec!["tg:A".to_string(), "tg:A:t".to_string()], "one channel, at most two");
+    assert!(db.tables.chats(Some("nope"), 10).await.unwrap().is_empty());
+    let newest = &db.tables.chats(None, 1).await.unwrap()[0];
+    assert!(newest.last_received_at.starts_with("20"), "{newest:?}");
+}
+
 fn is_pending(requested: &Requested) -> bool {
     matches!(requested, Requested::Pending { .. })
 }
@@ -547,6 +595,7 @@ on_every_database!(
     a_file_delivered_under_its_key_is_not_sent_again,
     a_live_message_is_kept_until_its_reply_is_final,
     latest_per_chat_lists_each_chats_newest_message_newest_first_without_edits,
+    chats_lists_each_session_with_its_newest_message_and_counts_newest_first,
     a_code_is_requested_approved_listed_and_revoked,
     an_expired_code_cannot_be_approved_and_the_sender_gets_a_new_one,
     one_sender_leaves_codes_for_a_few_groups_and_everyone_else_keeps_their_room,

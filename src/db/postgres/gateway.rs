@@ -15,7 +15,7 @@
 
 use super::{PgDb, audit, pairing};
 use crate::db::gateway::{
-    AuditRow, GatewayTables, InboxRow, LiveRow, NewAudit, NewFile, NewInbound, NewReply, OutboxRow, PairingApproval,
+    AuditRow, ChatRow, GatewayTables, InboxRow, LiveRow, NewAudit, NewFile, NewInbound, NewReply, OutboxRow, PairingApproval,
     PairingRequest, PairingRequested, PairingRow, ReplyState,
 };
 use crate::db::{DbError, Flush};
@@ -74,6 +74,31 @@ SELECT inbound FROM gateway_inbox WHERE seq IN (
     GROUP BY message #>> '{chat,id}', message #>> '{chat,thread_id}'
 )
 ORDER BY seq DESC LIMIT $3";
+
+/// [`GatewayTables::chats`], of every channel or (`CHATS_OF_CHANNEL_SQL`)
+/// of channel `$2`: each session's newest seq and row count from an
+/// index-only scan of `gateway_inbox_sessions` (channel, session, seq), the
+/// newest `$1` kept, and only their rows read and their unfinished counted
+/// (`MATERIALIZED` keeps that out of the aggregate). Why not SQLite's loose
+/// index scan: migrations/postgres/0005_inbox_sessions.sql.
+macro_rules! chats_sql {
+    ($filter:literal) => {
+        concat!(
+            "WITH latest AS MATERIALIZED (
+    SELECT channel, session, max(seq) AS seq, count(*) AS messages
+    FROM gateway_inbox WHERE session IS NOT NULL",
+            $filter,
+            "
+    GROUP BY channel, session ORDER BY max(seq) DESC LIMIT $1
+)
+SELECT l.channel, l.session, i.inbound, i.received_at, l.messages,
+    (SELECT count(*) FROM gateway_inbox u WHERE u.session = l.session AND u.state <> 'done')
+FROM latest l JOIN gateway_inbox i ON i.seq = l.seq ORDER BY l.seq DESC"
+        )
+    };
+}
+const CHATS_SQL: &str = chats_sql!("");
+const CHATS_OF_CHANNEL_SQL: &str = chats_sql!(" AND channel = $2");
 
 #[async_trait]
 impl GatewayTables for PgDb {
@@ -295,6 +320,25 @@ impl GatewayTables for PgDb {
             .bind(limit)
             .fetch_all(self.pool())
             .await?)
+    }
+
+    async fn chats(&self, channel: Option<&str>, limit: i64) -> Result<Vec<ChatRow>, DbError> {
+        let statement = match channel {
+            None => query_as::<Postgres, (String, String, String, String, i64, i64)>(CHATS_SQL).bind(limit),
+            Some(channel) => query_as(CHATS_OF_CHANNEL_SQL).bind(limit).bind(channel),
+        };
+        let rows = statement.fetch_all(self.pool()).await?;
+        Ok(rows
+            .into_iter()
+            .map(|(channel, session, inbound, last_received_at, messages, unfinished)| ChatRow {
+                channel,
+                session,
+                inbound,
+                last_received_at,
+                messages,
+                unfinished,
+            })
+            .collect())
     }
 
     async fn unfinished(&self) -> Result<Vec<InboxRow>, DbError> {

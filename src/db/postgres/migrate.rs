@@ -21,6 +21,7 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
     (2, "gateway", include_str!("../../../migrations/postgres/0002_gateway.sql")),
     (3, "replicas", include_str!("../../../migrations/postgres/0003_replicas.sql")),
     (4, "admin audit", include_str!("../../../migrations/postgres/0004_admin_audit.sql")),
+    (5, "inbox sessions", include_str!("../../../migrations/postgres/0005_inbox_sessions.sql")),
 ];
 
 /// The embedded files as sqlx's migrator takes them.

@@ -7,12 +7,36 @@ use super::SqliteDb;
 use super::writer::Work;
 use super::{audit, pairing};
 use crate::db::gateway::{
-    AuditRow, GatewayTables, InboxRow, LiveRow, NewAudit, NewFile, NewInbound, NewReply, OutboxRow, PairingApproval,
+    AuditRow, ChatRow, GatewayTables, InboxRow, LiveRow, NewAudit, NewFile, NewInbound, NewReply, OutboxRow, PairingApproval,
     PairingRequest, PairingRequested, PairingRow, ReplyState,
 };
 use crate::db::{DbError, Flush};
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, params};
+
+/// [`GatewayTables::chats`]: the distinct sessions walked one probe of
+/// `gateway_inbox_sessions` each (a loose index scan: SQLite has no skip
+/// scan without statistics), each session's newest row found by one more
+/// probe, the newest `?2` of channel `?1` (all when NULL) kept, and only
+/// those counted. `MATERIALIZED` keeps the counts out of the sort: they are
+/// taken for the rows kept, not for every session.
+const CHATS_SQL: &str = "\
+WITH RECURSIVE sessions (session) AS (
+    SELECT min(session) FROM gateway_inbox
+    UNION ALL
+    SELECT (SELECT min(session) FROM gateway_inbox n WHERE n.session > s.session)
+    FROM sessions s WHERE s.session IS NOT NULL
+), latest AS MATERIALIZED (
+    SELECT s.session, i.seq, i.channel, i.inbound, i.received_at
+    FROM sessions s
+    JOIN gateway_inbox i ON i.seq = (SELECT max(seq) FROM gateway_inbox l WHERE l.session = s.session)
+    WHERE s.session IS NOT NULL AND (?1 IS NULL OR i.channel = ?1)
+    ORDER BY i.seq DESC LIMIT ?2
+)
+SELECT channel, session, inbound, received_at,
+    (SELECT count(*) FROM gateway_inbox c WHERE c.session = latest.session),
+    (SELECT count(*) FROM gateway_inbox u WHERE u.session = latest.session AND u.state <> 'done')
+FROM latest ORDER BY seq DESC";
 
 #[async_trait]
 impl GatewayTables for SqliteDb {
@@ -232,6 +256,26 @@ impl GatewayTables for SqliteDb {
                 )?
                 .query_map(params![channel, since, limit], |row| row.get(0))?
                 .collect()
+            })
+            .await??)
+    }
+
+    async fn chats(&self, channel: Option<&str>, limit: i64) -> Result<Vec<ChatRow>, DbError> {
+        let channel = channel.map(str::to_string);
+        Ok(self
+            .read(move |conn| -> rusqlite::Result<Vec<ChatRow>> {
+                conn.prepare_cached(CHATS_SQL)?
+                    .query_map(params![channel, limit], |row| {
+                        Ok(ChatRow {
+                            channel: row.get(0)?,
+                            session: row.get(1)?,
+                            inbound: row.get(2)?,
+                            last_received_at: row.get(3)?,
+                            messages: row.get(4)?,
+                            unfinished: row.get(5)?,
+                        })
+                    })?
+                    .collect()
             })
             .await??)
     }

@@ -70,6 +70,11 @@ const MIGRATIONS: &[Migration] = &[
         description: "admin audit",
         sql: include_str!("../../../migrations/sqlite/0009_admin_audit.sql"),
     },
+    Migration {
+        version: 10,
+        description: "inbox sessions",
+        sql: include_str!("../../../migrations/sqlite/0010_inbox_sessions.sql"),
+    },
 ];
 
 impl Migration {

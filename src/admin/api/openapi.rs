@@ -6,7 +6,7 @@
 //! table next to the routes they describe.
 //!
 //! The error responses every operation can give are added by [`Op::add`]:
-//! 401 and 429 (authenticated operations), 403 (changes: CSRF), 404, and
+//! 401, 429 and 500 (authenticated operations), 403 (changes: CSRF), 404, and
 //! 400/413/415/422 where a query, path or body is read: 400 when it does
 //! not fit the document, 422 when it fits but bub cannot take it.
 //! `schemathesis` checks the served API against this document
@@ -206,6 +206,7 @@ impl Op<'_> {
                 self.op.contains_key("requestBody"),
             ),
             (429, "Too many failed attempts from this address: wait the `Retry-After` seconds.", !self.public),
+            (500, "Something inside bub failed (the database, a file): the gateway's log says what.", !self.public),
         ];
         for (status, description, applies) in errors {
             let taken = self.op.get("responses").is_some_and(|r| r.get(status.to_string()).is_some());

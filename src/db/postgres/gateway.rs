@@ -15,8 +15,8 @@
 
 use super::{PgDb, audit, pairing};
 use crate::db::gateway::{
-    AuditRow, ChatRow, GatewayTables, InboxRow, LiveRow, NewAudit, NewFile, NewInbound, NewReply, OutboxRow, PairingApproval,
-    PairingRequest, PairingRequested, PairingRow, ReplyState,
+    AuditRow, ChatRow, GatewayTables, InboxRow, LiveRow, NewAudit, NewFile, NewInbound, NewReply, OutboxRow,
+    PairingApproval, PairingRequest, PairingRequested, PairingRow, ReplyState,
 };
 use crate::db::{DbError, Flush};
 use async_trait::async_trait;

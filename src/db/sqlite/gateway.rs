@@ -7,8 +7,8 @@ use super::SqliteDb;
 use super::writer::Work;
 use super::{audit, pairing};
 use crate::db::gateway::{
-    AuditRow, ChatRow, GatewayTables, InboxRow, LiveRow, NewAudit, NewFile, NewInbound, NewReply, OutboxRow, PairingApproval,
-    PairingRequest, PairingRequested, PairingRow, ReplyState,
+    AuditRow, ChatRow, GatewayTables, InboxRow, LiveRow, NewAudit, NewFile, NewInbound, NewReply, OutboxRow,
+    PairingApproval, PairingRequest, PairingRequested, PairingRow, ReplyState,
 };
 use crate::db::{DbError, Flush};
 use async_trait::async_trait;

@@ -178,6 +178,19 @@ impl Op<'_> {
         self.response(status, description, Some((media, json!({"type": "string"}))))
     }
 
+    /// An OpenAPI link from the `status` answer (added before) to the
+    /// operation `to`, its body made of runtime expressions
+    /// (`$response.body#/requests/0/code`): how one call feeds the next, for
+    /// a client and for schemathesis's stateful phase.
+    pub(crate) fn link(mut self, status: u16, name: &str, to: &str, body: Value) -> Self {
+        let response = self.op.get_mut("responses").and_then(|responses| responses.get_mut(status.to_string()));
+        if let Some(Value::Object(response)) = response {
+            let links = response.entry("links").or_insert_with(|| json!({}));
+            links[name] = json!({"operationId": to, "requestBody": body});
+        }
+        self
+    }
+
     fn response(mut self, status: u16, description: &str, content: Option<(&str, Value)>) -> Self {
         let mut response = json!({"description": description});
         if let Some((media, schema)) = content {

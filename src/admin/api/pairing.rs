@@ -14,6 +14,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 
 pub(crate) fn routes(prefix: &str) -> Router<AdminState> {
     Router::new()
@@ -25,6 +26,18 @@ pub(crate) fn routes(prefix: &str) -> Router<AdminState> {
 pub(crate) fn document(doc: &mut Document) {
     doc.op("get", "/pairing", "pairingList", "Pending pairing codes and approvals, oldest first.")
         .ok::<PairingList>("The requests.")
+        .link(
+            200,
+            "approveFirst",
+            "pairingApprove",
+            json!({"channel": FIRST_CHANNEL, "code": "$response.body#/requests/0/code"}),
+        )
+        .link(
+            200,
+            "refuseFirst",
+            "pairingRefuse",
+            json!({"channel": FIRST_CHANNEL, "id": "$response.body#/requests/0/id"}),
+        )
         .add();
     doc.op("post", "/pairing/approve", "pairingApprove", "Approve a pending pairing code.")
         .change()
@@ -37,6 +50,9 @@ pub(crate) fn document(doc: &mut Document) {
         .ok::<Refused>("How many rows went.")
         .add();
 }
+
+/// The first row's channel, in a link of `GET /pairing`.
+const FIRST_CHANNEL: &str = "$response.body#/requests/0/channel";
 
 /// Pairing rows.
 #[derive(Debug, Serialize, JsonSchema)]

@@ -196,11 +196,6 @@ impl Default for Sampler {
     }
 }
 
-/// [`Sampler::every`] over the process's metrics.
-pub fn sampler(interval: Duration) -> impl Stream<Item = Rates> + Send + 'static {
-    Sampler::new().every(interval)
-}
-
 /// A sample line's labels, as (name, value).
 type Labels = Vec<(String, String)>;
 

@@ -23,10 +23,10 @@
 mod api;
 mod auth;
 mod limit;
-pub mod live;
+pub(crate) mod live;
 mod pages;
 mod state;
-pub mod tape_view;
+pub(crate) mod tape_view;
 
 pub(crate) use api::ApiError;
 pub(crate) use state::AdminState;

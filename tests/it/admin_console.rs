@@ -134,7 +134,7 @@ async fn a_change_needs_the_csrf_header_and_must_not_come_from_another_site() {
 #[tokio::test]
 async fn scripts_use_bearer_tokens_and_guessing_is_stopped_per_address() {
     let home = tempfile::tempdir().unwrap();
-    let env = [("BUB_ADMIN_TOKEN".to_string(), format!("carol carol-00112233445566778899"))];
+    let env = [("BUB_ADMIN_TOKEN".to_string(), "carol carol-00112233445566778899".to_string())];
     std::fs::write(home.path().join("admin.tokens"), format!("alice {ALICE}\n")).unwrap();
     let text = config("[admin]\ntoken_file = \"admin.tokens\"\n");
     let gateway = GatewayProcess::start_with_config(home.path(), &env, &text).await;
@@ -323,4 +323,95 @@ async fn a_config_broken_on_disk_is_shown_with_its_error_and_repaired_from_the_c
     let (_, file) = get(&base, "config").await;
     assert!(file["problem"].is_null());
     assert_eq!(file["version"], file["running"]);
+}
+
+#[tokio::test]
+async fn chats_tapes_and_live_rates_are_read_from_the_gateway() {
+    let home = tempfile::tempdir().unwrap();
+    let gateway = console(home.path(), "").await;
+    let base = format!("{}/admin", gateway.base_url());
+    for (n, text) in [",help", ",tape.info"].into_iter().enumerate() {
+        let body = serde_json::json!({"message_id": format!("m{n}"), "chat_id": "c1", "sender_id": "u1", "text": text});
+        let http = client();
+        let reply = crate::support::gateway::signed_request(&http, gateway.addr, "hooks", "sync", &body, "s3cret");
+        assert_eq!(reply.await.unwrap().status(), 200);
+    }
+    let (status, chats) = get(&base, "chats").await;
+    assert_eq!(status, 200, "{chats}");
+    let chat = &chats["chats"][0];
+    assert_eq!(
+        (chat["channel"].as_str(), chat["chat_id"].as_str(), chat["state"].as_str()),
+        (Some("hooks"), Some("c1"), Some("idle"))
+    );
+    assert_eq!(chat["messages"], 2);
+    let tape = chat["tape"].as_str().unwrap().to_string();
+
+    let page: serde_json::Value = client()
+        .get(format!("{base}/api/tape"))
+        .query(&[("name", tape.as_str()), ("limit", "2")])
+        .bearer_auth(ALICE)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let total = page["total"].as_u64().unwrap();
+    assert!(total >= 4, "two commands and their results: {page}");
+    assert_eq!((page["last_id"].as_u64(), page["entries"].as_array().unwrap().len()), (Some(total), 2));
+    assert_eq!(page["has_older"], true);
+    let older: serde_json::Value = client()
+        .get(format!("{base}/api/tape"))
+        .query(&[("name", tape.as_str()), ("before", &page["first_id"].to_string()), ("limit", "500")])
+        .bearer_auth(ALICE)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!((older["first_id"].as_u64(), older["has_older"].as_bool()), (Some(1), Some(false)));
+    let found: serde_json::Value = client()
+        .get(format!("{base}/api/tape/search"))
+        .query(&[("name", tape.as_str()), ("q", "tape.info")])
+        .bearer_auth(ALICE)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(!found["hits"].as_array().unwrap().is_empty(), "{found}");
+    let export = client()
+        .get(format!("{base}/api/tape/export"))
+        .query(&[("name", tape.as_str())])
+        .bearer_auth(ALICE)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(export.headers()["content-type"], "application/jsonl");
+    let lines = export.text().await.unwrap();
+    assert_eq!(lines.lines().count() as u64, total);
+    for line in lines.lines() {
+        let entry: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert!(entry["id"].as_u64().is_some(), "{line}");
+    }
+    let bad = client()
+        .get(format!("{base}/api/tape"))
+        .query(&[("name", "hooks:c1"), ("limit", "0")])
+        .bearer_auth(ALICE)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), 400);
+
+    let live =
+        client().get(format!("{base}/api/live")).query(&[("samples", "2")]).bearer_auth(ALICE).send().await.unwrap();
+    assert_eq!(live.headers()["content-type"], "text/event-stream");
+    let events = live.text().await.unwrap();
+    assert_eq!(events.matches("event: sample").count(), 2, "{events}");
+    let data = events.lines().find_map(|line| line.strip_prefix("data: ")).unwrap();
+    let sample: serde_json::Value = serde_json::from_str(data).unwrap();
+    assert_eq!(sample["replica"], "single");
+    assert!(sample["turns_per_s"].as_f64().is_some(), "{sample}");
 }

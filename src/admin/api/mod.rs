@@ -8,16 +8,22 @@
 //! - [`config`]: the policy editor: the file, check, preview, apply.
 //! - [`audit`]: the changes admins applied.
 //! - [`channels`]: the channels and their policies.
+//! - [`chats`]: sessions and their chats' policies.
+//! - [`tapes`]: a tape's pages, anchors, search, export.
 //! - [`explain`]: `,policy explain` for any chat.
+//! - [`live`]: the live rates (server-sent events).
 //! - [`pairing`]: pairing codes to approve or refuse.
 
 pub(crate) mod audit;
 pub(crate) mod channels;
+pub(crate) mod chats;
 pub(crate) mod config;
 pub(crate) mod explain;
+pub(crate) mod live;
 pub(crate) mod openapi;
 pub(crate) mod pairing;
 pub(crate) mod session;
+pub(crate) mod tapes;
 
 use super::AdminState;
 use axum::extract::rejection::JsonRejection;
@@ -42,6 +48,9 @@ pub(crate) fn routes(prefix: &str) -> Router<AdminState> {
         .merge(audit::routes(prefix))
         .merge(channels::routes(prefix))
         .merge(explain::routes(prefix))
+        .merge(chats::routes(prefix))
+        .merge(tapes::routes(prefix))
+        .merge(live::routes(prefix))
         .merge(pairing::routes(prefix))
         .route(&format!("{prefix}/{{*rest}}"), axum::routing::any(unknown))
         .method_not_allowed_fallback(method_not_allowed)
@@ -59,14 +68,18 @@ pub(crate) fn document(server: &str) -> serde_json::Value {
     audit::document(&mut doc);
     channels::document(&mut doc);
     explain::document(&mut doc);
+    chats::document(&mut doc);
+    tapes::document(&mut doc);
+    live::document(&mut doc);
     pairing::document(&mut doc);
     doc.finish(server)
 }
 
 async fn openapi_json(axum::extract::State(state): axum::extract::State<AdminState>) -> Result<Response, ApiError> {
     state.settings().ok_or_else(ApiError::console_off)?;
-    static DOCUMENTS: std::sync::OnceLock<parking_lot::Mutex<Option<(String, Arc<String>)>>> =
-        std::sync::OnceLock::new();
+    /// The document last built, and the server it was built for.
+    type Built = parking_lot::Mutex<Option<(String, Arc<String>)>>;
+    static DOCUMENTS: std::sync::OnceLock<Built> = std::sync::OnceLock::new();
     let server = format!("{}/api", state.base());
     let cached = DOCUMENTS.get_or_init(Default::default);
     let text = {
@@ -121,7 +134,8 @@ pub(crate) struct ErrorDetail {
 #[derive(Debug)]
 pub(crate) struct ApiError {
     status: StatusCode,
-    body: ErrorDetail,
+    /// Boxed: handlers return `Result<_, ApiError>` everywhere, and the error is rare.
+    body: Box<ErrorDetail>,
     retry_after: Option<Duration>,
 }
 
@@ -129,7 +143,7 @@ impl ApiError {
     pub(crate) fn new(status: StatusCode, kind: &str, message: impl Into<String>) -> ApiError {
         ApiError {
             status,
-            body: ErrorDetail { kind: kind.to_string(), message: message.into(), detail: None },
+            body: Box::new(ErrorDetail { kind: kind.to_string(), message: message.into(), detail: None }),
             retry_after: None,
         }
     }
@@ -192,7 +206,7 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let mut response = (self.status, Json(ErrorBody { error: self.body })).into_response();
+        let mut response = (self.status, Json(ErrorBody { error: *self.body })).into_response();
         if let Some(wait) = self.retry_after
             && let Ok(value) = HeaderValue::from_str(&wait.as_secs().to_string())
         {

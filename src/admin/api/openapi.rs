@@ -7,9 +7,9 @@
 //!
 //! The error responses every operation can give are added by [`Op::add`]:
 //! 401, 429 and 500 (authenticated operations), 403 (changes: CSRF), 404, and
-//! 400/413/415/422 where a query, path or body is read: 400 when it does
-//! not fit the document, 422 when it fits but bub cannot take it.
-//! `schemathesis` checks the served API against this document
+//! 400/413/415/422 where a query or body is read: 400 when it does not fit
+//! the document, 422 when it fits but bub cannot take it. `schemathesis`
+//! checks the served API against this document
 //! (`tests/it/admin_api_schema.rs`): a request that fits must not get a
 //! 400, one that does not must get a 4xx, every answer must be documented.
 
@@ -142,17 +142,6 @@ impl Op<'_> {
         self
     }
 
-    /// A path parameter (a string).
-    pub(crate) fn path_param(mut self, name: &str, description: &str) -> Self {
-        self.reads_input = true;
-        let parameter = json!({
-            "name": name, "in": "path", "required": true, "description": description,
-            "schema": {"type": "string", "minLength": 1}
-        });
-        self.parameters().push(parameter);
-        self
-    }
-
     /// A JSON body of type `T`.
     pub(crate) fn body<T: JsonSchema>(mut self) -> Self {
         self.reads_input = true;
@@ -207,7 +196,7 @@ impl Op<'_> {
     /// Puts the operation in the document, with the error responses it can give.
     pub(crate) fn add(mut self) {
         let errors: &[(u16, &str, bool)] = &[
-            (400, "The query, path or body is malformed or does not fit this document.", self.reads_input),
+            (400, "The query or body is malformed or does not fit this document.", self.reads_input),
             (401, "No admin token or session, or a wrong one.", !self.public),
             (403, "A change without the CSRF header, or from another site.", self.change),
             (404, "Not found (or the console is off).", true),

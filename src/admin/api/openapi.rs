@@ -167,6 +167,22 @@ impl Op<'_> {
         self.response(status, description, Some((media, json!({"type": "string"}))))
     }
 
+    /// A `text/event-stream` of events named `event`, each one's data a JSON
+    /// `T`: the schema describes one event (`event`, `data`), the data's
+    /// own schema as its `contentSchema`, as schemathesis checks each event.
+    pub(crate) fn events<T: JsonSchema>(self, status: u16, event: &str, description: &str) -> Self {
+        let data = self.doc.responses.subschema_for::<T>().to_value();
+        let schema = json!({
+            "type": "object",
+            "required": ["event", "data"],
+            "properties": {
+                "event": {"const": event},
+                "data": {"type": "string", "contentMediaType": "application/json", "contentSchema": data}
+            }
+        });
+        self.response(status, description, Some(("text/event-stream", schema)))
+    }
+
     /// An OpenAPI link from the `status` answer (added before) to the
     /// operation `to`, its body made of runtime expressions
     /// (`$response.body#/requests/0/code`): how one call feeds the next, for

@@ -30,13 +30,7 @@ pub(crate) fn document(doc: &mut Document) {
             200,
             "approveFirst",
             "pairingApprove",
-            json!({"channel": FIRST_CHANNEL, "code": "$response.body#/requests/0/code"}),
-        )
-        .link(
-            200,
-            "refuseFirst",
-            "pairingRefuse",
-            json!({"channel": FIRST_CHANNEL, "id": "$response.body#/requests/0/id"}),
+            json!({"channel": "$response.body#/requests/0/channel", "code": "$response.body#/requests/0/code"}),
         )
         .add();
     doc.op("post", "/pairing/approve", "pairingApprove", "Approve a pending pairing code.")
@@ -50,9 +44,6 @@ pub(crate) fn document(doc: &mut Document) {
         .ok::<Refused>("How many rows went.")
         .add();
 }
-
-/// The first row's channel, in a link of `GET /pairing`.
-const FIRST_CHANNEL: &str = "$response.body#/requests/0/channel";
 
 /// Pairing rows.
 #[derive(Debug, Serialize, JsonSchema)]

@@ -140,7 +140,7 @@
 //! - `http` → `config`
 //! - `gateway` → `agent`, `command`, `config`, `db`, `environment`, `home`, `http`, `mcp`, `policy`,
 //!   `tape`, `telemetry`, `tools`
-//! - `admin` → `agent`, `config`, `db`, `gateway`, `http`, `policy`, `tape`, `tools`
+//! - `admin` → `agent`, `config`, `db`, `gateway`, `http`, `policy`, `tape`
 //! - `setup` → `agent`, `codemode`, `command`, `config`, `db`, `environment`, `home`, `model`,
 //!   `skills`, `tape`, `tools`
 //! - `cli` → `admin`, `agent`, `command`, `config`, `db`, `environment`, `gateway`, `home`, `mcp`, `model`,

@@ -11,9 +11,9 @@
 //!
 //! What each field counts, by family (`src/gateway`, `src/agent/run.rs`):
 //! - `turns`: `bub_turns_total` (every channel and status);
-//! - `replies`: `bub_outbound_messages_total{kind="send"}`, messages sent to
-//!   chats by the outbound scheduler (each part of a split reply is one;
-//!   replies to a waiting webhook caller do not pass through it);
+//! - `replies`: the count of `bub_reply_seconds`, messages answered (to a
+//!   waiting webhook caller or in the chat), whatever their channel: what
+//!   people got, a split reply once;
 //! - `errors`: `bub_turn_errors_total` (turns that failed) plus
 //!   `bub_delivery_errors_total` (replies that could not be delivered);
 //! - `inbound_queue`, `outbound_queue`, `sessions_active`: the gauges
@@ -56,7 +56,7 @@ impl Sample {
             let label = |key: &str| labels.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
             let field = match name {
                 "bub_turns_total" => &mut sample.turns,
-                "bub_outbound_messages_total" if label("kind") == Some("send") => &mut sample.replies,
+                "bub_reply_seconds_count" => &mut sample.replies,
                 "bub_turn_errors_total" | "bub_delivery_errors_total" => &mut sample.errors,
                 "bub_inbound_queue_depth" => &mut sample.inbound_queue,
                 "bub_outbound_queue_depth" => &mut sample.outbound_queue,
@@ -257,7 +257,10 @@ mod tests {
         metrics::counter!("bub_turns_total", "channel" => "dc", "status" => "failed").increment(1);
         metrics::counter!("bub_turn_errors_total", "kind" => "model").increment(1);
         metrics::counter!("bub_delivery_errors_total", "channel" => "tg").increment(1);
-        metrics::counter!("bub_outbound_messages_total", "channel" => "tg", "kind" => "send").increment(4);
+        metrics::counter!("bub_outbound_messages_total", "channel" => "tg", "kind" => "send").increment(6);
+        for to in ["chat", "chat", "chat", "caller"] {
+            metrics::histogram!("bub_reply_seconds", "channel" => "tg", "to" => to).record(1.0);
+        }
         metrics::counter!("bub_outbound_messages_total", "channel" => "tg", "kind" => "edit").increment(9);
         metrics::counter!("bub_outbound_errors_total", "channel" => "tg", "kind" => "transient").increment(2);
         metrics::gauge!("bub_inbound_queue_depth").set(5.0);

@@ -3,16 +3,16 @@
 //! `[admin]` section (then every admin route answers 404 as any unknown
 //! path does; a reload that removes the section turns it off the same way).
 //!
-//! - [`auth`]: tokens, the session cookie, CSRF ([`auth::Admin`],
-//!   [`auth::Change`]: the extractors every route takes).
-//! - [`limit`]: failed attempts per client address.
-//! - [`pages`]: the login page, the console's page and its assets, embedded
+//! - `auth`: tokens, the session cookie, CSRF (`auth::Admin`,
+//!   `auth::Change`: the extractors every route takes).
+//! - `limit`: failed attempts per client address.
+//! - `pages`: the login page, the console's page and its assets, embedded
 //!   in the binary (no build step, nothing fetched from elsewhere).
-//! - [`api`]: the JSON API and its OpenAPI document
+//! - `api`: the JSON API and its OpenAPI document
 //!   (`/admin/api/openapi.json`).
-//! - [`tape_view`]: a tape's pages by id range, its anchors, search and
+//! - `tape_view`: a tape's pages by id range, its anchors, search and
 //!   JSON-lines export, as fast on a million entries as on ten.
-//! - [`live`]: samples of the numbers `/metrics` exports and the rates
+//! - `live`: samples of the numbers `/metrics` exports and the rates
 //!   between two of them, for the live charts.
 //!
 //! Behind a reverse proxy under a path prefix (`[admin] base_path = "/bub"`)

@@ -20,6 +20,10 @@ const APP: &str = include_str!("assets/app.html");
 /// The assets by name: (name, media type, content).
 const ASSETS: &[(&str, &str, &str)] = &[
     ("app.js", "text/javascript; charset=utf-8", include_str!("assets/app.js")),
+    ("lib.js", "text/javascript; charset=utf-8", include_str!("assets/lib.js")),
+    ("policy.js", "text/javascript; charset=utf-8", include_str!("assets/policy.js")),
+    ("views.js", "text/javascript; charset=utf-8", include_str!("assets/views.js")),
+    ("live.js", "text/javascript; charset=utf-8", include_str!("assets/live.js")),
     ("app.css", "text/css; charset=utf-8", include_str!("assets/app.css")),
 ];
 

@@ -415,3 +415,35 @@ async fn chats_tapes_and_live_rates_are_read_from_the_gateway() {
     assert_eq!(sample["replica"], "single");
     assert!(sample["turns_per_s"].as_f64().is_some(), "{sample}");
 }
+
+#[tokio::test]
+async fn a_reload_rotates_tokens_ending_their_sessions_and_can_turn_the_console_off() {
+    let home = tempfile::tempdir().unwrap();
+    let gateway = console(home.path(), "").await;
+    let base = format!("{}/admin", gateway.base_url());
+    let (cookie, _) = session_cookie(&login(&base, ALICE).await);
+    assert_eq!(session(&base, &cookie).await.0, 200);
+    let rotated = "alice-rotated-0123456789";
+    std::fs::write(home.path().join("admin.tokens"), format!("alice {rotated}\nbob {BOB}\n")).unwrap();
+    let hangup = std::process::Command::new("kill").args(["-HUP", &gateway.pid().to_string()]).status().unwrap();
+    assert!(hangup.success());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while session(&base, &cookie).await.0 != 401 {
+        assert!(std::time::Instant::now() < deadline, "the old token's session outlived the rotation");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(login(&base, rotated).await.status(), 303, "the new token logs in");
+    assert_eq!(login(&base, ALICE).await.status(), 401, "the old one does not");
+
+    std::fs::write(home.path().join("bub.toml"), config("")).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let status = client().get(format!("{base}/api/session")).bearer_auth(BOB).send().await.unwrap().status();
+        if status == 404 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the console stayed on after [admin] was removed");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(client().get(format!("{base}/")).send().await.unwrap().status(), 404);
+}

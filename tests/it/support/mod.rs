@@ -2,9 +2,10 @@
 //! model server, [`fake_telegram`] a Bot API and [`fake_discord`] Discord's
 //! REST API and gateway (each built with its platform's feature, as are the
 //! modules that use it), [`fake_otlp`] an OpenTelemetry trace receiver, [`gateway`] runs `bub gateway`, [`cli`] the other
-//! commands, [`mcp_python`] the official MCP Python SDK's client, [`venv`] the Python tools' venvs, [`postgres`] the cluster; the rest builds tape stores on
+//! commands, [`browser`] the admin console's browser scenarios, [`mcp_python`] the official MCP Python SDK's client, [`venv`] the Python tools' venvs, [`postgres`] the cluster; the rest builds tape stores on
 //! temporary files and agents on the scripted model.
 
+pub mod browser;
 pub mod cli;
 #[cfg(feature = "discord")]
 pub mod fake_discord;

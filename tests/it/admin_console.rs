@@ -202,7 +202,7 @@ async fn explain_answers_for_any_chat_as_the_chat_command_would() {
     assert_eq!(status, 422);
     assert!(unknown["error"]["message"].as_str().unwrap().contains("did you mean bash"), "{unknown}");
     let (status, _) = post(&base, "explain", serde_json::json!({"channel": "hooks"})).await;
-    assert_eq!(status, 422, "a body missing fields");
+    assert_eq!(status, 400, "a body missing fields does not fit the document");
     let raw = client().post(format!("{base}/api/explain")).bearer_auth(ALICE).body("{").send().await.unwrap();
     assert_eq!(raw.status(), 415, "not sent as JSON");
 }

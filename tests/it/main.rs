@@ -40,6 +40,7 @@ mod db_sqlite;
 
 // The agent: its loop, events, comma commands, compaction, the model
 // clients over HTTP and the agent `Setup` builds.
+mod admin_api_schema;
 mod admin_browser;
 mod admin_console;
 mod agent_commands;

@@ -28,6 +28,9 @@ pub(crate) fn document(doc: &mut Document) {
 /// A tool, a user and a chat to explain.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(example = serde_json::json!({
+    "channel": "hooks", "chat": "room-1", "kind": "direct", "tool": "bash", "user": "hooks:dana"
+}))]
 pub(crate) struct ExplainRequest {
     /// A channel of the config (`hooks`).
     pub channel: String,

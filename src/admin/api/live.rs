@@ -25,7 +25,7 @@ pub(crate) fn document(doc: &mut Document) {
     doc.op("get", "/live", "live", "The gateway's rates, one server-sent `sample` event a second.")
         .describe("Each event's data is a `LiveSample` (JSON). The stream ends after `samples` events when given.")
         .query::<LiveQuery>()
-        .stream(200, "text/event-stream", "`sample` events.")
+        .events::<LiveSample>(200, "sample", "`sample` events, each's data a `LiveSample`.")
         .add();
     // The event's schema, for clients (the stream's own schema is text).
     doc.op("get", "/live/sample", "liveSample", "One sample: the rates over the next second.")

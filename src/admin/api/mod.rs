@@ -53,6 +53,7 @@ pub(crate) fn routes(prefix: &str) -> Router<AdminState> {
         .merge(live::routes(prefix))
         .merge(pairing::routes(prefix))
         .route(&format!("{prefix}/{{*rest}}"), axum::routing::any(unknown))
+        .method_not_allowed_fallback(method_not_allowed)
 }
 
 /// The OpenAPI document of every operation, served at `server`.
@@ -60,7 +61,7 @@ pub(crate) fn document(server: &str) -> serde_json::Value {
     let mut doc = openapi::Document::new();
     doc.op("get", "/openapi.json", "openapi", "This document.")
         .public()
-        .stream(200, "application/json", "The OpenAPI document.")
+        .json::<serde_json::Map<String, serde_json::Value>>(200, "The OpenAPI document.")
         .add();
     session::document(&mut doc);
     config::document(&mut doc);
@@ -99,6 +100,16 @@ async fn unknown() -> ApiError {
     ApiError::not_found("no such API route: see openapi.json")
 }
 
+/// A method the path does not take: a JSON 405 like every other answer
+/// (axum adds the `Allow` header).
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "this path does not take that method: see openapi.json",
+    )
+}
+
 /// Every error the API answers, as JSON.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub(crate) struct ErrorBody {
@@ -109,7 +120,8 @@ pub(crate) struct ErrorBody {
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub(crate) struct ErrorDetail {
     /// A word a script can match: `unauthorized`, `forbidden`, `not_found`,
-    /// `bad_request`, `invalid`, `conflict`, `too_many_attempts`, `internal`…
+    /// `bad_request`, `invalid_body`, `invalid`, `conflict`, `method_not_allowed`,
+    /// `too_many_attempts`, `internal`…
     pub kind: String,
     /// What to do about it, for a person.
     pub message: String,
@@ -163,7 +175,9 @@ impl ApiError {
         ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message)
     }
 
-    /// 422: well-formed, but not something bub can take (an invalid config).
+    /// 422: fits the document, but not something bub can take (an unknown
+    /// channel or tool, an invalid config). A body that does not fit the
+    /// document is a 400 ([`ApiJson`]).
     pub(crate) fn invalid(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid", message)
     }
@@ -216,8 +230,10 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
                 "unsupported_media_type",
                 "send the body as `Content-Type: application/json`",
             )),
+            // 400, as a body that is no JSON: it does not fit the document. 422
+            // is kept for a body that fits it but names what bub does not have.
             Err(JsonRejection::JsonDataError(error)) => {
-                Err(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_body", error.body_text()))
+                Err(ApiError::new(StatusCode::BAD_REQUEST, "invalid_body", error.body_text()))
             }
             Err(JsonRejection::BytesRejection(error)) if error.status() == StatusCode::PAYLOAD_TOO_LARGE => {
                 Err(ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", error.body_text()))

@@ -6,9 +6,12 @@
 //! table next to the routes they describe.
 //!
 //! The error responses every operation can give are added by [`Op::add`]:
-//! 401 and 429 (authenticated operations), 403 (changes: CSRF), 404, and
-//! 400/413/415/422 where a query or body is read. `schemathesis`
-//! checks the served API against this document (`.ci/run`).
+//! 401, 429 and 500 (authenticated operations), 403 (changes: CSRF), 404, and
+//! 400/413/415/422 where a query or body is read: 400 when it does not fit
+//! the document, 422 when it fits but bub cannot take it. `schemathesis`
+//! checks the served API against this document
+//! (`tests/it/admin_api_schema.rs`): a request that fits must not get a
+//! 400, one that does not must get a 4xx, every answer must be documented.
 
 use super::ErrorBody;
 use schemars::generate::{Contract, SchemaSettings};
@@ -164,6 +167,35 @@ impl Op<'_> {
         self.response(status, description, Some((media, json!({"type": "string"}))))
     }
 
+    /// A `text/event-stream` of events named `event`, each one's data a JSON
+    /// `T`: the schema describes one event (`event`, `data`), the data's
+    /// own schema as its `contentSchema`, as schemathesis checks each event.
+    pub(crate) fn events<T: JsonSchema>(self, status: u16, event: &str, description: &str) -> Self {
+        let data = self.doc.responses.subschema_for::<T>().to_value();
+        let schema = json!({
+            "type": "object",
+            "required": ["event", "data"],
+            "properties": {
+                "event": {"const": event},
+                "data": {"type": "string", "contentMediaType": "application/json", "contentSchema": data}
+            }
+        });
+        self.response(status, description, Some(("text/event-stream", schema)))
+    }
+
+    /// An OpenAPI link from the `status` answer (added before) to the
+    /// operation `to`, its body made of runtime expressions
+    /// (`$response.body#/requests/0/code`): how one call feeds the next, for
+    /// a client and for schemathesis's stateful phase.
+    pub(crate) fn link(mut self, status: u16, name: &str, to: &str, body: Value) -> Self {
+        let response = self.op.get_mut("responses").and_then(|responses| responses.get_mut(status.to_string()));
+        if let Some(Value::Object(response)) = response {
+            let links = response.entry("links").or_insert_with(|| json!({}));
+            links[name] = json!({"operationId": to, "requestBody": body});
+        }
+        self
+    }
+
     fn response(mut self, status: u16, description: &str, content: Option<(&str, Value)>) -> Self {
         let mut response = json!({"description": description});
         if let Some((media, schema)) = content {
@@ -180,14 +212,19 @@ impl Op<'_> {
     /// Puts the operation in the document, with the error responses it can give.
     pub(crate) fn add(mut self) {
         let errors: &[(u16, &str, bool)] = &[
-            (400, "The query or body is malformed.", self.reads_input),
+            (400, "The query or body is malformed or does not fit this document.", self.reads_input),
             (401, "No admin token or session, or a wrong one.", !self.public),
             (403, "A change without the CSRF header, or from another site.", self.change),
             (404, "Not found (or the console is off).", true),
             (413, "The body is too large.", self.op.contains_key("requestBody")),
             (415, "The body is not `application/json`.", self.op.contains_key("requestBody")),
-            (422, "The body does not fit the schema.", self.op.contains_key("requestBody")),
+            (
+                422,
+                "The body fits this document but names what bub does not have (a channel, a tool), or is an invalid config.",
+                self.op.contains_key("requestBody"),
+            ),
             (429, "Too many failed attempts from this address: wait the `Retry-After` seconds.", !self.public),
+            (500, "Something inside bub failed (the database, a file): the gateway's log says what.", !self.public),
         ];
         for (status, description, applies) in errors {
             let taken = self.op.get("responses").is_some_and(|r| r.get(status.to_string()).is_some());

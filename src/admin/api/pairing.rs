@@ -14,6 +14,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 
 pub(crate) fn routes(prefix: &str) -> Router<AdminState> {
     Router::new()
@@ -25,6 +26,12 @@ pub(crate) fn routes(prefix: &str) -> Router<AdminState> {
 pub(crate) fn document(doc: &mut Document) {
     doc.op("get", "/pairing", "pairingList", "Pending pairing codes and approvals, oldest first.")
         .ok::<PairingList>("The requests.")
+        .link(
+            200,
+            "approveFirst",
+            "pairingApprove",
+            json!({"channel": "$response.body#/requests/0/channel", "code": "$response.body#/requests/0/code"}),
+        )
         .add();
     doc.op("post", "/pairing/approve", "pairingApprove", "Approve a pending pairing code.")
         .change()
@@ -83,6 +90,7 @@ impl From<PairingRecord> for PairingView {
 /// A code to approve.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(example = serde_json::json!({"channel": "hooks", "code": "ABCD-EFGH"}))]
 pub(crate) struct ApproveRequest {
     pub channel: String,
     /// As the sender was given it (any case, with or without the dash).
@@ -92,6 +100,7 @@ pub(crate) struct ApproveRequest {
 /// A user or chat whose code or approval goes.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(example = serde_json::json!({"channel": "hooks", "id": "42"}))]
 pub(crate) struct RefuseRequest {
     pub channel: String,
     /// The platform's user or chat id.

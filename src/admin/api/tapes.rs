@@ -87,7 +87,8 @@ pub(crate) struct NameQuery {
 }
 
 fn tape_of(state: &AdminState, name: &str) -> Result<(Arc<dyn TapeStore>, TapeName), ApiError> {
-    let tape = TapeName::new(name).map_err(|error| ApiError::bad_request(error.to_string()))?;
+    // A name no tape can have names no tape: 404, as an unknown one.
+    let tape = TapeName::new(name).map_err(|error| ApiError::not_found(error.to_string()))?;
     Ok((state.gateway().agent().store().clone(), tape))
 }
 

@@ -2,7 +2,7 @@
 //! model server, [`fake_telegram`] a Bot API and [`fake_discord`] Discord's
 //! REST API and gateway (each built with its platform's feature, as are the
 //! modules that use it), [`fake_otlp`] an OpenTelemetry trace receiver, [`gateway`] runs `bub gateway`, [`cli`] the other
-//! commands, [`browser`] the admin console's browser scenarios, [`mcp_python`] the official MCP Python SDK's client, [`postgres`] the cluster; the rest builds tape stores on
+//! commands, [`browser`] the admin console's browser scenarios, [`mcp_python`] the official MCP Python SDK's client, [`venv`] the Python tools' venvs, [`postgres`] the cluster; the rest builds tape stores on
 //! temporary files and agents on the scripted model.
 
 pub mod browser;
@@ -19,6 +19,7 @@ pub mod mcp_servers;
 #[cfg(any(feature = "telegram", feature = "discord"))]
 pub mod multipart;
 pub mod postgres;
+pub mod venv;
 
 use bub::db::{PgTapeStore, SqliteTapeStore};
 use bub::tape::{ForkStore, InMemoryTapeStore, Tape, TapeName, TapeSettings, TapeStore};

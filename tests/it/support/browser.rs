@@ -7,10 +7,7 @@
 //! install that fails, or a missing Chromium, fails the test with the
 //! reason: a test never passes by skipping.
 
-use sha2::{Digest, Sha256};
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -26,36 +23,13 @@ pub fn installed() -> &'static Path {
 }
 
 fn install() -> PathBuf {
-    let hash: String = Sha256::digest(LOCK.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("admin-e2e-{}", &hash[..12]));
-    let marker = dir.join(".installed");
-    if marker.exists() {
-        return dir;
-    }
-    std::fs::create_dir_all(dir.parent().unwrap()).unwrap();
-    let lock = std::fs::File::create(dir.with_extension("lock")).unwrap();
-    lock.lock().expect("lock the browser tests' install folder");
-    if !marker.exists() {
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("package.json"), PACKAGE).unwrap();
-        std::fs::write(dir.join("package-lock.json"), LOCK).unwrap();
-        let output = Command::new("npm")
-            .args(["ci", "--ignore-scripts", "--no-audit", "--no-fund"])
-            .env("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
-            .current_dir(&dir)
-            .output()
-            .unwrap_or_else(|error| panic!("the browser tests need npm (Node 20): cannot run npm: {error}"));
-        assert!(
-            output.status.success(),
-            "installing playwright-core (npm ci in {}) failed:\n{}\n{}",
-            dir.display(),
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
-        std::fs::File::create(&marker).unwrap().write_all(b"ok").unwrap();
-    }
-    dir
+    super::npm::install(
+        "admin-e2e",
+        PACKAGE,
+        LOCK,
+        &[("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")],
+        "the browser tests (playwright-core)",
+    )
 }
 
 /// Where the scenarios' screenshots go: `$CARGO_TARGET_DIR/admin-screenshots`.

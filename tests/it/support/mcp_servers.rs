@@ -7,8 +7,6 @@
 //! that fails fails the test, with npm's own words: a test never passes by
 //! skipping.
 
-use sha2::{Digest, Sha256};
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -23,35 +21,7 @@ pub fn installed() -> &'static Path {
 }
 
 fn install() -> PathBuf {
-    let hash: String = Sha256::digest(LOCK.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("mcp-servers-{}", &hash[..12]));
-    let marker = dir.join(".installed");
-    if marker.exists() {
-        return dir;
-    }
-    std::fs::create_dir_all(dir.parent().unwrap()).unwrap();
-    let lock = std::fs::File::create(dir.with_extension("lock")).unwrap();
-    lock.lock().expect("lock the MCP servers' install folder");
-    if !marker.exists() {
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("package.json"), PACKAGE).unwrap();
-        std::fs::write(dir.join("package-lock.json"), LOCK).unwrap();
-        let output = Command::new("npm")
-            .args(["ci", "--ignore-scripts", "--no-audit", "--no-fund"])
-            .current_dir(&dir)
-            .output()
-            .unwrap_or_else(|error| panic!("the MCP test servers need npm (Node 20): cannot run npm: {error}"));
-        assert!(
-            output.status.success(),
-            "installing the MCP test servers (npm ci in {}) failed:\n{}\n{}",
-            dir.display(),
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
-        std::fs::File::create(&marker).unwrap().write_all(b"ok").unwrap();
-    }
-    dir
+    super::npm::install("mcp-servers", PACKAGE, LOCK, &[], "the MCP test servers")
 }
 
 /// The command line of a server: `node <its entry point>` and `args`.

@@ -18,6 +18,7 @@ pub mod mcp_python;
 pub mod mcp_servers;
 #[cfg(any(feature = "telegram", feature = "discord"))]
 pub mod multipart;
+pub mod npm;
 pub mod postgres;
 pub mod venv;
 

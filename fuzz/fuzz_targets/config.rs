@@ -5,7 +5,9 @@
 //! - an error names the file, and its `(line, column)`, when given, is a
 //!   position inside the text (1-based; the column counts characters);
 //! - a config that parses resolves, for every channel and chat it names, to a
-//!   policy that can be described and that decides on every tool.
+//!   policy that can be described and that decides on every tool;
+//! - the admin console's preview of a config against itself finds no one
+//!   gaining or losing anything (`policy::access_diff`).
 #![no_main]
 
 use bub::config::{ConfigError, GatewayConfig, Layer};
@@ -41,6 +43,8 @@ fuzz_target!(|data: &[u8]| {
             Layer::BuiltIn | Layer::Agent | Layer::Defaults => {}
         }
     }
+    let same = bub::policy::access_diff(&config, &config, &TOOLS);
+    assert!(same.changes.is_empty(), "a config against itself: {:?}", same.changes);
     for (channel, chat) in chats {
         let policy = config.effective(&channel, &chat);
         let _ = policy.describe();

@@ -38,9 +38,10 @@ pub(crate) fn routes(prefix: &str) -> Router<AdminState> {
         .layer(axum::middleware::map_response(security_headers))
 }
 
-/// What every console response carries: only this origin's scripts and
-/// styles, never in a frame, no sniffing, no referrer, not cached.
-async fn security_headers(mut response: Response) -> Response {
+/// What every console response carries, the API's too: only this origin's
+/// scripts and styles, never in a frame, no sniffing, no referrer, not
+/// cached (answers hold the config's text and people's messages).
+pub(super) async fn security_headers(mut response: Response) -> Response {
     let headers = response.headers_mut();
     let set = |headers: &mut HeaderMap, name: &'static str, value: &'static str| {
         headers.entry(name).or_insert(HeaderValue::from_static(value));

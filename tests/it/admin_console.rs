@@ -82,6 +82,8 @@ async fn a_right_token_logs_in_with_a_strict_cookie_and_a_wrong_one_is_refused()
     let (cookie, header) = session_cookie(&right);
     assert!(header.contains("HttpOnly") && header.contains("SameSite=Strict") && header.contains("Path=/admin"));
     assert!(!header.contains("Secure"), "on loopback the cookie is not Secure: {header}");
+    let answer = client().get(format!("{base}/api/session")).header("cookie", &cookie).send().await.unwrap();
+    assert_eq!(answer.headers()["cache-control"], "no-store", "API answers are not cached either");
     let (status, me) = session(&base, &cookie).await;
     assert_eq!(status, 200);
     assert_eq!(me["admin"], "alice", "the audit's name comes from the token file");

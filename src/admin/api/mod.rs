@@ -54,6 +54,7 @@ pub(crate) fn routes(prefix: &str) -> Router<AdminState> {
         .merge(pairing::routes(prefix))
         .route(&format!("{prefix}/{{*rest}}"), axum::routing::any(unknown))
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::map_response(super::pages::security_headers))
 }
 
 /// The OpenAPI document of every operation, served at `server`.

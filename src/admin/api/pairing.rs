@@ -36,7 +36,7 @@ pub(crate) fn document(doc: &mut Document) {
     doc.op("post", "/pairing/approve", "pairingApprove", "Approve a pending pairing code.")
         .change()
         .body::<ApproveRequest>()
-        .ok::<PairingView>("The user or chat approved.")
+        .ok::<PairingRecord>("The user or chat approved.")
         .add();
     doc.op("post", "/pairing/refuse", "pairingRefuse", "Refuse a pending code, or revoke an approval.")
         .change()
@@ -48,43 +48,7 @@ pub(crate) fn document(doc: &mut Document) {
 /// Pairing rows.
 #[derive(Debug, Serialize, JsonSchema)]
 pub(crate) struct PairingList {
-    pub requests: Vec<PairingView>,
-}
-
-/// One pending code or approval.
-#[derive(Debug, Serialize, JsonSchema)]
-pub(crate) struct PairingView {
-    pub channel: String,
-    /// `user` (direct messages) or `chat` (a group).
-    pub subject: String,
-    /// The platform's user or chat id.
-    pub id: String,
-    pub display: Option<String>,
-    /// `pending` or `approved`.
-    pub state: String,
-    /// A pending row's code, `ABCD-EFGH`.
-    pub code: Option<String>,
-    pub requested_at: String,
-    pub requested_by: Option<String>,
-    pub approved_at: Option<String>,
-    pub approved_by: Option<String>,
-}
-
-impl From<PairingRecord> for PairingView {
-    fn from(row: PairingRecord) -> PairingView {
-        PairingView {
-            channel: row.channel,
-            subject: row.subject,
-            id: row.id,
-            display: row.display,
-            state: row.state,
-            code: row.code,
-            requested_at: row.requested_at,
-            requested_by: row.requested_by,
-            approved_at: row.approved_at,
-            approved_by: row.approved_by,
-        }
-    }
+    pub requests: Vec<PairingRecord>,
 }
 
 /// A code to approve.
@@ -115,14 +79,14 @@ pub(crate) struct Refused {
 
 async fn list(_: Admin, State(state): State<AdminState>) -> Result<Json<PairingList>, ApiError> {
     let rows = state.gateway().pairing().list(None).await.map_err(ApiError::internal)?;
-    Ok(Json(PairingList { requests: rows.into_iter().map(PairingView::from).collect() }))
+    Ok(Json(PairingList { requests: rows }))
 }
 
 async fn approve(
     Change(admin): Change,
     State(state): State<AdminState>,
     ApiJson(request): ApiJson<ApproveRequest>,
-) -> Result<Json<PairingView>, ApiError> {
+) -> Result<Json<PairingRecord>, ApiError> {
     known_channel(&state, &request.channel)?;
     let by = format!("admin:{}", admin.name);
     let approved = match state.gateway().pairing().approve(&request.channel, &request.code, &by).await {
@@ -138,7 +102,7 @@ async fn approve(
     super::audit::record(&state, &admin.name, "pairing.approve", target).await?;
     let rows = state.gateway().pairing().list(Some(&request.channel)).await.map_err(ApiError::internal)?;
     let row = rows.into_iter().find(|row| row.id == approved.id && row.state == "approved");
-    row.map(|row| Json(PairingView::from(row))).ok_or_else(|| ApiError::internal("the approval is not listed"))
+    row.map(Json).ok_or_else(|| ApiError::internal("the approval is not listed"))
 }
 
 async fn refuse(

@@ -58,7 +58,7 @@ pub enum Requested {
 }
 
 /// One row, as `bub pairing list` and `,pairing list` show it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct PairingRecord {
     pub channel: String,
     /// `user` or `chat`.

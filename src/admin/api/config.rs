@@ -13,7 +13,7 @@ use crate::admin::auth::{Admin, Change};
 use crate::config::edit::{ConfigProblem, ConfigVersion, EditError, OnDisk, unified_diff};
 use crate::config::{GatewayConfig, ReloadOutcome};
 use crate::db::gateway::NewAudit;
-use crate::policy::{AccessChange, access_diff};
+use crate::policy::{AccessChange, AccessDiff, access_diff};
 use axum::extract::State;
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -170,7 +170,7 @@ async fn preview(
     let running = state.live().running().map_err(edit_error)?;
     let diff = unified_diff(&running.text, &request.text);
     let (checked, config) = checked(&state, request.text).await?;
-    let changes = match config {
+    let access = match config {
         Some(new) => {
             let tools: Vec<_> = state
                 .gateway()
@@ -179,11 +179,16 @@ async fn preview(
                 .iter()
                 .map(|tool| (tool.name().to_string(), tool.capabilities()))
                 .collect();
-            access_diff(&state.config(), &new, &tools).changes
+            // Every subject's policy resolved twice: work for a blocking thread on a large config.
+            let running = state.config();
+            tokio::task::spawn_blocking(move || access_diff(&running, &new, &tools))
+                .await
+                .map_err(ApiError::internal)?
         }
-        None => Vec::new(),
+        None => AccessDiff { changes: Vec::new() },
     };
-    let widens = changes.iter().any(|change| change.widens);
+    let widens = access.widens();
+    let changes = access.changes;
     Ok(Json(Preview { checked, diff, changes, widens }))
 }
 

@@ -228,7 +228,12 @@ async fn pairing_codes_that_do_not_exist_are_not_found_and_refusing_nothing_remo
 }
 
 async fn get(base: &str, path: &str) -> (u16, serde_json::Value) {
-    let response = client().get(format!("{base}/api/{path}")).bearer_auth(ALICE).send().await.unwrap();
+    get_with(base, path, &[]).await
+}
+
+/// `GET api/{path}?{query}` with alice's bearer token: status and JSON.
+async fn get_with(base: &str, path: &str, query: &[(&str, &str)]) -> (u16, serde_json::Value) {
+    let response = client().get(format!("{base}/api/{path}")).query(query).bearer_auth(ALICE).send().await.unwrap();
     (response.status().as_u16(), response.json().await.unwrap_or_default())
 }
 
@@ -348,41 +353,20 @@ async fn chats_tapes_and_live_rates_are_read_from_the_gateway() {
     assert_eq!(chat["messages"], 2);
     let tape = chat["tape"].as_str().unwrap().to_string();
 
-    let page: serde_json::Value = client()
-        .get(format!("{base}/api/tape"))
-        .query(&[("name", tape.as_str()), ("limit", "2")])
-        .bearer_auth(ALICE)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let page = get_with(&base, "tape", &[("name", tape.as_str()), ("limit", "2")]).await.1;
     let total = page["total"].as_u64().unwrap();
     assert!(total >= 4, "two commands and their results: {page}");
     assert_eq!((page["last_id"].as_u64(), page["entries"].as_array().unwrap().len()), (Some(total), 2));
     assert_eq!(page["has_older"], true);
-    let older: serde_json::Value = client()
-        .get(format!("{base}/api/tape"))
-        .query(&[("name", tape.as_str()), ("before", &page["first_id"].to_string()), ("limit", "500")])
-        .bearer_auth(ALICE)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let older = get_with(
+        &base,
+        "tape",
+        &[("name", tape.as_str()), ("before", &page["first_id"].to_string()), ("limit", "500")],
+    )
+    .await
+    .1;
     assert_eq!((older["first_id"].as_u64(), older["has_older"].as_bool()), (Some(1), Some(false)));
-    let found: serde_json::Value = client()
-        .get(format!("{base}/api/tape/search"))
-        .query(&[("name", tape.as_str()), ("q", "tape.info")])
-        .bearer_auth(ALICE)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let found = get_with(&base, "tape/search", &[("name", tape.as_str()), ("q", "tape.info")]).await.1;
     assert!(!found["hits"].as_array().unwrap().is_empty(), "{found}");
     let export = client()
         .get(format!("{base}/api/tape/export"))
@@ -398,14 +382,7 @@ async fn chats_tapes_and_live_rates_are_read_from_the_gateway() {
         let entry: serde_json::Value = serde_json::from_str(line).unwrap();
         assert!(entry["id"].as_u64().is_some(), "{line}");
     }
-    let bad = client()
-        .get(format!("{base}/api/tape"))
-        .query(&[("name", "hooks:c1"), ("limit", "0")])
-        .bearer_auth(ALICE)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(bad.status(), 400);
+    assert_eq!(get_with(&base, "tape", &[("name", "hooks:c1"), ("limit", "0")]).await.0, 400);
 
     let live =
         client().get(format!("{base}/api/live")).query(&[("samples", "2")]).bearer_auth(ALICE).send().await.unwrap();
